@@ -1,0 +1,369 @@
+"""The backend the gateway's tests drive: well-behaved tools plus flags that make it misbehave.
+
+    python scripts/backends/testbackend.py [--name NAME] [--only echo,add] [--state-file PATH]
+        [--crash-on-start [CODE]] [--hang-on-initialize] [--exit-after-initialize] [--banner]
+        [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
+
+Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
+stderr_flood. stdout carries MCP only (unless --banner or --garbage-only say otherwise); logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import Final
+
+import orjson
+import trio
+from toolserver import (
+    Context,
+    JsonObject,
+    MethodHandler,
+    ToolError,
+    ToolHandler,
+    ToolServer,
+    setup_logging,
+    text_result,
+)
+
+log = logging.getLogger("testbackend")
+
+VERSION: Final = "1.0.0"
+STDERR_LINE: Final = 100  # bytes per stderr_flood line, newline included
+STDERR_WRITE: Final = 4000  # bytes per write: whole lines, below PIPE_BUF so log lines never interleave
+GARBAGE_PERIOD_S: Final = 0.05
+GARBAGE: Final = (
+    b"this is not JSON",
+    b"{not json either",
+    b'{"jsonrpc": "2.0", "id": ',
+    b"<html><body>500 Internal Server Error</body></html>",
+    b"\x00\x01\x02 binary junk \xff\xfe",
+)
+
+_children: list[subprocess.Popen[bytes]] = []  # kept so they are never reaped or warned about
+
+
+def _schema(properties: JsonObject, required: tuple[str, ...] = ()) -> JsonObject:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+STRING: Final = {"type": "string"}
+NUMBER: Final = {"type": "number"}
+INTEGER: Final = {"type": "integer"}
+
+
+# --- tools --------------------------------------------------------------------------------------------------
+
+
+async def echo(ctx: Context, arguments: JsonObject) -> JsonObject:
+    text = arguments["text"]
+    return text_result(text, {"text": text})
+
+
+async def add(ctx: Context, arguments: JsonObject) -> JsonObject:
+    total = arguments["a"] + arguments["b"]
+    return text_result(str(total), {"sum": total})
+
+
+async def sleep(ctx: Context, arguments: JsonObject) -> JsonObject:
+    seconds = arguments["seconds"]
+    await trio.sleep(seconds)
+    return text_result(f"slept {seconds}")
+
+
+async def crash(ctx: Context, arguments: JsonObject) -> JsonObject:
+    code = int(arguments.get("code", 1))
+    log.warning("crash tool: exiting at once with code %d", code)
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def pid(ctx: Context, arguments: JsonObject) -> JsonObject:
+    return text_result(str(os.getpid()), {"pid": os.getpid()})
+
+
+async def fail(ctx: Context, arguments: JsonObject) -> JsonObject:
+    return text_result(arguments["message"], is_error=True)
+
+
+async def rpc_error(ctx: Context, arguments: JsonObject) -> JsonObject:
+    raise ToolError(int(arguments["code"]), arguments["message"])
+
+
+async def progress(ctx: Context, arguments: JsonObject) -> JsonObject:
+    steps = int(arguments["steps"])
+    delay = arguments.get("delay", 0)
+    for step in range(1, steps + 1):
+        await ctx.progress(step, steps, f"step {step} of {steps}")
+        await trio.sleep(delay)
+    return text_result(f"done {steps}")
+
+
+async def set_tools(ctx: Context, arguments: JsonObject) -> JsonObject:
+    extra: list[str] = arguments["extra"]
+    builtin = set(TOOLS)
+    clashes = sorted(set(extra) & builtin)
+    if clashes:
+        return text_result(f"cannot replace built-in tools: {', '.join(clashes)}", is_error=True)
+    server = ctx.server
+    for name in server.tool_names():
+        if name not in builtin:
+            server.remove_tool(name)
+    for name in extra:
+        description = f"A dynamic tool ({name}); echoes `text`."
+        server.add_tool(name, echo, description=description, input_schema=ECHO_IN)
+    await server.tools_changed()
+    return text_result("extra tools: " + ", ".join(extra), {"extra": extra})
+
+
+async def ask_client(ctx: Context, arguments: JsonObject) -> JsonObject:
+    answer = await ctx.request_client(arguments["method"], arguments.get("params", {}))
+    return text_result(orjson.dumps(answer).decode(), answer)
+
+
+async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
+    stdio = None if arguments.get("inherit_stdio", False) else subprocess.DEVNULL
+    start = functools.partial(subprocess.Popen, ["sleep", "3600"], stdin=stdio, stdout=stdio, stderr=stdio)
+    child = await trio.to_thread.run_sync(start)
+    _children.append(child)
+    log.info("spawned grandchild %d", child.pid)
+    return text_result(str(child.pid), {"pid": child.pid})
+
+
+async def stderr_flood(ctx: Context, arguments: JsonObject) -> JsonObject:
+    count = int(arguments["bytes"])
+    await trio.to_thread.run_sync(_flood_stderr, count)
+    return text_result(f"wrote {count} bytes to stderr", {"bytes": count})
+
+
+def _flood_stderr(count: int) -> None:
+    sys.stderr.flush()
+    line = b"x" * (STDERR_LINE - 1) + b"\n"
+    per_write = STDERR_WRITE // STDERR_LINE
+    full, rest = divmod(count, STDERR_LINE)
+    while full:
+        lines = min(full, per_write)
+        _write_all(2, line * lines)
+        full -= lines
+    if rest:
+        _write_all(2, b"x" * (rest - 1) + b"\n")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+ECHO_IN: Final = _schema({"text": {"type": "string", "description": "The text to send back."}}, ("text",))
+
+ToolSpec = tuple[ToolHandler, str, JsonObject, JsonObject | None]
+
+TOOLS: Final[dict[str, ToolSpec]] = {
+    "echo": (
+        echo,
+        "Echo `text` back as text and as structuredContent.",
+        ECHO_IN,
+        _schema({"text": STRING}, ("text",)),
+    ),
+    "add": (
+        add,
+        "Add two numbers; the sum as text and as structuredContent.",
+        _schema({"a": NUMBER, "b": NUMBER}, ("a", "b")),
+        _schema({"sum": NUMBER}, ("sum",)),
+    ),
+    "sleep": (
+        sleep,
+        "Sleep `seconds`, then answer 'slept {seconds}'. notifications/cancelled stops it (no answer then).",
+        _schema({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
+        None,
+    ),
+    "crash": (
+        crash,
+        "Exit the backend process at once with exit status `code` (default 1). Never answers.",
+        _schema({"code": {"type": "integer", "default": 1, "minimum": 0, "maximum": 255}}),
+        None,
+    ),
+    "pid": (pid, "The backend's process id.", _schema({}), _schema({"pid": INTEGER}, ("pid",))),
+    "fail": (
+        fail,
+        "Answer a tool result with isError true and `message` as its text.",
+        _schema({"message": STRING}, ("message",)),
+        None,
+    ),
+    "rpc_error": (
+        rpc_error,
+        "Answer a JSON-RPC error response with this `code` and `message`.",
+        _schema({"code": INTEGER, "message": STRING}, ("code", "message")),
+        None,
+    ),
+    "progress": (
+        progress,
+        "Send `steps` notifications/progress (when the call has a progressToken), "
+        "then answer 'done {steps}'.",
+        _schema(
+            {
+                "steps": {"type": "integer", "minimum": 0},
+                "delay": {"type": "number", "minimum": 0, "default": 0, "description": "Seconds per step."},
+            },
+            ("steps",),
+        ),
+        None,
+    ),
+    "set_tools": (
+        set_tools,
+        "Replace the extra dynamic tools (each behaves like echo), "
+        "then send notifications/tools/list_changed.",
+        _schema({"extra": {"type": "array", "items": STRING}}, ("extra",)),
+        None,
+    ),
+    "ask_client": (
+        ask_client,
+        "Send a request to the client; answer its response as JSON text and structuredContent.",
+        _schema({"method": STRING, "params": {"type": "object", "default": {}}}, ("method",)),
+        None,
+    ),
+    "spawn_child": (
+        spawn_child,
+        "Start a grandchild `sleep 3600` (not waited for) and answer its pid. Its stdio is /dev/null unless "
+        "`inherit_stdio` is true.",
+        _schema({"inherit_stdio": {"type": "boolean", "default": False}}),
+        _schema({"pid": INTEGER}, ("pid",)),
+    ),
+    "stderr_flood": (
+        stderr_flood,
+        "Write `bytes` bytes to stderr in lines of about 100 characters, then answer.",
+        _schema({"bytes": {"type": "integer", "minimum": 0}}, ("bytes",)),
+        None,
+    ),
+}
+
+
+# --- misbehaviour -------------------------------------------------------------------------------------------
+
+
+async def hang(ctx: Context, params: JsonObject) -> JsonObject:
+    log.warning("--hang-on-initialize: never answering initialize")
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+def exit_after_first_list(server: ToolServer) -> MethodHandler:
+    async def list_then_exit(ctx: Context, params: JsonObject) -> JsonObject:
+        result = server.list_tools_result(params)
+        await ctx.reply(result)
+        log.warning("--exit-after-initialize: answered tools/list; exiting")
+        server.stop(0)
+        return result
+
+    return list_then_exit
+
+
+async def spew_garbage(exit_on_eof: bool) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_write_garbage, nursery.cancel_scope)
+        await _drain_stdin()
+        if not exit_on_eof:
+            await trio.sleep_forever()
+        nursery.cancel_scope.cancel()
+
+
+async def _write_garbage(scope: trio.CancelScope) -> None:
+    async with trio.lowlevel.FdStream(os.dup(1)) as stdout:
+        count = 0
+        while True:
+            try:
+                await stdout.send_all(GARBAGE[count % len(GARBAGE)] + b"\n")
+            except trio.BrokenResourceError:
+                scope.cancel()
+                return
+            count += 1
+            await trio.sleep(GARBAGE_PERIOD_S)
+
+
+async def _drain_stdin() -> None:
+    async with trio.lowlevel.FdStream(os.dup(0)) as stdin:
+        while await stdin.receive_some(65536):
+            pass
+
+
+# --- entry --------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="testbackend", help="serverInfo.name (default: testbackend)")
+    parser.add_argument("--only", help="comma-separated tool names: expose only these")
+    parser.add_argument("--state-file", help="append 'start <pid>' to this file at start")
+    parser.add_argument("--crash-on-start", nargs="?", type=int, const=3, metavar="CODE", help="exit at once")
+    parser.add_argument("--hang-on-initialize", action="store_true", help="never answer initialize")
+    parser.add_argument("--exit-after-initialize", action="store_true", help="exit after one tools/list")
+    parser.add_argument("--banner", action="store_true", help="print a non-JSON line on stdout first")
+    parser.add_argument("--garbage-only", action="store_true", help="write only garbage lines to stdout")
+    parser.add_argument("--page-size", type=int, help="paginate tools/list with this page size")
+    parser.add_argument("--instructions", help="the initialize result's instructions")
+    parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
+    parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
+    args = parser.parse_args(argv)
+    if args.ignore_sigterm and not args.ignore_stdin_eof:
+        parser.error("--ignore-sigterm needs --ignore-stdin-eof")
+    if args.page_size is not None and args.page_size < 1:
+        parser.error("--page-size must be at least 1")
+    unknown = sorted(set(_only(args)) - set(TOOLS))
+    if unknown:
+        parser.error(f"--only: unknown tools: {', '.join(unknown)}")
+    return args
+
+
+def _only(args: argparse.Namespace) -> list[str]:
+    return [name.strip() for name in (args.only or "").split(",") if name.strip()]
+
+
+def build_server(args: argparse.Namespace) -> ToolServer:
+    server = ToolServer(args.name, VERSION, args.instructions)
+    server.page_size = args.page_size
+    server.exit_on_eof = not args.ignore_stdin_eof
+    only = set(_only(args)) or set(TOOLS)
+    for name, (handler, description, input_schema, output_schema) in TOOLS.items():
+        if name in only:
+            server.add_tool(
+                name, handler, description=description, input_schema=input_schema, output_schema=output_schema
+            )
+    if args.hang_on_initialize:
+        server.set_method("initialize", hang)
+    if args.exit_after_initialize:
+        server.set_method("tools/list", exit_after_first_list(server))
+    return server
+
+
+def record_start(path: str) -> None:
+    with open(path, "a", encoding="utf-8") as state:
+        state.write(f"start {os.getpid()}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging()
+    if args.state_file:
+        record_start(args.state_file)
+    if args.crash_on_start is not None:
+        log.error("--crash-on-start: exiting with %d", args.crash_on_start)
+        return args.crash_on_start
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.banner:
+        os.write(1, b"testbackend starting up...\n")
+    if args.garbage_only:
+        trio.run(spew_garbage, not args.ignore_stdin_eof)
+        return 0
+    return build_server(args).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
