@@ -1,0 +1,187 @@
+"""The backend actor: one backend MCP server, one run per start.
+
+Each run spawns the server, performs the client side of initialize, lists its tools (following nextCursor),
+reports BackendReady to the catalog and then forwards Calls from its inbox until the run ends. The
+supervisor restarts it by policy; nothing here retries.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors import __version__
+from actors.catalog import CatalogEvent
+from actors.config import BackendConfig, resolve_command
+from actors.envelopes import BackendCommand, BackendReady, Call, Reply, ToolsChanged
+from actors.errors import BackendExitedError, BackendStartError
+from actors.link import BackendLink, answer, unavailable
+from actors.messages import Notification
+from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
+from actors.transports.process import ProcessTransport
+
+INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
+MAX_TOOL_PAGES: Final = 1000  # a server that never stops paginating is broken
+EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
+LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
+
+
+@attrs.define
+class Backend:
+    """One supervised backend.
+
+    Owns: the child process and its link (in-flight table) for the current run; the run's inbox.
+    Receives: Call and Cancel on the inbox published in BackendReady.
+    Sends: BackendReady and ToolsChanged to the catalog; each Call's Reply to its reply_to.
+    Stops when: cancelled (gateway shutdown) or when the server's process exits with code 0 (normal exit).
+    Errors: BackendStartError (cannot spawn, handshake fails or times out), BackendExitedError (the process
+        died or its stream closed). Either way every call in flight or queued gets an error naming it.
+    """
+
+    config: BackendConfig
+    catalog: trio.MemorySendChannel[CatalogEvent]
+    gateway_name: str
+    startup_timeout_s: float
+    shutdown_s: float
+    max_message_bytes: int
+    _tools_changed: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with logger.contextualize(backend=self.config.name):
+            calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
+            transport = await self._spawn()
+            link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
+            self._tools_changed = trio.Event()
+            started = False
+            try:
+                with link.cancel_scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(transport.drain_stderr)
+                        nursery.start_soon(link.read, nursery)
+                        ready = await self._handshake(link, calls)
+                        nursery.start_soon(self._relist_on_change, link)
+                        await self.catalog.send(ready)
+                        task_status.started()
+                        started = True
+                        await self._serve(link, inbox)
+            finally:
+                reason = str(link.lost) if link.lost else "the gateway is stopping it"
+                _fail_queued(self.config.name, inbox, reason)
+                link.fail_all(reason)
+                await transport.stop(close_wait_s=self.shutdown_s * 0.4, term_wait_s=self.shutdown_s * 0.3)
+            await self._end_of_run(link, transport, started)
+
+    async def _spawn(self) -> ProcessTransport:
+        command = resolve_command(self.config)
+        if command is None:
+            raise BackendStartError(
+                f"command {self.config.command!r} not found (cwd {str(self.config.cwd)!r})"
+            )
+        argv = [command, *self.config.args]
+        transport = await ProcessTransport.spawn(
+            argv, cwd=self.config.cwd, env=self.config.env, max_bytes=self.max_message_bytes
+        )
+        logger.info("started process {}: {}", transport.pid, shlex.join(argv))
+        return transport
+
+    async def _end_of_run(self, link: BackendLink, transport: ProcessTransport, started: bool) -> None:
+        """Explain how the run ended, once the exit code and the last stderr lines are in."""
+        with trio.move_on_after(EXIT_INFO_WAIT_S):
+            await transport.stderr_closed.wait()
+        if isinstance(link.lost, BackendExitedError):
+            if started and transport.process.returncode == 0:
+                logger.info("{}", transport.describe_exit())
+                return
+            error = BackendExitedError(transport.describe_exit())
+            raise (error if started else BackendStartError(f"exited during start-up: {error}"))
+        if link.lost is not None:
+            raise link.lost
+
+    async def _handshake(
+        self, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand]
+    ) -> BackendReady:
+        with trio.move_on_after(self.startup_timeout_s) as deadline:
+            init = await link.request("initialize", self._initialize_params())
+            if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
+                version = init.get("protocolVersion") if isinstance(init, dict) else init
+                raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
+            await link.send(Notification("notifications/initialized"))
+            capabilities = init.get("capabilities") or {}
+            tools = await self._list_tools(link) if "tools" in capabilities else ()
+        if deadline.cancelled_caught:
+            raise BackendStartError(
+                f"initialize and tools/list did not finish within {self.startup_timeout_s}s"
+            )
+        info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
+        instructions = init.get("instructions") if isinstance(init.get("instructions"), str) else None
+        logger.info(
+            "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
+        )
+        return BackendReady(self.config.name, tools, calls, info, instructions)
+
+    def _initialize_params(self) -> dict[str, Any]:
+        return {
+            "protocolVersion": LATEST_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": self.gateway_name, "version": __version__},
+        }
+
+    async def _list_tools(self, link: BackendLink) -> tuple[dict[str, Any], ...]:
+        tools: list[dict[str, Any]] = []
+        cursor: Any = None
+        for _ in range(MAX_TOOL_PAGES):
+            page = await link.request("tools/list", {"cursor": cursor} if cursor is not None else None)
+            listed = page.get("tools") if isinstance(page, dict) else None
+            if not isinstance(listed, list):
+                raise BackendStartError(f"tools/list answered without a tools array: {str(page)[:200]}")
+            tools.extend(t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return tuple(tools)
+        raise BackendStartError(f"tools/list did not end after {MAX_TOOL_PAGES} pages")
+
+    def _on_notification(self, notification: Notification) -> None:
+        match notification.method:
+            case "notifications/tools/list_changed":
+                self._tools_changed.set()
+            case "notifications/message":
+                params = notification.params if isinstance(notification.params, dict) else {}
+                level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
+                logger.log(level, "server log ({}): {}", params.get("logger", "-"), params.get("data"))
+            case method:
+                logger.debug("ignored notification {}", method)
+
+    async def _relist_on_change(self, link: BackendLink) -> None:
+        while True:
+            await self._tools_changed.wait()
+            self._tools_changed = trio.Event()  # changes announced from here on trigger another listing
+            try:
+                tools = await self._list_tools(link)
+            except (BackendStartError, BackendExitedError) as exc:
+                logger.warning("tools/list after list_changed failed, keeping the old list: {}", exc)
+                continue
+            await self.catalog.send(ToolsChanged(self.config.name, tools))
+
+    async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:
+        async for command in inbox:
+            if isinstance(command, Call):
+                await link.forward(command)
+            else:
+                await link.cancel(command)
+
+
+def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:
+    """Answer every call still queued in the inbox, then close it; later senders get BrokenResourceError."""
+    error = unavailable(name, reason)
+    with inbox:
+        while True:
+            try:
+                command = inbox.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            if isinstance(command, Call):
+                answer(command, Reply(error=error))

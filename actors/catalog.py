@@ -1,0 +1,205 @@
+"""The catalog: which backend owns which tool, under which public name, and in what state each backend is.
+
+The Catalog actor applies facts from backends (BackendReady, ToolsChanged) and from their supervisor
+(ChildRestarting, ChildFailed, ChildStopped) and publishes an immutable CatalogView through a Watch. Sessions
+route with the newest view synchronously and wait on the Watch to tell their clients about changes.
+
+Naming (`[gateway] tool_names`): with "prefix-on-collision" a tool keeps its bare name unless a backend
+earlier in config order has a tool of that name; then it is published as `{backend}__{tool}`. The rule reads
+config order and each backend's last known tool list, which a restart does not forget, so a backend going
+down and coming back never renames anybody's tools.
+"always-prefix" publishes every tool as `{backend}__{tool}`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.envelopes import BackendCommand, BackendReady, ToolsChanged
+from actors.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped, describe
+from actors.watch import Watch
+
+PREFIX_ON_COLLISION = "prefix-on-collision"
+ALWAYS_PREFIX = "always-prefix"
+SEPARATOR = "__"
+
+Tool = dict[str, Any]
+CatalogEvent = BackendReady | ToolsChanged | ChildEvent
+
+
+class BackendState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@attrs.frozen(slots=True)
+class Route:
+    backend: str
+    tool: str  # the name the backend itself uses
+
+
+@attrs.frozen(slots=True)
+class BackendStatus:
+    name: str
+    state: BackendState
+    request_timeout_s: float
+    calls: trio.MemorySendChannel[BackendCommand] | None = attrs.field(default=None, eq=False, repr=False)
+    reason: str | None = None
+    instructions: str | None = None
+    settled: bool = False  # it has become ready or ended its first start
+
+    def describe(self) -> str:
+        return f"{self.state.value} ({self.reason})" if self.reason else self.state.value
+
+
+@attrs.frozen
+class CatalogView:
+    """An immutable snapshot. `routes` covers every tool with a known owner, including tools of backends
+    that are down (so an error can name the owner); `tools` lists only what is callable now."""
+
+    backends: Mapping[str, BackendStatus]
+    tools: tuple[Tool, ...] = ()
+    routes: Mapping[str, Route] = attrs.field(factory=dict)
+    tools_version: int = 0
+
+    @property
+    def settled(self) -> bool:
+        """Every backend has become ready or ended its first start."""
+        return all(status.settled for status in self.backends.values())
+
+
+def assign_public_names(
+    order: Sequence[str], tool_lists: Mapping[str, Sequence[Tool]], rule: str
+) -> dict[str, dict[str, str]]:
+    """backend -> {tool name -> public name}, decided by config order over the known tool lists."""
+    taken: set[str] = set()
+    names: dict[str, dict[str, str]] = {}
+    for backend in order:
+        names[backend] = mine = {}
+        for tool in tool_lists.get(backend, ()):
+            name = tool.get("name")
+            if not isinstance(name, str) or name in mine:
+                continue  # nameless or duplicate within one backend: not routable
+            public = (
+                name if rule == PREFIX_ON_COLLISION and name not in taken else f"{backend}{SEPARATOR}{name}"
+            )
+            if public in taken:
+                logger.bind(backend=backend).warning(
+                    "tool {!r}: public name {!r} is taken; tool hidden", name, public
+                )
+                continue
+            taken.add(public)
+            mine[name] = public
+    return names
+
+
+def _rename(tools: Iterable[Tool], names: Mapping[str, str]) -> tuple[Tool, ...]:
+    """Tools under their public names; every other field passes through untouched."""
+    published = []
+    for tool in tools:
+        public = names.get(tool.get("name"))  # type: ignore[arg-type]
+        if public is not None:
+            published.append(tool if public == tool["name"] else {**tool, "name": public})
+    return tuple(published)
+
+
+@attrs.define
+class _Entry:
+    status: BackendStatus
+    tools: tuple[Tool, ...] = ()  # last known list; kept while the backend is down
+
+
+@attrs.define
+class Catalog:
+    """The catalog actor.
+
+    Owns: every backend's state and last tool list, and the Watch it publishes to.
+    Receives: BackendReady, ToolsChanged (from backends) and ChildEvents (from the backends supervisor).
+    Sends: a new CatalogView through the Watch after each event.
+    Stops when: its inbox ends.
+    Errors: none expected; an unknown backend name in an event is ignored.
+    """
+
+    order: Sequence[str]
+    request_timeouts_s: Mapping[str, float]
+    rule: str
+    inbox: trio.MemoryReceiveChannel[CatalogEvent]
+    watch: Watch[CatalogView] = attrs.field(init=False)
+    _entries: dict[str, _Entry] = attrs.field(init=False)
+    _tools: tuple[Tool, ...] = attrs.field(init=False, default=())
+    _tools_version: int = attrs.field(init=False, default=0)
+
+    def __attrs_post_init__(self) -> None:
+        self._entries = {
+            name: _Entry(BackendStatus(name, BackendState.STARTING, self.request_timeouts_s[name]))
+            for name in self.order
+        }
+        self.watch = Watch(self.view())
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.inbox:
+            task_status.started()
+            async for event in self.inbox:
+                if self.apply(event):
+                    self.watch.publish(self.view())
+
+    def apply(self, event: CatalogEvent) -> bool:
+        """Update state from one event; True when the view changed."""
+        entry = self._entries.get(event.id if isinstance(event, ChildEvent) else event.name)
+        if entry is None:
+            return False
+        status = entry.status
+        match event:
+            case BackendReady(tools=tools, calls=calls, instructions=instructions):
+                entry.tools = tools
+                entry.status = attrs.evolve(
+                    status,
+                    state=BackendState.READY,
+                    calls=calls,
+                    reason=None,
+                    instructions=instructions,
+                    settled=True,
+                )
+                logger.bind(backend=status.name).info("ready with {} tools", len(tools))
+            case ToolsChanged(tools=tools):
+                entry.tools = tools
+                logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
+            case ChildStarted():
+                return False
+            case ChildRestarting(error=error):
+                entry.status = _down(status, BackendState.RESTARTING, describe(error))
+            case ChildFailed(error=error):
+                entry.status = _down(status, BackendState.FAILED, describe(error))
+            case ChildStopped(error=error):
+                entry.status = _down(status, BackendState.STOPPED, describe(error))
+        return True
+
+    def view(self) -> CatalogView:
+        names = assign_public_names(self.order, {n: e.tools for n, e in self._entries.items()}, self.rule)
+        routes = {
+            public: Route(backend, tool) for backend, mine in names.items() for tool, public in mine.items()
+        }
+        tools = tuple(
+            tool
+            for backend, entry in self._entries.items()
+            if entry.status.state is BackendState.READY
+            for tool in _rename(entry.tools, names[backend])
+        )
+        if tools != self._tools:
+            self._tools, self._tools_version = tools, self._tools_version + 1
+        return CatalogView(
+            {n: e.status for n, e in self._entries.items()}, tools, routes, self._tools_version
+        )
+
+
+def _down(status: BackendStatus, state: BackendState, reason: str) -> BackendStatus:
+    return attrs.evolve(status, state=state, calls=None, reason=reason, settled=True)

@@ -1,0 +1,105 @@
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+import trio
+from loguru import logger
+
+from actors import __version__
+from actors.catalog import CatalogView
+from actors.config import Config, ConfigError, load_config
+from actors.gateway import SETTLE_MARGIN_S, Gateway
+from actors.log import configure_logging
+
+DEFAULT_CONFIG: Final = "config/gateway.toml"
+EXIT_CONFIG_ERROR: Final = 2
+DESCRIPTION_CHARS: Final = 70
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-gateway", description="One MCP endpoint for many supervised MCP servers."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--stdio", action="store_true", help="serve one MCP client on stdin/stdout")
+    check = commands.add_parser("check", help="validate a config file: exit 0, or every problem and exit 2")
+    tools = commands.add_parser("tools", help="start the backends, print the aggregated tool catalog, exit")
+    for command in (serve, check, tools):
+        command.add_argument(
+            "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
+        )
+        command.add_argument("--log-level", default=os.environ.get("MCP_GATEWAY_LOG_LEVEL", "INFO"))
+        command.add_argument("--log-file", default=None, help="also write the log to this file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level, args.log_file)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        if args.command == "check":
+            print(f"{config.path}: ok ({len(config.backends)} backends)")
+            return 0
+        if args.command == "tools":
+            return trio.run(_print_tools, config)
+        logger.info("serving MCP over stdio; {} backends from {}", len(config.backends), config.path)
+        trio.run(_serve, config)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _serve(config: Config) -> None:
+    await Gateway(config).run(stdio=True)
+
+
+async def _print_tools(config: Config) -> int:
+    gateway = Gateway(config)
+    async with trio.open_nursery() as nursery:
+        watch = await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        longest = max(config.startup_timeout_s(b) for b in config.backends) + SETTLE_MARGIN_S
+        with trio.move_on_after(longest):
+            version, view = watch.version, watch.value
+            while not view.settled:
+                version, view = await watch.wait_newer(version)
+        view = watch.value
+        print(format_catalog(view))
+        gateway.stop()
+    return 0 if all(status.calls is not None for status in view.backends.values()) else 1
+
+
+def format_catalog(view: CatalogView) -> str:
+    rows = [("TOOL", "BACKEND", "BACKEND'S NAME", "DESCRIPTION")]
+    for tool in view.tools:
+        route = view.routes[tool["name"]]
+        description = str(tool.get("description") or "").strip().splitlines()
+        first = description[0] if description else ""
+        if len(first) > DESCRIPTION_CHARS:
+            first = first[: DESCRIPTION_CHARS - 1] + "…"
+        rows.append((tool["name"], route.backend, "" if route.tool == tool["name"] else route.tool, first))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in rows
+    ]
+    lines.append("")
+    for status in view.backends.values():
+        count = sum(1 for route in view.routes.values() if route.backend == status.name)
+        lines.append(
+            f"backend {status.name}: {status.describe()}" + (f", {count} tools" if status.calls else "")
+        )
+    return "\n".join(line.rstrip() for line in lines)

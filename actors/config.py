@@ -1,0 +1,365 @@
+"""The TOML config: read with tomllib, structured by cattrs into frozen attrs classes, checked whole.
+
+A bad file fails before anything starts. Every problem is reported, not just the first, each as
+`FILE: key: reason` with keys written the way they appear in the file (`backends[1].restart.policy`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
+RESTART_POLICIES: Final = ("permanent", "transient", "temporary")
+TOOL_NAMING: Final = ("prefix-on-collision", "always-prefix")
+MIN_MESSAGE_BYTES: Final = 1024
+DEFAULT_BACKOFF_INITIAL_S: Final = 0.5
+
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class RestartConfig:
+    policy: str = "permanent"
+    max_restarts: int = 5
+    window_s: float = 60.0
+    backoff_initial_s: float = DEFAULT_BACKOFF_INITIAL_S
+    backoff_max_s: float = 30.0
+    stable_after_s: float = 120.0
+
+
+@attrs.frozen
+class BackendConfig:
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)  # added to the gateway's own environment
+    cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
+    request_timeout_s: float | None = None  # None: the gateway's default
+    startup_timeout_s: float | None = None
+    restart: RestartConfig = RestartConfig()
+
+
+@attrs.frozen
+class GatewaySettings:
+    name: str = "mcp-gateway"
+    tool_names: str = "prefix-on-collision"
+    request_timeout_s: float = 60.0
+    startup_timeout_s: float = 30.0
+    shutdown_s: float = 5.0
+    max_message_bytes: int = 4 * 1024 * 1024
+
+
+@attrs.frozen
+class Config:
+    path: Path
+    gateway: GatewaySettings
+    backends: tuple[BackendConfig, ...]
+
+    def request_timeout_s(self, backend: BackendConfig) -> float:
+        return (
+            backend.request_timeout_s
+            if backend.request_timeout_s is not None
+            else self.gateway.request_timeout_s
+        )
+
+    def startup_timeout_s(self, backend: BackendConfig) -> float:
+        return (
+            backend.startup_timeout_s
+            if backend.startup_timeout_s is not None
+            else self.gateway.startup_timeout_s
+        )
+
+
+@attrs.frozen
+class ConfigProblem:
+    file: str
+    key: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}: {self.reason}" if self.key else f"{self.file}: {self.reason}"
+
+
+class ConfigError(Exception):
+    """The config cannot be used; `problems` lists every reason."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        super().__init__("\n".join(map(str, problems)))
+        self.problems = problems
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read, structure and check a config file; raise ConfigError naming every problem."""
+    file = Path(path)
+    shown = str(path)
+    try:
+        with file.open("rb") as stream:
+            document = tomllib.load(stream)
+    except FileNotFoundError:
+        raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
+    except OSError as exc:
+        raise ConfigError([ConfigProblem(shown, "", f"cannot read: {exc.strerror or exc}")]) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
+    problems: list[tuple[str, str]] = []
+    config = _structure(document, file.resolve(), problems)
+    if problems or config is None:
+        raise ConfigError([ConfigProblem(shown, key, reason) for key, reason in problems])
+    return config
+
+
+def resolve_command(backend: BackendConfig) -> str | None:
+    """The program to run for `backend`, or None when it cannot be found.
+
+    A command with a slash is a path, relative to the backend's cwd. A bare name is looked up first beside the
+    gateway's own interpreter (so `python` and console scripts of this environment win), then on PATH.
+    """
+    command = os.path.expanduser(backend.command)
+    if os.sep in command or (os.altsep and os.altsep in command):
+        candidate = Path(command) if os.path.isabs(command) else backend.cwd / command
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    here = os.path.dirname(sys.executable)
+    search = os.pathsep.join(p for p in (here, backend.env.get("PATH") or os.environ.get("PATH", "")) if p)
+    return shutil.which(command, path=search)
+
+
+# --- structuring ---------------------------------------------------------------------------------------
+
+
+def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, str]]) -> Config | None:
+    for key in document:
+        if key not in ("gateway", "backends"):
+            problems.append((key, "unknown key; the top level has [gateway] and [[backends]]"))
+    gateway = GatewaySettings()
+    if "gateway" in document:
+        raw_gateway = document["gateway"]
+        gateway = _convert(raw_gateway, GatewaySettings, "gateway", problems) or gateway
+        problems.extend(_check_gateway(_table(raw_gateway)))
+    raw_backends = document.get("backends")
+    backends: list[BackendConfig] = []
+    if raw_backends is None:
+        problems.append(("backends", "missing: add at least one [[backends]] table"))
+    elif not isinstance(raw_backends, list):
+        problems.append(
+            ("backends", f"expected an array of tables ([[backends]]), got {_kind(raw_backends)}")
+        )
+    elif not raw_backends:
+        problems.append(("backends", "empty: add at least one [[backends]] table"))
+    else:
+        for index, raw in enumerate(raw_backends):
+            backend = _convert(raw, BackendConfig, f"backends[{index}]", problems)
+            problems.extend(_check_backend(_table(raw), f"backends[{index}]"))
+            if backend is not None:
+                cwd = backend.cwd.expanduser()
+                backends.append(attrs.evolve(backend, cwd=(file.parent / cwd).resolve()))
+        problems.extend(_check_names(raw_backends))
+    if problems:
+        return None
+    return Config(file, gateway, tuple(backends))
+
+
+# Checks beyond types read the raw tables, so a table with a type error still has its other problems reported.
+
+
+def _table(raw: Any) -> dict[str, Any]:
+    return raw if isinstance(raw, dict) else {}
+
+
+def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = table.get(key)
+    return None if isinstance(value, bool) or not isinstance(value, kind) else value
+
+
+def _check_gateway(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    name = _typed(raw, "name", str)
+    if name is not None and not name.strip():
+        yield "gateway.name", "must not be empty"
+    naming = _typed(raw, "tool_names", str)
+    if naming is not None and naming not in TOOL_NAMING:
+        yield "gateway.tool_names", f"{naming!r} is not one of {', '.join(map(repr, TOOL_NAMING))}"
+    for key in ("request_timeout_s", "startup_timeout_s", "shutdown_s"):
+        value = _typed(raw, key, (int, float))
+        if value is not None and value <= 0:
+            yield f"gateway.{key}", "must be greater than 0"
+    size = _typed(raw, "max_message_bytes", int)
+    if size is not None and size < MIN_MESSAGE_BYTES:
+        yield "gateway.max_message_bytes", f"must be at least {MIN_MESSAGE_BYTES}"
+
+
+def _check_names(raw: list[Any]) -> Iterator[tuple[str, str]]:
+    first_seen: dict[str, int] = {}
+    for index, entry in enumerate(raw):
+        name = _typed(_table(entry), "name", str)
+        if name is None:
+            continue
+        if not NAME_PATTERN.fullmatch(name):
+            yield f"backends[{index}].name", f"{name!r} may use only letters, digits, '_' and '-'"
+        elif name in first_seen:
+            yield f"backends[{index}].name", f"duplicate name {name!r} (also backends[{first_seen[name]}])"
+        else:
+            first_seen[name] = index
+
+
+def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
+    command = _typed(raw, "command", str)
+    if command is not None and not command.strip():
+        yield f"{key}.command", "must not be empty"
+    for field in ("request_timeout_s", "startup_timeout_s"):
+        value = _typed(raw, field, (int, float))
+        if value is not None and value <= 0:
+            yield f"{key}.{field}", "must be greater than 0"
+    yield from _check_restart(_table(raw.get("restart")), f"{key}.restart")
+
+
+def _check_restart(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
+    policy = _typed(raw, "policy", str)
+    if policy is not None and policy not in RESTART_POLICIES:
+        yield f"{key}.policy", f"{policy!r} is not one of {', '.join(map(repr, RESTART_POLICIES))}"
+    restarts = _typed(raw, "max_restarts", int)
+    if restarts is not None and restarts < 0:
+        yield f"{key}.max_restarts", "must be 0 or more"
+    for field in ("window_s", "stable_after_s"):
+        value = _typed(raw, field, (int, float))
+        if value is not None and value <= 0:
+            yield f"{key}.{field}", "must be greater than 0"
+    initial = _typed(raw, "backoff_initial_s", (int, float))
+    if initial is not None and initial < 0:
+        yield f"{key}.backoff_initial_s", "must be 0 or more"
+    longest = _typed(raw, "backoff_max_s", (int, float))
+    if longest is not None and longest < (DEFAULT_BACKOFF_INITIAL_S if initial is None else initial):
+        yield f"{key}.backoff_max_s", "must not be less than backoff_initial_s"
+
+
+def _convert(raw: Any, cls: type[_T], key: str, problems: list[tuple[str, str]]) -> _T | None:
+    if not isinstance(raw, dict):
+        problems.append((key, f"expected a table, got {_kind(raw)}"))
+        return None
+    try:
+        return _converter.structure(raw, cls)
+    except (ClassValidationError, IterableValidationError) as exc:
+        problems.extend(_explain(exc, key))
+        return None
+
+
+def _explain(exc: BaseException, key: str) -> Iterator[tuple[str, str]]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            where = key
+            for note in getattr(inner, "__notes__", ()):
+                if isinstance(note, AttributeValidationNote):
+                    where = f"{key}.{note.name}"
+                elif isinstance(note, IterableValidationNote):
+                    where = f"{key}[{note.index}]"
+            yield from _explain(inner, where)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        known = ", ".join(field.name for field in attrs.fields(exc.cl))
+        for extra in sorted(exc.extra_fields):
+            yield f"{key}.{extra}", f"unknown key (known keys: {known})"
+    elif isinstance(exc, KeyError):
+        yield key, "required key is missing"
+    else:
+        yield key, str(exc)
+
+
+# Strict scalar hooks: TOML already has types, so nothing is coerced (true is not 1, "5" is not 5).
+
+
+def _kind(value: Any) -> str:
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+def _string(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _integer(value: Any, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {_kind(value)}")
+    return value
+
+
+def _number(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {_kind(value)}")
+    return float(value)
+
+
+def _optional_number(value: Any, _: type) -> float | None:
+    return None if value is None else _number(value, float)
+
+
+def _strings(value: Any, _: type) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array of strings, got {_kind(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise TypeError(f"item {index} is {_kind(item)}; every item must be a string")
+    return tuple(value)
+
+
+def _environment(value: Any, _: type) -> Mapping[str, str]:
+    if not isinstance(value, dict):
+        raise TypeError(f'expected a table of strings such as {{ TZ = "UTC" }}, got {_kind(value)}')
+    for name, item in value.items():
+        if not isinstance(item, str):
+            raise TypeError(f"{name} is {_kind(item)}; every value must be a string")
+    return dict(value)
+
+
+def _path(value: Any, _: type) -> Path:
+    return Path(_string(value, str))
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    converter.register_structure_hook(str, _string)
+    converter.register_structure_hook(int, _integer)
+    converter.register_structure_hook(float, _number)
+    for kind, hook in (
+        (float | None, _optional_number),
+        (tuple[str, ...], _strings),
+        (Mapping[str, str], _environment),
+    ):
+        converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
+    converter.register_structure_hook(Path, _path)
+    nested = converter.get_structure_hook(RestartConfig)
+
+    def restart_table(value: Any, kind: type) -> RestartConfig:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected a table ([backends.restart]), got {_kind(value)}")
+        return nested(value, kind)
+
+    converter.register_structure_hook(RestartConfig, restart_table)
+    return converter
+
+
+_converter: Final = _make_converter()

@@ -1,0 +1,332 @@
+"""The dispatch actor: one client session's protocol state machine and router.
+
+States: NEW (only initialize and ping) -> INITIALIZING (initialize held until the catalog has settled) ->
+OPERATING. Each request runs in its own task, so a slow call never blocks a ping or another call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors import __version__
+from actors.catalog import BackendState, BackendStatus, CatalogView
+from actors.envelopes import Call, Cancel, Reply, next_call_id
+from actors.errors import (
+    BACKEND_UNAVAILABLE,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_INITIALIZED,
+    REQUEST_TIMEOUT,
+    rpc_error,
+)
+from actors.link import unavailable
+from actors.messages import ErrorResponse, Message, Notification, Params, Request, RequestId, Response
+from actors.protocol import negotiate_version
+from actors.watch import Watch
+
+BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
+
+
+class SessionState(enum.Enum):
+    NEW = "new"
+    INITIALIZING = "initializing"
+    OPERATING = "operating"
+
+
+@attrs.frozen
+class SessionSettings:
+    server_name: str
+    settle_timeout_s: float  # longest hold of the first initialize while backends start
+    drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
+
+
+@attrs.define(eq=False)
+class _InFlight:
+    scope: trio.CancelScope
+    silent: bool = False  # cancelled by the client: the spec says send nothing
+
+
+Handler = Callable[[RequestId, Params], Awaitable[Message]]
+
+
+@attrs.define
+class Dispatcher:
+    """Owns: the session's protocol state, its in-flight request table, and its outbox send end.
+    Receives: messages from the reader on `inbox`.
+    Sends: responses and notifications to the writer on `outbox`; Calls and Cancels to backends.
+    Stops when: the inbox ends and every request task has finished (after `drain_s`, or at once when `stop`
+        is set, the rest are answered with an error).
+    Errors: none of its own; every request gets exactly one answer unless the client cancelled it.
+    """
+
+    session: str
+    inbox: trio.MemoryReceiveChannel[Message]
+    outbox: trio.MemorySendChannel[Message]
+    catalog: Watch[CatalogView]
+    settings: SessionSettings
+    stop: trio.Event
+    _state: SessionState = SessionState.NEW
+    _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
+    _operating: trio.Event = attrs.field(factory=trio.Event)
+    _client_ready: trio.Event = attrs.field(factory=trio.Event)
+    _announced_tools: int = 0
+    _handlers: dict[str, Handler] = attrs.field(init=False)
+    _background: trio.Nursery = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._handlers = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+        }
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.outbox:
+            async with trio.open_nursery() as background:
+                self._background = background
+                background.start_soon(self._announce_tool_changes)
+                async with trio.open_nursery() as requests:
+                    background.start_soon(self._cancel_all_after, self.stop.wait)
+                    task_status.started()
+                    with self.inbox:
+                        async for message in self.inbox:
+                            await self._receive(message, requests)
+                    background.start_soon(self._cancel_all_after, partial(trio.sleep, self.settings.drain_s))
+                background.cancel_scope.cancel()
+
+    async def _receive(self, message: Message, requests: trio.Nursery) -> None:
+        match message:
+            case Request(id=request_id, method="ping"):
+                await self._send(Response(request_id, {}))  # at any time, answered inline
+            case Request(id=request_id) if request_id in self._inflight:
+                error = rpc_error(INVALID_REQUEST, f"Invalid request: id {request_id!r} is already in flight")
+                await self._send(ErrorResponse(request_id, error))
+            case Request():
+                scope = trio.CancelScope()
+                self._inflight[message.id] = _InFlight(scope)
+                requests.start_soon(self._serve, message, scope)
+            case Notification():
+                self._notified(message)
+            case _:
+                logger.debug("ignored a response from the client: {}", message)
+
+    async def _serve(self, request: Request, scope: trio.CancelScope) -> None:
+        response: Message | None = None
+        try:
+            with scope:
+                response = await self._answer(request)
+            entry = self._inflight.get(request.id)
+            if scope.cancelled_caught and not (entry and entry.silent):
+                response = ErrorResponse(
+                    request.id, rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
+                )
+        finally:
+            self._inflight.pop(request.id, None)
+        if response is not None:
+            await self._send(response)
+
+    async def _answer(self, request: Request) -> Message:
+        handler = self._handlers.get(request.method)
+        if handler is None:
+            return ErrorResponse(
+                request.id, rpc_error(METHOD_NOT_FOUND, f"Method not found: {request.method}")
+            )
+        if self._state is SessionState.INITIALIZING and request.method not in BEFORE_INITIALIZE:
+            await self._operating.wait()  # a client that pipelines after initialize waits for its answer
+        if self._state is not SessionState.OPERATING and request.method not in BEFORE_INITIALIZE:
+            error = rpc_error(
+                NOT_INITIALIZED, f"Server not initialized: send initialize before {request.method}"
+            )
+            return ErrorResponse(request.id, error)
+        params = {} if request.params is None else request.params
+        if not isinstance(params, dict):
+            return ErrorResponse(request.id, rpc_error(INVALID_PARAMS, "Invalid params: expected an object"))
+        return await handler(request.id, params)
+
+    def _notified(self, notification: Notification) -> None:
+        params = notification.params if isinstance(notification.params, dict) else {}
+        match notification.method:
+            case "notifications/initialized" if self._state is SessionState.OPERATING:
+                self._client_ready.set()
+            case "notifications/initialized" if self._state is SessionState.INITIALIZING:
+                self._background.start_soon(self._ready_once_operating)
+            case "notifications/cancelled":
+                entry = self._inflight.get(params.get("requestId"))  # type: ignore[arg-type]
+                if entry is not None and self._state is SessionState.OPERATING:
+                    entry.silent = True
+                    entry.scope.cancel()
+            case method:
+                logger.debug("ignored notification {}", method)
+
+    async def _send(self, message: Message) -> None:
+        try:
+            await self.outbox.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            logger.debug("writer is gone; dropped {}", type(message).__name__)
+
+    async def _cancel_all_after(self, wait: Callable[[], Awaitable[object]]) -> None:
+        await wait()
+        for entry in self._inflight.values():
+            entry.scope.cancel()
+
+    # -- handlers -------------------------------------------------------------------------------------------
+
+    async def _initialize(self, request_id: RequestId, params: Params) -> Message:
+        if self._state is not SessionState.NEW:
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_REQUEST, "Invalid request: already initialized")
+            )
+        version = params.get("protocolVersion")
+        if not isinstance(version, str):
+            error = rpc_error(INVALID_PARAMS, "Invalid params: initialize needs protocolVersion (a string)")
+            return ErrorResponse(request_id, error)
+        self._state = SessionState.INITIALIZING
+        view = await self._settled_view()
+        self._state = SessionState.OPERATING
+        self._operating.set()
+        self._announced_tools = view.tools_version
+        client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        logger.info(
+            "client {} {} initialized (protocol {})", client.get("name"), client.get("version"), version
+        )
+        result: dict[str, Any] = {
+            "protocolVersion": negotiate_version(version),
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": self.settings.server_name, "version": __version__},
+        }
+        instructions = _instructions(view)
+        if instructions:
+            result["instructions"] = instructions
+        return Response(request_id, result)
+
+    async def _ready_once_operating(self) -> None:
+        await self._operating.wait()
+        self._client_ready.set()
+
+    async def _settled_view(self) -> CatalogView:
+        """Hold the first initialize until every backend is ready or has ended its first start, so a client
+        that lists tools once never sees an empty catalog only because it connected first."""
+        with trio.move_on_after(self.settings.settle_timeout_s):
+            version, view = self.catalog.version, self.catalog.value
+            while not view.settled:
+                version, view = await self.catalog.wait_newer(version)
+        return self.catalog.value
+
+    async def _ping(self, request_id: RequestId, params: Params) -> Message:
+        return Response(request_id, {})
+
+    async def _list_tools(self, request_id: RequestId, params: Params) -> Message:
+        if params.get("cursor") is not None:
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, "Invalid params: unknown cursor"))
+        return Response(request_id, {"tools": self.catalog.value.tools})
+
+    async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
+        name = params.get("name")
+        if not isinstance(name, str):
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_PARAMS, "Invalid params: tools/call needs a name")
+            )
+        view = self.catalog.value
+        route = view.routes.get(name)
+        if route is None:
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, f"Unknown tool: {name}", tool=name))
+        status = view.backends[route.backend]
+        if status.state is not BackendState.READY or status.calls is None:
+            return ErrorResponse(request_id, _backend_down(name, status))
+        forwarded = params if route.tool == name else {**params, "name": route.tool}
+        return await self._forward(status, "tools/call", forwarded, request_id)
+
+    # -- forwarding -----------------------------------------------------------------------------------------
+
+    async def _forward(
+        self, backend: BackendStatus, method: str, params: Params, request_id: RequestId
+    ) -> Message:
+        assert backend.calls is not None
+        call_id, token = next_call_id(), _progress_token(params)
+        if token is not None:
+            params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
+        reply_to, reply_from = trio.open_memory_channel[Reply](1)
+        call = Call(
+            call_id, method, params, self.session, reply_to, self.outbox if token is not None else None, token
+        )
+        with reply_from:
+            try:
+                with trio.move_on_after(backend.request_timeout_s) as timer:
+                    reply = await self._exchange(backend, call, reply_from)
+            except trio.Cancelled:
+                self._cancel_at_backend(backend, Cancel(call_id, "the client cancelled the request"))
+                raise
+        if timer.cancelled_caught:
+            self._cancel_at_backend(
+                backend, Cancel(call_id, f"no answer within {backend.request_timeout_s}s")
+            )
+            message = f"backend '{backend.name}' did not answer {method} within {backend.request_timeout_s}s"
+            return ErrorResponse(request_id, rpc_error(REQUEST_TIMEOUT, message, backend=backend.name))
+        if reply.error is not None:
+            return ErrorResponse(request_id, reply.error)
+        return Response(request_id, reply.result)
+
+    async def _exchange(
+        self, backend: BackendStatus, call: Call, reply_from: trio.MemoryReceiveChannel[Reply]
+    ) -> Reply:
+        assert backend.calls is not None
+        try:
+            await backend.calls.send(call)
+            return await reply_from.receive()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
+            now = self.catalog.value.backends[backend.name]
+            return Reply(
+                error=unavailable(backend.name, f"it is {now.describe()}" if now.reason else "it stopped")
+            )
+
+    def _cancel_at_backend(self, backend: BackendStatus, cancel: Cancel) -> None:
+        assert backend.calls is not None
+        try:
+            backend.calls.send_nowait(cancel)
+        except trio.WouldBlock:
+            self._background.start_soon(_send_quietly, backend.calls, cancel)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def _announce_tool_changes(self) -> None:
+        """notifications/tools/list_changed to an initialized client each time the published tools change."""
+        await self._client_ready.wait()
+        version = self.catalog.version
+        while True:
+            if self.catalog.value.tools_version != self._announced_tools:
+                self._announced_tools = self.catalog.value.tools_version
+                await self._send(Notification("notifications/tools/list_changed"))
+            version, _ = await self.catalog.wait_newer(version)
+
+
+async def _send_quietly(channel: trio.MemorySendChannel[Any], item: object) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await channel.send(item)
+
+
+def _progress_token(params: Params) -> RequestId | None:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+def _backend_down(tool: str, status: BackendStatus) -> Any:
+    message = f"tool '{tool}' belongs to backend '{status.name}', which is {status.describe()}"
+    return rpc_error(BACKEND_UNAVAILABLE, message, backend=status.name, state=status.state.value, tool=tool)
+
+
+def _instructions(view: CatalogView) -> str:
+    parts = [
+        f"## {name}\n{status.instructions}" for name, status in view.backends.items() if status.instructions
+    ]
+    return "\n\n".join(parts)

@@ -1,0 +1,65 @@
+"""Error codes and the gateway's exception tree.
+
+JSON-RPC reserves -32768..-32000; -32000..-32099 are for the implementation. The codes below are the ones MCP
+clients already know: -32002 for "not initialized", -32001 for a request timeout (the SDKs' own code), and
+-32000 for a backend that is not available (the SDKs' "connection closed").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from actors.messages import RpcError
+from actors.supervisor import ChildExitError
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+BACKEND_UNAVAILABLE: Final = -32000
+REQUEST_TIMEOUT: Final = -32001
+NOT_INITIALIZED: Final = -32002
+
+
+def rpc_error(code: int, message: str, **data: Any) -> RpcError:
+    """An RpcError whose `data` holds the given fields (omitted when there are none)."""
+    return RpcError(code, message, data or None)
+
+
+class GatewayError(Exception):
+    """Base of the errors the gateway raises on purpose."""
+
+
+class MessageError(GatewayError):
+    """A frame that is not a usable JSON-RPC message. Carries the answer the peer should get."""
+
+    def __init__(self, error: RpcError, request_id: int | str | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.request_id = request_id
+
+
+class MessageTooLargeError(GatewayError):
+    """A frame longer than max_message_bytes; the stream has skipped it and can go on."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message of {size} bytes or more exceeds max_message_bytes ({limit})")
+        self.size = size
+        self.limit = limit
+
+
+class BackendError(GatewayError, ChildExitError):
+    """A backend failed in a way that ends its current run (the supervisor decides what follows)."""
+
+
+class BackendExitedError(BackendError):
+    """The backend's process ended or its stream closed."""
+
+
+class BackendStartError(BackendError):
+    """The backend could not be started or did not finish its handshake."""
+
+
+class BackendTimeoutError(BackendError):
+    """The backend did not answer within its deadline."""

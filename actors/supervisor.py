@@ -1,0 +1,160 @@
+"""one_for_one supervision with OTP restart types, restart intensity and jittered exponential backoff.
+
+Imports nothing MCP: a child is any `start` function that supports `await nursery.start(start)`.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+from loguru import logger
+
+
+class Restart(enum.Enum):
+    PERMANENT = "permanent"  # restart after any exit
+    TRANSIENT = "transient"  # restart after an abnormal exit only (an exception)
+    TEMPORARY = "temporary"  # never restart
+
+
+@attrs.frozen
+class RestartPolicy:
+    restart: Restart = Restart.PERMANENT
+    max_restarts: int = 5  # more than this many restarts within window_s: give up, mark failed
+    window_s: float = 60.0
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    stable_after_s: float = 120.0  # a run at least this long resets the backoff
+
+    def backoff_s(self, attempt: int) -> float:
+        """Delay before restart number `attempt` (1-based), before jitter."""
+        return min(self.backoff_initial_s * 2 ** (attempt - 1), self.backoff_max_s)
+
+
+@attrs.frozen
+class ChildSpec:
+    id: str
+    start: Callable[..., Awaitable[None]]  # supports `await nursery.start(start)`
+    policy: RestartPolicy = RestartPolicy()
+
+
+@attrs.frozen
+class ChildStarted:
+    id: str
+
+
+@attrs.frozen
+class ChildRestarting:
+    """The child exited; it will be started again after `delay_s`."""
+
+    id: str
+    error: BaseException | None = attrs.field(eq=False)
+    delay_s: float
+
+
+@attrs.frozen
+class ChildFailed:
+    """The child exceeded its restart intensity and is left down."""
+
+    id: str
+    error: BaseException | None = attrs.field(eq=False)
+    restarts: int
+
+
+@attrs.frozen
+class ChildStopped:
+    """The child exited and its restart type says it stays down."""
+
+    id: str
+    error: BaseException | None = attrs.field(eq=False)
+
+
+ChildEvent = ChildStarted | ChildRestarting | ChildFailed | ChildStopped
+
+
+class ChildExitError(Exception):
+    """An exit the child explains fully in its message: logged without a traceback."""
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) groups; trio nurseries always wrap what their tasks raise."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
+
+
+def describe(error: BaseException | None) -> str:
+    """One line for the log and for the catalog's `reason`: the message of each exception in the group."""
+    if error is None:
+        return "exited normally"
+    return "; ".join(
+        str(leaf) if isinstance(leaf, ChildExitError) else f"{type(leaf).__name__}: {leaf}"
+        for leaf in leaves(error)
+    )
+
+
+def _traceback(error: BaseException | None) -> BaseException | None:
+    """Errors the child explains itself are logged without a traceback; anything else with the whole group."""
+    if error is None or all(isinstance(leaf, ChildExitError) for leaf in leaves(error)):
+        return None
+    return error
+
+
+async def supervise(
+    specs: Sequence[ChildSpec],
+    events: trio.MemorySendChannel[ChildEvent],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """one_for_one: each child crashes, restarts and fails alone; siblings never see it. All children start
+    at once. Returns when every child has stopped for good."""
+    with events:
+        async with trio.open_nursery() as nursery:
+            for spec in specs:
+                nursery.start_soon(supervise_child, spec, events.clone(), name=f"supervise:{spec.id}")
+            task_status.started()
+
+
+async def supervise_child(
+    spec: ChildSpec, events: trio.MemorySendChannel[ChildEvent], jitter: random.Random | None = None
+) -> None:
+    policy, restarts, attempt = spec.policy, deque[float](), 0
+    rng = jitter or random.Random()
+    with events, logger.contextualize(child=spec.id):
+        while True:
+            began, error = trio.current_time(), None
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(spec.start)
+                    await events.send(ChildStarted(spec.id))
+            except Exception as exc:  # the one boundary; Cancelled is a BaseException and passes
+                error = exc
+            if policy.restart is Restart.TEMPORARY or (policy.restart is Restart.TRANSIENT and error is None):
+                logger.info("stopped ({}); restart={} leaves it down", describe(error), policy.restart.value)
+                await events.send(ChildStopped(spec.id, error))
+                return
+            now = trio.current_time()
+            restarts.append(now)
+            while restarts[0] <= now - policy.window_s:
+                restarts.popleft()
+            if len(restarts) > policy.max_restarts:
+                logger.opt(exception=_traceback(error)).error(
+                    "failed: {} restarts within {}s exceed max_restarts={}; left down. Last exit: {}",
+                    len(restarts),
+                    policy.window_s,
+                    policy.max_restarts,
+                    describe(error),
+                )
+                await events.send(ChildFailed(spec.id, error, len(restarts)))
+                return
+            attempt = 1 if now - began >= policy.stable_after_s else attempt + 1
+            delay = policy.backoff_s(attempt) * rng.uniform(0.8, 1.2)
+            logger.opt(exception=_traceback(error)).warning(
+                "{}; restarting in {:.2f}s", describe(error), delay
+            )
+            await events.send(ChildRestarting(spec.id, error, delay))
+            await trio.sleep(delay)

@@ -1,0 +1,72 @@
+"""Newline-delimited framing (MCP stdio): one JSON-RPC message per line, over any trio byte stream."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import trio
+
+from actors.errors import MessageTooLargeError
+
+READ_SIZE: Final = 65536  # one pipe buffer per read
+
+
+class LineStream:
+    """A Transport over a receive stream and a send stream. Empty lines are skipped; a trailing '\\r' is
+    dropped; a line over `max_bytes` is skipped up to its newline and reported once."""
+
+    def __init__(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream, max_bytes: int) -> None:
+        self._receive_stream = receive
+        self._send_stream = send
+        self._max_bytes = max_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of _buffer known to hold no newline
+        self._skipping = 0  # >0 while discarding an oversized line: bytes discarded so far
+        self._send_lock = trio.StrictFIFOLock()
+
+    async def receive(self) -> bytes | None:
+        while True:
+            newline = self._buffer.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = self._take(newline)
+                if line is not None:
+                    return line
+                continue
+            self._scanned = len(self._buffer)
+            if len(self._buffer) > self._max_bytes:
+                self._skipping += len(self._buffer)
+                self._buffer.clear()
+                self._scanned = 0
+            data = await self._receive_stream.receive_some(READ_SIZE)
+            if not data:
+                return self._take_rest()
+            self._buffer += data
+
+    def _take(self, newline: int) -> bytes | None:
+        line = bytes(self._buffer[:newline])
+        del self._buffer[: newline + 1]
+        self._scanned = 0
+        if self._skipping:
+            size, self._skipping = self._skipping + len(line), 0
+            raise MessageTooLargeError(size, self._max_bytes)
+        if len(line) > self._max_bytes:
+            raise MessageTooLargeError(len(line), self._max_bytes)
+        line = line.rstrip(b"\r")
+        return line if line.strip() else None
+
+    def _take_rest(self) -> bytes | None:
+        """At end of stream: a last line without a newline still counts."""
+        if self._skipping or not self._buffer.strip():
+            self._buffer.clear()
+            self._skipping = 0
+            return None
+        self._buffer += b"\n"
+        return self._take(len(self._buffer) - 1)
+
+    async def send(self, frame: bytes) -> None:
+        async with self._send_lock:
+            await self._send_stream.send_all(frame + b"\n")
+
+    async def aclose(self) -> None:
+        await self._send_stream.aclose()
+        await self._receive_stream.aclose()

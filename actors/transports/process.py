@@ -1,0 +1,157 @@
+"""A backend MCP server as a child process: newline-delimited JSON-RPC on its stdin/stdout, stderr drained.
+
+Each child starts in its own session (so its own process group) and is asked to die with the gateway
+(PR_SET_PDEATHSIG on Linux). Stopping follows the MCP stdio lifecycle: close stdin, wait, SIGTERM to the whole
+group, wait, SIGKILL to the group; whatever is left in the group afterwards (grandchildren) is killed too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import trio
+from loguru import logger
+
+from actors.errors import BackendStartError
+from actors.log import RateLimiter
+from actors.transports.lines import READ_SIZE, LineStream
+
+STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
+STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
+STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
+KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform == "linux":
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ProcessTransport:
+    """A Transport over a child process. Owns the process: `stop()` must run on every exit path."""
+
+    def __init__(self, process: trio.Process, max_bytes: int) -> None:
+        assert process.stdin and process.stdout and process.stderr
+        self.process = process
+        self._lines = LineStream(process.stdout, process.stdin, max_bytes)
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.stderr_closed = trio.Event()
+
+    @classmethod
+    async def spawn(
+        cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], max_bytes: int
+    ) -> ProcessTransport:
+        try:
+            process = await trio.lowlevel.open_process(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env={**os.environ, **env},
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            raise BackendStartError(
+                f"cannot start {argv[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
+            ) from None
+        return cls(process, max_bytes)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def receive(self) -> bytes | None:
+        return await self._lines.receive()
+
+    async def send(self, frame: bytes) -> None:
+        await self._lines.send(frame)
+
+    async def aclose(self) -> None:
+        await self.stop(close_wait_s=0.0, term_wait_s=0.0)
+
+    async def drain_stderr(self, log_line: Callable[[str], None] | None = None) -> None:
+        """Read stderr until it closes, logging each line (rate-limited) and keeping a tail for crash reports.
+        Never stops reading, so a chatty server can never block on a full stderr pipe."""
+        assert self.process.stderr
+        emit = log_line or _log_stderr_line
+        limiter, pending = RateLimiter(STDERR_LOG_RATE), bytearray()
+        try:
+            while chunk := await self.process.stderr.receive_some(READ_SIZE):
+                pending += chunk
+                *lines, rest = pending.split(b"\n")
+                pending = bytearray(rest[-STDERR_LINE_MAX:]) if len(rest) > STDERR_LINE_MAX else rest
+                for raw in lines:
+                    self._stderr_line(raw, limiter, emit)
+            if pending:
+                self._stderr_line(bytes(pending), limiter, emit)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        finally:
+            self.stderr_closed.set()
+            if limiter.suppressed:
+                logger.warning("{} stderr lines not logged (over {}/s)", limiter.suppressed, STDERR_LOG_RATE)
+
+    def _stderr_line(self, raw: bytes | bytearray, limiter: RateLimiter, emit: Callable[[str], None]) -> None:
+        line = raw[:STDERR_LINE_MAX].decode("utf-8", "replace").rstrip()
+        if not line:
+            return
+        self.stderr_tail.append(line)
+        suppressed = limiter.suppressed
+        if limiter.allow():
+            if suppressed:
+                logger.warning("{} stderr lines not logged (over {}/s)", suppressed, STDERR_LOG_RATE)
+            emit(line)
+
+    def describe_exit(self) -> str:
+        code = self.process.returncode
+        if code is None:
+            what = "is still running"
+        elif code < 0:
+            what = f"was killed by {signal.Signals(-code).name}"
+        else:
+            what = f"exited with code {code}"
+        tail = " | ".join(self.stderr_tail)
+        return f"process {self.pid} {what}" + (f"; last stderr: {tail}" if tail else "")
+
+    async def wait_exit(self, timeout_s: float) -> int | None:
+        with trio.move_on_after(timeout_s):
+            await self.process.wait()
+        return self.process.returncode
+
+    async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
+        """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group. Shielded: runs to the end even
+        while the caller is being cancelled, bounded by the two waits plus KILL_WAIT_S."""
+        with trio.CancelScope(shield=True):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.process.stdin.aclose()  # type: ignore[union-attr]
+            if await self.wait_exit(close_wait_s) is None:
+                logger.info("did not exit after stdin closed; sending SIGTERM")
+                self._signal_group(signal.SIGTERM)
+                if await self.wait_exit(term_wait_s) is None:
+                    logger.warning("did not exit after SIGTERM; sending SIGKILL")
+                    self._signal_group(signal.SIGKILL)
+                    await self.wait_exit(KILL_WAIT_S)
+            self._signal_group(signal.SIGKILL)  # grandchildren left in the group
+            for stream in (self.process.stdout, self.process.stderr):
+                with contextlib.suppress(trio.ClosedResourceError, OSError):
+                    await stream.aclose()  # type: ignore[union-attr]
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+
+def _log_stderr_line(line: str) -> None:
+    logger.info("stderr: {}", line)
