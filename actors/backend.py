@@ -56,7 +56,7 @@ class Backend:
             transport = await self._spawn()
             link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
             self._tools_changed = trio.Event()
-            started = False
+            started, error = False, None
             try:
                 with link.cancel_scope:
                     async with trio.open_nursery() as nursery:
@@ -68,12 +68,14 @@ class Backend:
                         task_status.started()
                         started = True
                         await self._serve(link, inbox)
+            except Exception as exc:  # explained below, once the process has been stopped
+                error = exc
             finally:
                 reason = str(link.lost) if link.lost else "the gateway is stopping it"
                 _fail_queued(self.config.name, inbox, reason)
                 link.fail_all(reason)
                 await transport.stop(close_wait_s=self.shutdown_s * 0.4, term_wait_s=self.shutdown_s * 0.3)
-            await self._end_of_run(link, transport, started)
+            await self._end_of_run(link, transport, started, error)
 
     async def _spawn(self) -> ProcessTransport:
         command = resolve_command(self.config)
@@ -88,16 +90,21 @@ class Backend:
         logger.info("started process {}: {}", transport.pid, shlex.join(argv))
         return transport
 
-    async def _end_of_run(self, link: BackendLink, transport: ProcessTransport, started: bool) -> None:
-        """Explain how the run ended, once the exit code and the last stderr lines are in."""
+    async def _end_of_run(
+        self, link: BackendLink, transport: ProcessTransport, started: bool, error: Exception | None
+    ) -> None:
+        """Explain how the run ended, once the exit code and the last stderr lines are in. When the process
+        died, its exit is the explanation, whatever the request that noticed it saw."""
         with trio.move_on_after(EXIT_INFO_WAIT_S):
             await transport.stderr_closed.wait()
         if isinstance(link.lost, BackendExitedError):
             if started and transport.process.returncode == 0:
                 logger.info("{}", transport.describe_exit())
                 return
-            error = BackendExitedError(transport.describe_exit())
-            raise (error if started else BackendStartError(f"exited during start-up: {error}"))
+            exited = BackendExitedError(transport.describe_exit())
+            raise (exited if started else BackendStartError(f"exited during start-up: {exited}"))
+        if error is not None:
+            raise error
         if link.lost is not None:
             raise link.lost
 

@@ -106,11 +106,11 @@ class Dispatcher:
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
-            case Request(id=request_id, method="ping"):
-                await self._send(Response(request_id, {}))  # at any time, answered inline
             case Request(id=request_id) if request_id in self._inflight:
                 error = rpc_error(INVALID_REQUEST, f"Invalid request: id {request_id!r} is already in flight")
                 await self._send(ErrorResponse(request_id, error))
+            case Request(id=request_id, method="ping"):
+                await self._send(Response(request_id, {}))  # at any time, answered inline
             case Request():
                 scope = trio.CancelScope()
                 self._inflight[message.id] = _InFlight(scope)

@@ -74,7 +74,7 @@ class Gateway:
             await root.start(catalog.run)
             with events:
                 specs = [
-                    ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b))
+                    ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b), kind="backend")
                     for b in config.backends
                 ]
                 await root.start(supervise, specs, events.clone())

@@ -40,6 +40,7 @@ class ChildSpec:
     id: str
     start: Callable[..., Awaitable[None]]  # supports `await nursery.start(start)`
     policy: RestartPolicy = RestartPolicy()
+    kind: str = "child"  # the log context key for its lines: [backend=notes]
 
 
 @attrs.frozen
@@ -124,7 +125,7 @@ async def supervise_child(
 ) -> None:
     policy, restarts, attempt = spec.policy, deque[float](), 0
     rng = jitter or random.Random()
-    with events, logger.contextualize(child=spec.id):
+    with events, logger.contextualize(**{spec.kind: spec.id}):
         while True:
             began, error = trio.current_time(), None
             try:

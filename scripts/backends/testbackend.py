@@ -1,7 +1,8 @@
 """The backend the gateway's tests drive: well-behaved tools plus flags that make it misbehave.
 
     python scripts/backends/testbackend.py [--name NAME] [--only echo,add] [--state-file PATH]
-        [--crash-on-start [CODE]] [--hang-on-initialize] [--exit-after-initialize] [--banner]
+        [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
+        [--exit-after-initialize] [--banner]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
@@ -17,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Final
 
 import orjson
@@ -38,6 +40,7 @@ VERSION: Final = "1.0.0"
 STDERR_LINE: Final = 100  # bytes per stderr_flood line, newline included
 STDERR_WRITE: Final = 4000  # bytes per write: whole lines, below PIPE_BUF so log lines never interleave
 GARBAGE_PERIOD_S: Final = 0.05
+HOLD_POLL_S: Final = 0.02
 GARBAGE: Final = (
     b"this is not JSON",
     b"{not json either",
@@ -302,6 +305,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", help="comma-separated tool names: expose only these")
     parser.add_argument("--state-file", help="append 'start <pid>' to this file at start")
     parser.add_argument("--crash-on-start", nargs="?", type=int, const=3, metavar="CODE", help="exit at once")
+    parser.add_argument(
+        "--crash-after-starts",
+        type=int,
+        metavar="N",
+        help="with --state-file: exit with 3 once N starts are recorded",
+    )
+    parser.add_argument("--hold-while", metavar="PATH", help="before serving, wait while PATH exists")
     parser.add_argument("--hang-on-initialize", action="store_true", help="never answer initialize")
     parser.add_argument("--exit-after-initialize", action="store_true", help="exit after one tools/list")
     parser.add_argument("--banner", action="store_true", help="print a non-JSON line on stdout first")
@@ -313,6 +323,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.ignore_sigterm and not args.ignore_stdin_eof:
         parser.error("--ignore-sigterm needs --ignore-stdin-eof")
+    if args.crash_after_starts is not None and not args.state_file:
+        parser.error("--crash-after-starts needs --state-file")
     if args.page_size is not None and args.page_size < 1:
         parser.error("--page-size must be at least 1")
     unknown = sorted(set(_only(args)) - set(TOOLS))
@@ -342,16 +354,32 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     return server
 
 
-def record_start(path: str) -> None:
-    with open(path, "a", encoding="utf-8") as state:
+def record_start(path: str) -> int:
+    """Append this start to the state file; the number of starts recorded before this one."""
+    with open(path, "a+", encoding="utf-8") as state:
+        state.seek(0)
+        earlier = sum(1 for line in state if line.startswith("start "))
         state.write(f"start {os.getpid()}\n")
+    return earlier
+
+
+def hold_while(path: str) -> None:
+    """A gate the tests open by deleting a file: lets them look at the gateway while this backend starts."""
+    if os.path.exists(path):
+        log.info("holding the start while %s exists", path)
+    while os.path.exists(path):
+        time.sleep(HOLD_POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging()
-    if args.state_file:
-        record_start(args.state_file)
+    earlier = record_start(args.state_file) if args.state_file else 0
+    if args.crash_after_starts is not None and earlier >= args.crash_after_starts:
+        log.error("--crash-after-starts %d: start %d, exiting with 3", args.crash_after_starts, earlier + 1)
+        return 3
+    if args.hold_while:
+        hold_while(args.hold_while)
     if args.crash_on_start is not None:
         log.error("--crash-on-start: exiting with %d", args.crash_on_start)
         return args.crash_on_start

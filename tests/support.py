@@ -1,0 +1,274 @@
+"""What the integration tests share: configs on disk, the gateway as a real subprocess, and two clients.
+
+`sdk_client` is the official MCP SDK client over real stdio pipes; `RawClient` writes and reads raw lines, for
+what the SDK would never send. Nothing here sleeps to wait: everything waits on a line, a notification or a
+process exit, each under a generous deadline that only fails a broken run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+from mcp import Client, StdioServerParameters
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+TEST_BACKEND: Final = ROOT / "scripts" / "backends" / "testbackend.py"
+DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
+SESSION_DEADLINE_S: Final = (
+    120.0  # a whole SDK session, so a hung gateway fails its test instead of the suite
+)
+
+
+# --- configs ------------------------------------------------------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()  # a JSON string is a valid TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(toml_value, value)) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def write_config(path: Path, backends: Iterable[Mapping[str, Any]], **gateway: Any) -> Path:
+    lines = ["[gateway]", *(f"{key} = {toml_value(value)}" for key, value in gateway.items()), ""]
+    for backend in backends:
+        lines.append("[[backends]]")
+        restart = backend.get("restart")
+        lines += [f"{key} = {toml_value(value)}" for key, value in backend.items() if key != "restart"]
+        if restart:
+            lines.append("[backends.restart]")
+            lines += [f"{key} = {toml_value(value)}" for key, value in restart.items()]
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def backend_entry(name: str, *flags: str, **settings: Any) -> dict[str, Any]:
+    """A [[backends]] entry running the project's test backend under this interpreter."""
+    return {
+        "name": name,
+        "command": sys.executable,
+        "args": [str(TEST_BACKEND), "--name", name, *flags],
+        **settings,
+    }
+
+
+def fast_restarts(**overrides: Any) -> dict[str, Any]:
+    return {"backoff_initial_s": 0.05, "backoff_max_s": 0.2, "max_restarts": 5, "window_s": 60, **overrides}
+
+
+def gateway_argv(config: Path, log_file: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "actors",
+        "serve",
+        "--stdio",
+        "--config",
+        str(config),
+        "--log-file",
+        str(log_file),
+        *extra,
+    ]
+
+
+# --- the SDK client ---------------------------------------------------------------------------------------
+
+
+@attrs.define
+class Notifications:
+    """Server notifications as they arrive; tests wait for a count of one method."""
+
+    seen: list[str] = attrs.field(factory=list)
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    async def handle(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None:
+            self.seen.append(method)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    def count(self, method: str) -> int:
+        return self.seen.count(method)
+
+    async def wait_for(self, method: str, count: int) -> None:
+        with trio.fail_after(DEADLINE_S):
+            while self.count(method) < count:
+                await self._changed.wait()
+
+
+@asynccontextmanager
+async def sdk_client(
+    config: Path, log_file: Path, notifications: Notifications | None = None, **options: Any
+) -> AsyncIterator[Client]:
+    argv = gateway_argv(config, log_file)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT))
+    handler = notifications.handle if notifications is not None else None
+    with trio.fail_after(SESSION_DEADLINE_S):
+        async with Client(params, message_handler=handler, **options) as client:
+            yield client
+
+
+async def tool_names(client: Client) -> list[str]:
+    result = await client.list_tools(cache_mode="bypass")
+    return [tool.name for tool in result.tools]
+
+
+# --- the raw client -----------------------------------------------------------------------------------------
+
+
+@attrs.define
+class RawClient:
+    """The gateway over real pipes, one JSON line at a time."""
+
+    process: trio.Process
+    _buffer: bytearray = attrs.field(factory=bytearray)
+
+    async def send_line(self, line: bytes | str) -> None:
+        data = line.encode() if isinstance(line, str) else line
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(data + b"\n")
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.send_line(orjson.dumps(message))
+
+    async def request(
+        self, request_id: int | str, method: str, params: Mapping[str, Any] | None = None
+    ) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def receive(self) -> dict[str, Any]:
+        """The next line the gateway writes, parsed; fails on anything that is not a JSON object."""
+        assert self.process.stdout is not None
+        with trio.fail_after(DEADLINE_S):
+            while b"\n" not in self._buffer:
+                chunk = await self.process.stdout.receive_some(65536)
+                if not chunk:
+                    raise EOFError("the gateway closed its stdout")
+                self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer[:] = rest
+        message = orjson.loads(line)
+        assert isinstance(message, dict), f"stdout carried a non-object line: {line!r}"
+        return message
+
+    async def receive_until(self, stop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """Every message up to and including the first for which `stop` is true."""
+        messages = [await self.receive()]
+        while not stop(messages[-1]):
+            messages.append(await self.receive())
+        return messages
+
+    async def answer_to(self, request_id: int | str) -> dict[str, Any]:
+        return (await self.receive_until(lambda message: message.get("id") == request_id))[-1]
+
+    async def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
+        info = {"name": "raw-test", "version": "0"}
+        await self.request(
+            "init", "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": info}
+        )
+        answer = await self.answer_to("init")
+        await self.notify("notifications/initialized")
+        return answer
+
+    async def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+
+    async def rest_of_stdout(self) -> bytes:
+        """Everything the gateway writes until it closes stdout."""
+        assert self.process.stdout is not None
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        with trio.fail_after(DEADLINE_S):
+            while chunk := await self.process.stdout.receive_some(65536):
+                data += chunk
+        return data
+
+    async def wait_exit(self) -> int:
+        with trio.fail_after(DEADLINE_S):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def raw_gateway(config: Path, log_file: Path) -> AsyncIterator[RawClient]:
+    process = await trio.lowlevel.open_process(
+        gateway_argv(config, log_file), stdin=-1, stdout=-1, stderr=None, cwd=str(ROOT)
+    )
+    try:
+        yield RawClient(process)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with trio.move_on_after(DEADLINE_S):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                await stream.aclose()
+
+
+# --- processes ---------------------------------------------------------------------------------------------
+
+
+def read_log(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def started_pids(state_file: Path) -> list[int]:
+    """The pids a test backend recorded in its --state-file, one per start."""
+    if not state_file.exists():
+        return []
+    return [int(line.split()[1]) for line in state_file.read_text().splitlines() if line.startswith("start ")]
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie waiting to be reaped."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "?")
+    return state not in ("Z", "X")
+
+
+async def wait_until_gone(pids: Iterable[int]) -> None:
+    """Wait for processes to end (polling /proc is the only portable way for non-children)."""
+    pending = set(pids)
+    with trio.fail_after(DEADLINE_S):
+        while pending := {pid for pid in pending if is_running(pid)}:  # noqa: ASYNC110
+            await trio.sleep(0.05)  # no event exists for the exit of a process that is not our child
+
+
+def kill_quietly(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,159 @@
+"""Shutdown and the command line, against real processes: nothing is left running, nothing unanswered."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+from support import (
+    ROOT,
+    RawClient,
+    backend_entry,
+    is_running,
+    kill_quietly,
+    raw_gateway,
+    read_log,
+    started_pids,
+    wait_until_gone,
+    write_config,
+)
+
+SHUTDOWN_S = 2.0
+
+
+def stubborn_config(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Two backends: a well-behaved one and one that ignores both stdin EOF and SIGTERM."""
+    polite, stubborn = tmp_path / "polite.state", tmp_path / "stubborn.state"
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            backend_entry("polite", "--only=echo,sleep,spawn_child", f"--state-file={polite}"),
+            backend_entry(
+                "stubborn", "--only=pid", f"--state-file={stubborn}", "--ignore-stdin-eof", "--ignore-sigterm"
+            ),
+        ],
+        shutdown_s=SHUTDOWN_S,
+    )
+    return config, polite, stubborn
+
+
+async def start_slow_call(gateway: RawClient) -> int:
+    """Put a call in flight and a grandchild process under the polite backend; return the grandchild's pid."""
+    await gateway.initialize()
+    await gateway.request("child", "tools/call", {"name": "spawn_child", "arguments": {}})
+    grandchild = (await gateway.answer_to("child"))["result"]["structuredContent"]["pid"]
+    await gateway.request("slow", "tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    await gateway.request("probe", "ping")  # once answered, the slow call is surely in the dispatcher
+    await gateway.answer_to("probe")
+    return grandchild
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_answers_what_is_in_flight_and_leaves_no_process(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    config, polite, stubborn = stubborn_config(tmp_path)
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        grandchild = await start_slow_call(gateway)
+        backends = started_pids(polite) + started_pids(stubborn)
+        assert all(map(is_running, [*backends, grandchild]))
+        try:
+            started = trio.current_time()
+            gateway.process.send_signal(signum)
+            answer = await gateway.answer_to("slow")
+            assert answer["error"]["code"] == -32000 and "shutting down" in answer["error"]["message"]
+            assert await gateway.rest_of_stdout() == b""  # nothing else, and stdout closes
+            assert await gateway.wait_exit() == 0
+            assert (
+                trio.current_time() - started < SHUTDOWN_S + 3
+            )  # a few seconds, even with a SIGTERM-proof child
+            await wait_until_gone([*backends, grandchild])
+        finally:
+            kill_quietly([*started_pids(polite), *started_pids(stubborn), grandchild])
+    log = read_log(tmp_path / "gateway.log")
+    assert "shutting down" in log and "gateway stopped" in log
+
+
+async def test_end_of_stdin_stops_everything(tmp_path: Path) -> None:
+    config, polite, stubborn = stubborn_config(tmp_path)
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        grandchild = await start_slow_call(gateway)
+        backends = started_pids(polite) + started_pids(stubborn)
+        try:
+            await gateway.close_stdin()
+            rest = await gateway.rest_of_stdout()
+            for line in rest.splitlines():  # the slow call is answered (after a short drain) or nothing is
+                message = orjson.loads(line)
+                assert message["id"] == "slow" and message["error"]["code"] == -32000
+            assert await gateway.wait_exit() == 0
+            await wait_until_gone([*backends, grandchild])
+        finally:
+            kill_quietly([*started_pids(polite), *started_pids(stubborn), grandchild])
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actors", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_tools_prints_the_catalog_and_exits(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [backend_entry("alpha", "--only=echo,add"), backend_entry("beta", "--only=echo,pid")],
+    )
+    done = run_cli("tools", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["TOOL", "BACKEND", "BACKEND'S", "NAME", "DESCRIPTION"]
+    rows = {
+        line.split()[0]: line.split()[1:3] for line in lines[1:] if line and not line.startswith("backend ")
+    }
+    assert rows["echo"][0] == "alpha" and rows["add"][0] == "alpha"
+    assert rows["beta__echo"][:2] == ["beta", "echo"]  # shown with the backend's own name
+    assert "backend alpha: ready, 2 tools" in done.stdout and "backend beta: ready, 2 tools" in done.stdout
+
+
+def test_tools_exits_non_zero_when_a_backend_is_down(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            backend_entry("alpha", "--only=echo"),
+            backend_entry("broken", "--crash-on-start=4", restart={"policy": "temporary"}),
+        ],
+    )
+    done = run_cli("tools", "--config", str(config))
+    assert done.returncode == 1
+    assert "echo" in done.stdout and "backend broken: stopped" in done.stdout and "code 4" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_check_reports_problems_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[gateway]\ntool_names = "sometimes"\n\n[[backends]]\nname = "x"\n', encoding="utf-8")
+    done = run_cli("check", "--config", str(bad))
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{bad}: gateway.tool_names: 'sometimes' is not one of" in done.stderr
+    assert f"{bad}: backends[0].command: required key is missing" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_with_a_bad_config_exits_2_before_starting_anything(tmp_path: Path) -> None:
+    done = run_cli("serve", "--stdio", "--config", str(tmp_path / "missing.toml"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{tmp_path / 'missing.toml'}: no such file" in done.stderr
+
+
+def test_check_accepts_the_shipped_default_config() -> None:
+    done = run_cli("check", "--config", "config/gateway.toml")
+    assert done.returncode == 0 and "ok (2 backends)" in done.stdout

@@ -1,0 +1,134 @@
+"""The stdio frontend at the wire: raw lines in, raw lines out, against a real gateway process.
+
+These cover what the SDK client never sends: garbage, batches, requests before initialize, old versions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import RawClient, backend_entry, raw_gateway, write_config
+
+PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo,sleep")], name="raw-gateway"
+    )
+
+
+@pytest.fixture
+async def gateway(config: Path, tmp_path: Path) -> RawClient:
+    async with raw_gateway(config, tmp_path / "gateway.log") as client:
+        yield client  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("version", PROTOCOL_VERSIONS)
+async def test_a_supported_version_is_echoed(gateway: RawClient, version: str) -> None:
+    answer = await gateway.initialize(version)
+    result = answer["result"]
+    assert result["protocolVersion"] == version
+    assert result["serverInfo"]["name"] == "raw-gateway"
+    assert result["capabilities"]["tools"] == {"listChanged": True}
+
+
+async def test_an_unknown_version_gets_the_newest_we_support(gateway: RawClient) -> None:
+    answer = await gateway.initialize("1999-01-01")
+    assert answer["result"]["protocolVersion"] == "2025-11-25"
+
+
+async def test_before_initialize_only_ping_and_initialize_are_served(gateway: RawClient) -> None:
+    await gateway.request(1, "server/discover")
+    assert (await gateway.answer_to(1))["error"]["code"] == -32601  # unknown method: at once, not -32002
+    await gateway.request(2, "tools/list")
+    assert (await gateway.answer_to(2))["error"]["code"] == -32002
+    await gateway.request(3, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert (await gateway.answer_to(3))["error"]["code"] == -32002
+    await gateway.request(4, "ping")
+    assert await gateway.answer_to(4) == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert (await gateway.initialize())["result"]["protocolVersion"] == "2025-11-25"
+
+
+async def test_malformed_lines_get_errors_and_never_end_the_session(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.send_line("this is not json")
+    parse_error = await gateway.receive()
+    assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
+    await gateway.send_line('{"jsonrpc": "2.0", "id": 7, "method": ')  # cut short
+    assert (await gateway.receive())["error"]["code"] == -32700
+    await gateway.send_line("[1, 2, 3]")
+    batch = await gateway.receive()
+    assert batch["id"] is None and batch["error"]["code"] == -32600
+    await gateway.send_line('"just a string"')
+    assert (await gateway.receive())["error"]["code"] == -32600
+    await gateway.send_line('{"jsonrpc": "2.0", "id": 8}')  # neither request nor response
+    not_a_request = await gateway.receive()
+    assert not_a_request == {"jsonrpc": "2.0", "id": 8, "error": not_a_request["error"]}
+    assert not_a_request["error"]["code"] == -32600
+    await gateway.send_line(b"\xff\xfe not utf-8")
+    assert (await gateway.receive())["error"]["code"] == -32700
+    await gateway.send_line("")
+    await gateway.send_line("   ")
+    await gateway.request(9, "tools/call", {"name": "echo", "arguments": {"text": "still alive"}})
+    answer = await gateway.receive()  # the blank lines got no answer: this is the next thing written
+    assert answer["id"] == 9 and answer["result"]["structuredContent"] == {"text": "still alive"}
+
+
+async def test_notifications_never_get_a_response(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.notify("notifications/whatever", {"x": 1})
+    await gateway.notify("notifications/cancelled", {"requestId": 12345})
+    await gateway.notify("tools/list")  # a method we know, sent as a notification: still no answer
+    await gateway.request(1, "ping")
+    assert await gateway.receive() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+async def test_bad_params_get_invalid_params(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.request(1, "tools/call", {"arguments": {}})
+    assert (await gateway.answer_to(1))["error"]["code"] == -32602
+    await gateway.request(2, "tools/call", {"name": "nope"})
+    unknown = await gateway.answer_to(2)
+    assert unknown["error"]["code"] == -32602 and "nope" in unknown["error"]["message"]
+    await gateway.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": [1, 2]})
+    assert (await gateway.answer_to(3))["error"]["code"] == -32602
+    await gateway.request(4, "tools/list", {"cursor": "no-such-page"})
+    assert (await gateway.answer_to(4))["error"]["code"] == -32602
+    await gateway.request(5, "no/such/method")
+    assert (await gateway.answer_to(5))["error"]["code"] == -32601
+
+
+async def test_a_second_initialize_is_refused(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.request(2, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    assert (await gateway.answer_to(2))["error"]["code"] == -32600
+
+
+async def test_a_duplicate_id_in_flight_is_refused(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.request(1, "tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    await gateway.request(1, "ping")
+    duplicate = await gateway.receive()
+    assert duplicate["id"] == 1 and duplicate["error"]["code"] == -32600
+    await gateway.notify("notifications/cancelled", {"requestId": 1, "reason": "test is done"})
+    await gateway.request(2, "ping")
+    assert await gateway.receive() == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {},
+    }  # the cancelled call is silent
+
+
+async def test_requests_pipelined_behind_initialize_wait_for_it(gateway: RawClient) -> None:
+    info = {"name": "pipeliner", "version": "0"}
+    await gateway.request(
+        0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+    )
+    await gateway.notify("notifications/initialized")
+    await gateway.request(1, "tools/call", {"name": "echo", "arguments": {"text": "right behind"}})
+    messages = await gateway.receive_until(lambda message: message.get("id") == 1)
+    assert messages[0]["id"] == 0 and messages[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert messages[-1]["result"]["structuredContent"] == {"text": "right behind"}
