@@ -52,15 +52,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
-            print(f"{config.path}: ok ({len(config.backends)} backends)")
+            print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":
             return trio.run(_print_tools, config)
-        logger.info("serving MCP over stdio; {} backends from {}", len(config.backends), config.path)
+        backends = _count(len(config.backends), "backend")
+        logger.info("serving MCP over stdio: {} from {}", backends, config.path)
+        if sys.stdin.isatty():
+            logger.info("waiting for an MCP client on stdin (one JSON-RPC message per line); Ctrl-C stops")
         trio.run(_serve, config)
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 async def _serve(config: Config) -> None:

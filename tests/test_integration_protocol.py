@@ -132,3 +132,39 @@ async def test_requests_pipelined_behind_initialize_wait_for_it(gateway: RawClie
     messages = await gateway.receive_until(lambda message: message.get("id") == 1)
     assert messages[0]["id"] == 0 and messages[0]["result"]["protocolVersion"] == "2025-06-18"
     assert messages[-1]["result"]["structuredContent"] == {"text": "right behind"}
+
+
+async def test_tool_entries_and_results_pass_through_untouched(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            backend_entry("alpha", "--only=echo,fail,add", "--page-size=1"),
+            backend_entry("beta", "--only=echo"),
+        ],
+    )
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        await gateway.initialize()
+        await gateway.request(1, "tools/list")
+        tools = (await gateway.answer_to(1))["result"]["tools"]
+        names = [tool["name"] for tool in tools]
+        assert names == ["echo", "add", "fail", "beta__echo"]  # one per page, every page followed
+        echo, beta_echo = tools[0], tools[3]
+        assert echo["title"] == "Echo"
+        assert echo["annotations"] == {"title": "Echo it back", "readOnlyHint": True, "idempotentHint": True}
+        assert echo["icons"] == [
+            {"src": "data:image/svg+xml;base64,PHN2Zy8+", "mimeType": "image/svg+xml", "sizes": ["any"]}
+        ]
+        assert echo["_meta"] == {"com.example/owner": "tests", "nested": {"kept": [1, 2, 3]}}
+        assert echo["outputSchema"]["properties"] == {"text": {"type": "string"}}
+        assert beta_echo == {**echo, "name": "beta__echo"}  # only the name differs
+
+        await gateway.request(2, "tools/call", {"name": "fail", "arguments": {"message": "nope"}})
+        assert (await gateway.answer_to(2))["result"] == {
+            "content": [{"type": "text", "text": "nope"}],
+            "isError": True,
+        }
+        await gateway.request(3, "tools/call", {"name": "beta__echo", "arguments": {"text": "hi"}})
+        assert (await gateway.answer_to(3))["result"] == {
+            "content": [{"type": "text", "text": "hi"}],
+            "structuredContent": {"text": "hi"},
+        }

@@ -296,6 +296,21 @@ async def _drain_stdin() -> None:
             pass
 
 
+# Every optional field of a tools/list entry, on one tool: the gateway must pass them through untouched.
+TOOL_METADATA: Final[dict[str, JsonObject]] = {
+    "echo": {
+        "title": "Echo",
+        "annotations": {"title": "Echo it back", "readOnlyHint": True, "idempotentHint": True},
+        "extra": {
+            "icons": [
+                {"src": "data:image/svg+xml;base64,PHN2Zy8+", "mimeType": "image/svg+xml", "sizes": ["any"]}
+            ],
+            "_meta": {"com.example/owner": "tests", "nested": {"kept": [1, 2, 3]}},
+        },
+    },
+}
+
+
 # --- entry --------------------------------------------------------------------------------------------------
 
 
@@ -345,7 +360,12 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     for name, (handler, description, input_schema, output_schema) in TOOLS.items():
         if name in only:
             server.add_tool(
-                name, handler, description=description, input_schema=input_schema, output_schema=output_schema
+                name,
+                handler,
+                description=description,
+                input_schema=input_schema,
+                output_schema=output_schema,
+                **TOOL_METADATA.get(name, {}),
             )
     if args.hang_on_initialize:
         server.set_method("initialize", hang)

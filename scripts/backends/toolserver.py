@@ -163,6 +163,7 @@ class Tool:
     output_schema: JsonObject | None = None
     annotations: JsonObject | None = None
     title: str | None = None
+    extra: JsonObject | None = None  # any other fields of the entry (icons, _meta, ...)
 
     def describe(self) -> JsonObject:
         """The tool's entry in a tools/list result."""
@@ -175,6 +176,8 @@ class Tool:
             entry["outputSchema"] = self.output_schema
         if self.annotations is not None:
             entry["annotations"] = self.annotations
+        if self.extra:
+            entry.update(self.extra)
         return entry
 
 
@@ -272,9 +275,10 @@ class ToolServer:
         output_schema: JsonObject | None = None,
         annotations: JsonObject | None = None,
         title: str | None = None,
+        extra: JsonObject | None = None,
     ) -> Tool:
         """Add (or replace) a tool. Call `await tools_changed()` afterwards when a client is connected."""
-        tool = Tool(name, handler, description, input_schema, output_schema, annotations, title)
+        tool = Tool(name, handler, description, input_schema, output_schema, annotations, title, extra)
         self._tools[name] = tool
         return tool
 
