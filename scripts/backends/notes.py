@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 import trio
-from toolserver import Context, JsonObject, ToolServer, setup_logging, text_result
+from toolserver import Context, JsonObject, ToolServer, object_schema, setup_logging, text_result, tool_hints
 
 log = logging.getLogger("notes")
 
@@ -230,7 +230,7 @@ def register(server: ToolServer, store: NoteStore) -> None:
         title="Add a note",
         description="Save a new note with a title, a body and optional tags (stored lowercase). "
         "Returns the saved note with its id.",
-        input_schema=_object(
+        input_schema=object_schema(
             {
                 "title": {"type": "string", "minLength": 1, "description": "A short title."},
                 "body": {"type": "string", "description": "The note's text."},
@@ -240,7 +240,7 @@ def register(server: ToolServer, store: NoteStore) -> None:
             "body",
         ),
         output_schema=NOTE_SCHEMA,
-        annotations=_hints(read_only=False, destructive=False, idempotent=False),
+        annotations=tool_hints(read_only=False, destructive=False, idempotent=False),
     )
     server.add_tool(
         "list_notes",
@@ -248,7 +248,7 @@ def register(server: ToolServer, store: NoteStore) -> None:
         title="List notes",
         description="List the most recent notes (newest first), optionally only those with a tag. "
         "Each entry has the id, title, tags and a snippet of the body.",
-        input_schema=_object(
+        input_schema=object_schema(
             {
                 "tag": {"type": "string", "description": "Only notes with this tag (case-insensitive)."},
                 "limit": {
@@ -261,16 +261,16 @@ def register(server: ToolServer, store: NoteStore) -> None:
             }
         ),
         output_schema=LIST_SCHEMA,
-        annotations=_hints(read_only=True),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "get_note",
         get_note,
         title="Read a note",
         description="Read one note in full by its id.",
-        input_schema=_object({"id": {"type": "integer", "description": "The note's id."}}, "id"),
+        input_schema=object_schema({"id": {"type": "integer", "description": "The note's id."}}, "id"),
         output_schema=NOTE_SCHEMA,
-        annotations=_hints(read_only=True),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "search",
@@ -278,45 +278,27 @@ def register(server: ToolServer, store: NoteStore) -> None:
         title="Search notes",
         description="Find notes whose title or body contains the query (case-insensitive substring match). "
         "Newest first.",
-        input_schema=_object(
+        input_schema=object_schema(
             {"query": {"type": "string", "minLength": 1, "description": "Text to look for."}}, "query"
         ),
-        output_schema=_object(
+        output_schema=object_schema(
             {"query": {"type": "string"}, **LIST_SCHEMA["properties"]}, "query", "notes", "count"
         ),
-        annotations=_hints(read_only=True),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "delete_note",
         delete_note,
         title="Delete a note",
         description="Delete one note by its id. This cannot be undone.",
-        input_schema=_object({"id": {"type": "integer", "description": "The note's id."}}, "id"),
-        output_schema=_object({"deleted": {"type": "integer"}}, "deleted"),
-        annotations=_hints(read_only=False, destructive=True, idempotent=True),
+        input_schema=object_schema({"id": {"type": "integer", "description": "The note's id."}}, "id"),
+        output_schema=object_schema({"deleted": {"type": "integer"}}, "deleted"),
+        annotations=tool_hints(read_only=False, destructive=True, idempotent=True),
     )
 
 
-def _object(properties: JsonObject, *required: str) -> JsonObject:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-def _hints(*, read_only: bool, destructive: bool = False, idempotent: bool = True) -> JsonObject:
-    return {
-        "readOnlyHint": read_only,
-        "destructiveHint": destructive,
-        "idempotentHint": idempotent,
-        "openWorldHint": False,  # a local database: no outside world involved
-    }
-
-
 _TAGS: Final = {"type": "array", "items": {"type": "string"}}
-NOTE_SCHEMA: Final = _object(
+NOTE_SCHEMA: Final = object_schema(
     {
         "id": {"type": "integer"},
         "title": {"type": "string"},
@@ -330,7 +312,7 @@ NOTE_SCHEMA: Final = _object(
     "tags",
     "created_at",
 )
-_SUMMARY: Final = _object(
+_SUMMARY: Final = object_schema(
     {
         "id": {"type": "integer"},
         "title": {"type": "string"},
@@ -344,7 +326,7 @@ _SUMMARY: Final = _object(
     "created_at",
     "snippet",
 )
-LIST_SCHEMA: Final = _object(
+LIST_SCHEMA: Final = object_schema(
     {"notes": {"type": "array", "items": _SUMMARY}, "count": {"type": "integer"}}, "notes", "count"
 )
 

@@ -67,6 +67,26 @@ class ToolError(Exception):
         return error
 
 
+def object_schema(properties: JsonObject, *required: str) -> JsonObject:
+    """A closed JSON Schema object: these properties, these required, nothing else."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def tool_hints(*, read_only: bool, destructive: bool = False, idempotent: bool = True) -> JsonObject:
+    """Tool annotations for a tool that touches nothing outside its own process or files."""
+    return {
+        "readOnlyHint": read_only,
+        "destructiveHint": destructive,
+        "idempotentHint": idempotent,
+        "openWorldHint": False,
+    }
+
+
 def text_result(text: str, structured: JsonObject | None = None, is_error: bool = False) -> JsonObject:
     """A CallToolResult with one text block, optional structuredContent and the isError flag."""
     result: JsonObject = {"content": [{"type": "text", "text": text}]}

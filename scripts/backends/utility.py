@@ -20,7 +20,7 @@ from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import trio
-from toolserver import Context, JsonObject, ToolServer, text_result
+from toolserver import Context, JsonObject, ToolServer, object_schema, text_result, tool_hints
 
 log = logging.getLogger("utility")
 
@@ -203,24 +203,6 @@ async def calculate(ctx: Context, arguments: JsonObject) -> JsonObject:
 # --- registration -------------------------------------------------------------------------------------------
 
 
-def _object(properties: JsonObject, *required: str) -> JsonObject:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-def _hints(*, idempotent: bool = True) -> JsonObject:
-    return {
-        "readOnlyHint": True,
-        "destructiveHint": False,
-        "idempotentHint": idempotent,
-        "openWorldHint": False,
-    }
-
-
 TEXT: Final = {"type": "string", "description": "The text to work on."}
 
 
@@ -231,7 +213,7 @@ def register(server: ToolServer) -> None:
         title="Regex search over lines",
         description="Return the lines of `text` that match the regular expression `pattern` (Python syntax), "
         "with their line numbers.",
-        input_schema=_object(
+        input_schema=object_schema(
             {
                 "pattern": {"type": "string", "description": "A regular expression."},
                 "text": TEXT,
@@ -240,48 +222,48 @@ def register(server: ToolServer) -> None:
             "pattern",
             "text",
         ),
-        output_schema=_object(
+        output_schema=object_schema(
             {
                 "matches": {
                     "type": "array",
-                    "items": _object({"line": {"type": "integer"}, "text": {"type": "string"}}),
+                    "items": object_schema({"line": {"type": "integer"}, "text": {"type": "string"}}),
                 },
                 "count": {"type": "integer"},
             },
             "matches",
             "count",
         ),
-        annotations=_hints(),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "word_count",
         word_count,
         title="Count words",
         description="Count the words (whitespace-separated), lines and characters of `text`.",
-        input_schema=_object({"text": TEXT}, "text"),
-        output_schema=_object(
+        input_schema=object_schema({"text": TEXT}, "text"),
+        output_schema=object_schema(
             {"words": {"type": "integer"}, "lines": {"type": "integer"}, "characters": {"type": "integer"}},
             "words",
             "lines",
             "characters",
         ),
-        annotations=_hints(),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "uuid",
         new_uuid,
         title="New UUID",
         description="Generate a random (version 4) UUID.",
-        input_schema=_object({}),
-        output_schema=_object({"uuid": {"type": "string", "format": "uuid"}}, "uuid"),
-        annotations=_hints(idempotent=False),
+        input_schema=object_schema({}),
+        output_schema=object_schema({"uuid": {"type": "string", "format": "uuid"}}, "uuid"),
+        annotations=tool_hints(read_only=True, idempotent=False),
     )
     server.add_tool(
         "now",
         now,
         title="Current time",
         description="The current date and time in an IANA time zone (default UTC), in ISO 8601.",
-        input_schema=_object(
+        input_schema=object_schema(
             {
                 "timezone": {
                     "type": "string",
@@ -290,7 +272,7 @@ def register(server: ToolServer) -> None:
                 }
             }
         ),
-        output_schema=_object(
+        output_schema=object_schema(
             {
                 "iso": {"type": "string", "format": "date-time"},
                 "timezone": {"type": "string"},
@@ -302,7 +284,7 @@ def register(server: ToolServer) -> None:
             "utc_offset",
             "unix",
         ),
-        annotations=_hints(idempotent=False),
+        annotations=tool_hints(read_only=True, idempotent=False),
     )
     server.add_tool(
         "hash",
@@ -310,13 +292,13 @@ def register(server: ToolServer) -> None:
         title="Hash text",
         description="The hex digest of the UTF-8 bytes of `text` (sha256 by default; sha1 and md5 for legacy "
         "checksums only).",
-        input_schema=_object(
+        input_schema=object_schema(
             {"text": TEXT, "algorithm": {"type": "string", "enum": list(HASHES), "default": "sha256"}}, "text"
         ),
-        output_schema=_object(
+        output_schema=object_schema(
             {"algorithm": {"type": "string"}, "hex": {"type": "string"}}, "algorithm", "hex"
         ),
-        annotations=_hints(),
+        annotations=tool_hints(read_only=True),
     )
     server.add_tool(
         "calculate",
@@ -324,14 +306,14 @@ def register(server: ToolServer) -> None:
         title="Calculator",
         description="Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses. "
         "No names, functions or other syntax.",
-        input_schema=_object(
+        input_schema=object_schema(
             {"expression": {"type": "string", "description": "For example '(2 + 3) * 4 ** 0.5'."}},
             "expression",
         ),
-        output_schema=_object(
+        output_schema=object_schema(
             {"expression": {"type": "string"}, "result": {"type": "number"}}, "expression", "result"
         ),
-        annotations=_hints(),
+        annotations=tool_hints(read_only=True),
     )
 
 
