@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import RawClient, backend_entry, raw_gateway, write_config
+from support import RawClient, backend_entry, raw_gateway, read_log, write_config
 
 PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
@@ -168,3 +168,22 @@ async def test_tool_entries_and_results_pass_through_untouched(tmp_path: Path) -
             "content": [{"type": "text", "text": "hi"}],
             "structuredContent": {"text": "hi"},
         }
+
+
+async def test_the_gateway_serves_even_when_every_backend_is_down(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            {"name": "ghost", "command": "no-such-program-anywhere", "restart": {"policy": "temporary"}},
+            backend_entry("broken", "--crash-on-start=5", restart={"policy": "temporary"}),
+        ],
+    )
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        assert (await gateway.initialize())["result"]["serverInfo"]["name"] == "mcp-gateway"
+        await gateway.request(1, "tools/list")
+        assert (await gateway.answer_to(1))["result"] == {"tools": []}
+        await gateway.request(2, "ping")
+        assert (await gateway.answer_to(2))["result"] == {}
+    log = read_log(tmp_path / "gateway.log")
+    assert "[backend=ghost]" in log and "not found" in log
+    assert "[backend=broken]" in log and "exited with code 5" in log
