@@ -7,6 +7,7 @@ supervisor restarts it by policy; nothing here retries.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from typing import Any, Final
 
@@ -18,8 +19,8 @@ from actors import __version__
 from actors.catalog import CatalogEvent
 from actors.config import BackendConfig, resolve_command
 from actors.envelopes import BackendCommand, BackendReady, Call, Reply, ToolsChanged
-from actors.errors import BackendExitedError, BackendStartError
-from actors.link import BackendLink, answer, unavailable
+from actors.errors import BackendExitedError, BackendHungError, BackendStartError
+from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
 from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 from actors.transports.process import ProcessTransport
@@ -64,6 +65,8 @@ class Backend:
                         nursery.start_soon(link.read, nursery)
                         ready = await self._handshake(link, calls)
                         nursery.start_soon(self._relist_on_change, link)
+                        if self.config.health.interval_s > 0:
+                            nursery.start_soon(self._watch_health, link)
                         await self.catalog.send(ready)
                         task_status.started()
                         started = True
@@ -172,6 +175,30 @@ class Backend:
                 logger.warning("tools/list after list_changed failed, keeping the old list: {}", exc)
                 continue
             await self.catalog.send(ToolsChanged(self.config.name, tools))
+
+    async def _watch_health(self, link: BackendLink) -> None:
+        """Ping every interval_s; `failures` unanswered pings in a row end the run as hung. Any answer,
+        even an error (a server without ping), shows the backend is alive."""
+        health, misses = self.config.health, 0
+        while True:
+            await trio.sleep(health.interval_s)
+            with trio.move_on_after(health.timeout_s) as deadline:
+                with contextlib.suppress(BackendRequestError):
+                    await link.request("ping")
+            if not deadline.cancelled_caught:
+                misses = 0
+                continue
+            misses += 1
+            logger.warning(
+                "no answer to a health ping within {}s ({} of {})", health.timeout_s, misses, health.failures
+            )
+            if misses >= health.failures:
+                link.lose(
+                    BackendHungError(
+                        f"hung: {misses} health pings in a row unanswered within {health.timeout_s}s"
+                    )
+                )
+                return
 
     async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:
         async for command in inbox:

@@ -6,6 +6,7 @@ Framing (newlines, WebSocket frames) belongs to the transports.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -14,6 +15,15 @@ from actors.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
 from actors.messages import ErrorResponse, Message, Notification, Request, RequestId, Response, RpcError
 
 JSONRPC = "2.0"
+
+# The top-level "id" of a message too large to parse, read from its first or last bytes: first when nothing
+# but flat top-level members come before it ({"jsonrpc":"2.0","id":7,...), last when it closes the object
+# (...,"id":7}), as JavaScript SDKs write it.
+_ID = rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")'
+_LEADING_ID = re.compile(
+    rb'\A\s*\{(?:\s*"[^"{}\[\]]*"\s*:\s*(?:"(?:[^"\\]|\\.)*"|[^,{}\[\]"]*)\s*,)*\s*' + _ID
+)
+_TRAILING_ID = re.compile(rb",\s*" + _ID + rb"\s*\}\s*\Z")
 
 
 def _is_id(value: object) -> bool:
@@ -91,3 +101,17 @@ def to_wire(message: Message) -> dict[str, Any]:
 def encode(message: Message) -> bytes:
     """Serialise a message to JSON bytes (no framing)."""
     return orjson.dumps(to_wire(message))
+
+
+def find_request_id(head: bytes, tail: bytes) -> RequestId | None:
+    """The id of a message known only by its first and last bytes, when it can be read with certainty."""
+    for pattern, text in ((_LEADING_ID, head), (_TRAILING_ID, tail)):
+        match = pattern.search(text)
+        if match:
+            try:
+                value = orjson.loads(match.group(1))
+            except orjson.JSONDecodeError:
+                continue
+            if _is_id(value):
+                return value
+    return None

@@ -11,7 +11,7 @@ import re
 import shutil
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -45,6 +45,13 @@ class RestartConfig:
 
 
 @attrs.frozen
+class HealthConfig:
+    interval_s: float = 30.0  # a ping this often while the backend is up; 0 turns health checks off
+    timeout_s: float = 10.0  # a ping not answered within this is a miss
+    failures: int = 3  # this many misses in a row: the backend is declared hung and restarted
+
+
+@attrs.frozen
 class BackendConfig:
     name: str
     command: str
@@ -54,6 +61,7 @@ class BackendConfig:
     request_timeout_s: float | None = None  # None: the gateway's default
     startup_timeout_s: float | None = None
     restart: RestartConfig = RestartConfig()
+    health: HealthConfig = HealthConfig()
 
 
 @attrs.frozen
@@ -228,6 +236,19 @@ def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
         if value is not None and value <= 0:
             yield f"{key}.{field}", "must be greater than 0"
     yield from _check_restart(_table(raw.get("restart")), f"{key}.restart")
+    yield from _check_health(_table(raw.get("health")), f"{key}.health")
+
+
+def _check_health(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
+    interval = _typed(raw, "interval_s", (int, float))
+    if interval is not None and interval < 0:
+        yield f"{key}.interval_s", "must be 0 (off) or more"
+    timeout = _typed(raw, "timeout_s", (int, float))
+    if timeout is not None and timeout <= 0:
+        yield f"{key}.timeout_s", "must be greater than 0"
+    failures = _typed(raw, "failures", int)
+    if failures is not None and failures < 1:
+        yield f"{key}.failures", "must be 1 or more"
 
 
 def _check_restart(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
@@ -351,15 +372,20 @@ def _make_converter() -> cattrs.Converter:
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
     converter.register_structure_hook(Path, _path)
-    nested = converter.get_structure_hook(RestartConfig)
-
-    def restart_table(value: Any, kind: type) -> RestartConfig:
-        if not isinstance(value, dict):
-            raise TypeError(f"expected a table ([backends.restart]), got {_kind(value)}")
-        return nested(value, kind)
-
-    converter.register_structure_hook(RestartConfig, restart_table)
+    for table, name in ((RestartConfig, "restart"), (HealthConfig, "health")):
+        converter.register_structure_hook(table, _sub_table(converter.get_structure_hook(table), name))
     return converter
+
+
+def _sub_table(structure: Callable[[Any, type], Any], name: str) -> Callable[[Any, type], Any]:
+    """A [backends.NAME] table: refuse anything that is not a table before cattrs looks inside."""
+
+    def hook(value: Any, kind: type) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected a table ([backends.{name}]), got {_kind(value)}")
+        return structure(value, kind)
+
+    return hook
 
 
 _converter: Final = _make_converter()

@@ -53,6 +53,7 @@ class SessionSettings:
 class _InFlight:
     scope: trio.CancelScope
     silent: bool = False  # cancelled by the client: the spec says send nothing
+    cancel_at_backend: Callable[[str], None] | None = None  # while the request is forwarded: tell the backend
 
 
 Handler = Callable[[RequestId, Params], Awaitable[Message]]
@@ -164,6 +165,14 @@ class Dispatcher:
                 entry = self._inflight.get(params.get("requestId"))  # type: ignore[arg-type]
                 if entry is not None and self._state is SessionState.OPERATING:
                     entry.silent = True
+                    if (
+                        entry.cancel_at_backend is not None
+                    ):  # now, so it reaches the backend before later calls
+                        reason = params.get("reason")
+                        entry.cancel_at_backend(
+                            reason if isinstance(reason, str) else "cancelled by the client"
+                        )
+                        entry.cancel_at_backend = None
                     entry.scope.cancel()
             case method:
                 logger.debug("ignored notification {}", method)
@@ -259,17 +268,23 @@ class Dispatcher:
         call = Call(
             call_id, method, params, self.session, reply_to, self.outbox if token is not None else None, token
         )
+        entry = self._inflight.get(request_id)
+        cancel = partial(self._cancel_at_backend, backend, call_id)
+        if entry is not None:
+            entry.cancel_at_backend = cancel
         with reply_from:
             try:
                 with trio.move_on_after(backend.request_timeout_s) as timer:
                     reply = await self._exchange(backend, call, reply_from)
             except trio.Cancelled:
-                self._cancel_at_backend(backend, Cancel(call_id, "the client cancelled the request"))
+                if entry is None or entry.cancel_at_backend is not None:  # no client cancel has told it yet
+                    cancel("the gateway is shutting down")
                 raise
+            finally:
+                if entry is not None:
+                    entry.cancel_at_backend = None
         if timer.cancelled_caught:
-            self._cancel_at_backend(
-                backend, Cancel(call_id, f"no answer within {backend.request_timeout_s}s")
-            )
+            cancel(f"no answer within {backend.request_timeout_s}s")
             message = f"backend '{backend.name}' did not answer {method} within {backend.request_timeout_s}s"
             return ErrorResponse(request_id, rpc_error(REQUEST_TIMEOUT, message, backend=backend.name))
         if reply.error is not None:
@@ -289,8 +304,9 @@ class Dispatcher:
                 error=unavailable(backend.name, f"it is {now.describe()}" if now.reason else "it stopped")
             )
 
-    def _cancel_at_backend(self, backend: BackendStatus, cancel: Cancel) -> None:
+    def _cancel_at_backend(self, backend: BackendStatus, call_id: int, reason: str) -> None:
         assert backend.calls is not None
+        cancel = Cancel(call_id, reason)
         try:
             backend.calls.send_nowait(cancel)
         except trio.WouldBlock:

@@ -43,10 +43,11 @@ class MessageError(GatewayError):
 class MessageTooLargeError(GatewayError):
     """A frame longer than max_message_bytes; the stream has skipped it and can go on."""
 
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"message of {size} bytes or more exceeds max_message_bytes ({limit})")
+    def __init__(self, size: int, limit: int, request_id: int | str | None = None) -> None:
+        super().__init__(f"message of {size} bytes exceeds max_message_bytes ({limit})")
         self.size = size
         self.limit = limit
+        self.request_id = request_id  # when the skipped message's own id could be read from its ends
 
 
 class BackendError(GatewayError, ChildExitError):
@@ -63,3 +64,7 @@ class BackendStartError(BackendError):
 
 class BackendTimeoutError(BackendError):
     """The backend did not answer within its deadline."""
+
+
+class BackendHungError(BackendError):
+    """The backend stopped answering health pings: alive, perhaps, but of no use."""

@@ -19,6 +19,7 @@ from actors import codec
 from actors.envelopes import Call, Cancel, Reply, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
+    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     BackendError,
     BackendExitedError,
@@ -116,7 +117,7 @@ class BackendLink:
             try:
                 frame = await self.transport.receive()
             except MessageTooLargeError as exc:
-                self._drop(f"dropped a frame: {exc}")
+                self._too_large(exc)
                 continue
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 frame = None
@@ -155,6 +156,17 @@ class BackendLink:
             self._drop(f"dropped a response to unknown or cancelled request id {request_id!r}")
             return
         answer(call, reply)
+
+    def _too_large(self, exc: MessageTooLargeError) -> None:
+        """A response too large to take answers its caller with an error; anything else is dropped."""
+        call = self.inflight.pop(exc.request_id, None) if isinstance(exc.request_id, int) else None
+        if call is None:
+            self._drop(f"dropped a frame: {exc}")
+            return
+        logger.warning("answer to {} was too large: {}", call.method, exc)
+        message = f"backend '{self.name}' answered {call.method} with a {exc}"
+        data = {"backend": self.name, "size": exc.size, "limit": exc.limit}
+        answer(call, Reply(error=RpcError(INTERNAL_ERROR, message, data)))
 
     def _progress(self, params: Any) -> None:
         """Progress goes back to the session whose call it is, under the token that session chose."""

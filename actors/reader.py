@@ -41,7 +41,7 @@ class Reader:
             except MessageTooLargeError as exc:
                 logger.warning("refused a message: {}", exc)
                 await self.outbox.send(
-                    ErrorResponse(None, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
+                    ErrorResponse(exc.request_id, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
                 )
                 continue
             if frame is None:

@@ -98,3 +98,20 @@ def test_arbitrary_json_objects_never_escape_as_other_errors(obj: dict[str, obje
         assert exc.error.code == INVALID_REQUEST
         return
     assert codec.decode(codec.encode(message)) == message
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"id":3', b"...", 7),
+        (b'{ "jsonrpc": "2.0", "id": "a\\"b", "method": "x", "params": {', b"...", 'a"b'),
+        (b'{"result":{"id":3,"x":"', b'xyz"}]},"jsonrpc":"2.0","id":12}', 12),  # id last, as JS writes it
+        (b'{"result":{"id":3,"x":"', b'xyz","id":5}]}}', None),  # a nested id is never taken
+        (b'{"method":"tools/call","params":{"id":4', b"...", None),
+        (b'{"jsonrpc":"2.0","id":true,"result":', b"...", None),
+    ],
+)
+def test_the_id_of_an_oversized_message_is_read_only_when_certain(
+    head: bytes, tail: bytes, expected: object
+) -> None:
+    assert codec.find_request_id(head, tail) == expected

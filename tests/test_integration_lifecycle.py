@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
 import pytest
 import trio
 from support import (
@@ -24,6 +23,7 @@ from support import (
 )
 
 SHUTDOWN_S = 2.0
+IN_FLIGHT = 40
 
 
 def stubborn_config(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -47,10 +47,22 @@ async def start_slow_call(gateway: RawClient) -> int:
     await gateway.initialize()
     await gateway.request("child", "tools/call", {"name": "spawn_child", "arguments": {}})
     grandchild = (await gateway.answer_to("child"))["result"]["structuredContent"]["pid"]
-    await gateway.request("slow", "tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
-    await gateway.request("probe", "ping")  # once answered, the slow call is surely in the dispatcher
+    for n in range(IN_FLIGHT):
+        await gateway.request(f"slow-{n}", "tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    await gateway.request("probe", "ping")  # once answered, the slow calls are surely in the dispatcher
     await gateway.answer_to("probe")
     return grandchild
+
+
+async def every_slow_call_answered(gateway: RawClient) -> list[dict[str, object]]:
+    answers = []
+    pending = {f"slow-{n}" for n in range(IN_FLIGHT)}
+    while pending:
+        message = await gateway.receive()
+        assert message["id"] in pending, f"unexpected or second answer: {message}"
+        pending.remove(message["id"])
+        answers.append(message)
+    return answers
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -65,8 +77,8 @@ async def test_a_signal_answers_what_is_in_flight_and_leaves_no_process(
         try:
             started = trio.current_time()
             gateway.process.send_signal(signum)
-            answer = await gateway.answer_to("slow")
-            assert answer["error"]["code"] == -32000 and "shutting down" in answer["error"]["message"]
+            for answer in await every_slow_call_answered(gateway):
+                assert answer["error"]["code"] == -32000 and "shutting down" in answer["error"]["message"]
             assert await gateway.rest_of_stdout() == b""  # nothing else, and stdout closes
             assert await gateway.wait_exit() == 0
             assert (
@@ -86,10 +98,9 @@ async def test_end_of_stdin_stops_everything(tmp_path: Path) -> None:
         backends = started_pids(polite) + started_pids(stubborn)
         try:
             await gateway.close_stdin()
-            rest = await gateway.rest_of_stdout()
-            for line in rest.splitlines():  # the slow call is answered (after a short drain) or nothing is
-                message = orjson.loads(line)
-                assert message["id"] == "slow" and message["error"]["code"] == -32000
+            for answer in await every_slow_call_answered(gateway):  # after the drain time, with an error
+                assert answer["error"]["code"] == -32000
+            assert await gateway.rest_of_stdout() == b""
             assert await gateway.wait_exit() == 0
             await wait_until_gone([*backends, grandchild])
         finally:

@@ -56,3 +56,19 @@ async def test_send_appends_one_newline_per_frame() -> None:
 @pytest.mark.parametrize("tail", [b"", b"\n"])
 async def test_end_of_stream_ends_cleanly(tail: bytes) -> None:
     assert await lines_from(b"one\n" + tail) == [b"one"]
+
+
+async def test_an_oversized_line_reports_the_id_read_from_its_ends() -> None:
+    big = b'{"jsonrpc":"2.0","id":41,"result":{"text":"' + b"x" * 300 + b'"}}\n'
+    late = b'{"result":{"text":"' + b"y" * 300 + b'"},"jsonrpc":"2.0","id":"late"}\n'
+    ids = []
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    stream = LineStream(receive, trio.testing.MemorySendStream(), 64)
+    await send.send_all(big + late)
+    await send.aclose()
+    for _ in range(2):
+        with pytest.raises(MessageTooLargeError) as caught:
+            await stream.receive()
+        ids.append(caught.value.request_id)
+    assert ids == [41, "late"]
+    assert await stream.receive() is None

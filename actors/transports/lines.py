@@ -6,14 +6,17 @@ from typing import Final
 
 import trio
 
+from actors.codec import find_request_id
 from actors.errors import MessageTooLargeError
 
 READ_SIZE: Final = 65536  # one pipe buffer per read
+ENDS_KEPT: Final = 1024  # bytes kept from each end of a skipped line, to find its id
 
 
 class LineStream:
     """A Transport over a receive stream and a send stream. Empty lines are skipped; a trailing '\\r' is
-    dropped; a line over `max_bytes` is skipped up to its newline and reported once."""
+    dropped; a line over `max_bytes` is skipped up to its newline without being held in memory, and reported
+    once, with its id when one can be read from its first or last bytes."""
 
     def __init__(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream, max_bytes: int) -> None:
         self._receive_stream = receive
@@ -22,6 +25,8 @@ class LineStream:
         self._buffer = bytearray()
         self._scanned = 0  # bytes of _buffer known to hold no newline
         self._skipping = 0  # >0 while discarding an oversized line: bytes discarded so far
+        self._head = b""  # the first and last bytes of the line being discarded
+        self._tail = b""
         self._send_lock = trio.StrictFIFOLock()
 
     async def receive(self) -> bytes | None:
@@ -34,6 +39,9 @@ class LineStream:
                 continue
             self._scanned = len(self._buffer)
             if len(self._buffer) > self._max_bytes:
+                if not self._skipping:
+                    self._head, self._tail = bytes(self._buffer[:ENDS_KEPT]), b""
+                self._tail = (self._tail + self._buffer[-ENDS_KEPT:])[-ENDS_KEPT:]
                 self._skipping += len(self._buffer)
                 self._buffer.clear()
                 self._scanned = 0
@@ -48,9 +56,11 @@ class LineStream:
         self._scanned = 0
         if self._skipping:
             size, self._skipping = self._skipping + len(line), 0
-            raise MessageTooLargeError(size, self._max_bytes)
+            tail = (self._tail + line)[-ENDS_KEPT:]
+            raise MessageTooLargeError(size, self._max_bytes, find_request_id(self._head, tail))
         if len(line) > self._max_bytes:
-            raise MessageTooLargeError(len(line), self._max_bytes)
+            request_id = find_request_id(line[:ENDS_KEPT], line[-ENDS_KEPT:])
+            raise MessageTooLargeError(len(line), self._max_bytes, request_id)
         line = line.rstrip(b"\r")
         return line if line.strip() else None
 

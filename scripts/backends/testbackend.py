@@ -6,7 +6,8 @@
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
-stderr_flood. stdout carries MCP only (unless --banner or --garbage-only say otherwise); logs go to stderr.
+stderr_flood, freeze, garbage, big_response, cancelled_requests. stdout carries MCP only (unless --banner,
+--garbage-only or the garbage tool say otherwise); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -139,6 +140,41 @@ async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result(str(child.pid), {"pid": child.pid})
 
 
+async def freeze(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """Block the whole process: no answers, no pings, nothing, as a server stuck in a busy loop would."""
+    seconds = float(arguments.get("seconds", 3600))
+    log.warning("freeze tool: blocking the process for %ss", seconds)
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking the event loop is the point
+    return text_result(f"froze {seconds}s")
+
+
+async def garbage(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """Write every kind of bad line to stdout, then answer normally."""
+    for line in (
+        *GARBAGE,
+        b'{"jsonrpc": "2.0", "id": 987654321, "result": {}}',
+        b'{"jsonrpc": "2.0"}',
+        b"[1, 2]",
+    ):
+        await ctx.server.send_raw(line + b"\n")
+    await ctx.server.send_raw(
+        b'{"jsonrpc": "2.0", "method": "notifications/mess'
+    )  # a partial line, ended below
+    await ctx.server.send_raw(b"age\n")
+    return text_result("garbage sent", {"lines": len(GARBAGE) + 4})
+
+
+async def big_response(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """Answer with a text of `bytes` bytes (to exceed a max_message_bytes)."""
+    return text_result("x" * int(arguments["bytes"]))
+
+
+async def cancelled_requests(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """The requestId of every notifications/cancelled this server has received, in order."""
+    notices = list(ctx.server.cancel_notices)
+    return text_result(orjson.dumps(notices).decode(), {"cancelled": notices})
+
+
 async def stderr_flood(ctx: Context, arguments: JsonObject) -> JsonObject:
     count = int(arguments["bytes"])
     await trio.to_thread.run_sync(_flood_stderr, count)
@@ -244,6 +280,31 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         "Write `bytes` bytes to stderr in lines of about 100 characters, then answer.",
         _schema({"bytes": {"type": "integer", "minimum": 0}}, ("bytes",)),
         None,
+    ),
+    "freeze": (
+        freeze,
+        "Block the whole server process for `seconds` (default 3600): it answers nothing, not even ping.",
+        _schema({"seconds": NUMBER}),
+        None,
+    ),
+    "garbage": (
+        garbage,
+        "Write non-JSON, partial, non-UTF-8 and non-JSON-RPC lines and a response to an unknown id to "
+        "stdout, then answer normally.",
+        _schema({}),
+        None,
+    ),
+    "big_response": (
+        big_response,
+        "Answer with a text of `bytes` bytes.",
+        _schema({"bytes": {"type": "integer", "minimum": 0}}, ("bytes",)),
+        None,
+    ),
+    "cancelled_requests": (
+        cancelled_requests,
+        "The requestId of every notifications/cancelled received so far, in order.",
+        _schema({}),
+        _schema({"cancelled": {"type": "array"}}, ("cancelled",)),
     ),
 }
 

@@ -281,6 +281,7 @@ class ToolServer:
         self._nursery: trio.Nursery | None = None
         self._stdout: trio.lowlevel.FdStream | None = None
         self._write_lock = trio.Lock()
+        self.cancel_notices: list[Json] = []  # every requestId of a notifications/cancelled, in order
         self._write_scope: trio.CancelScope | None = None
 
     # registration ---------------------------------------------------------------------------------------
@@ -354,7 +355,10 @@ class ToolServer:
 
     async def send(self, message: JsonObject) -> None:
         """Write one message as one line. Writes are serialised and never cut in half by a cancellation."""
-        data = _encode(message)
+        await self.send_raw(_encode(message))
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes to stdout as they are (a test backend uses this to misbehave)."""
         async with self._write_lock:
             if self._stdout is None:
                 log.warning("not serving; dropped %s", data[:200])
@@ -483,6 +487,7 @@ class ToolServer:
             log.debug("ignored notification %s", method)
 
     def _cancel(self, request_id: Json) -> None:
+        self.cancel_notices.append(request_id)
         scope = self._in_flight.get(request_id) if _is_id(request_id) else None
         if scope is None:
             log.debug("cancel for unknown or finished request %r", request_id)
