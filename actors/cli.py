@@ -29,7 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway")
-    serve.add_argument("--stdio", action="store_true", help="serve one MCP client on stdin/stdout")
+    serve.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve one MCP client on stdin/stdout (besides [websocket], if any)",
+    )
     check = commands.add_parser("check", help="validate a config file: exit 0, or every problem and exit 2")
     tools = commands.add_parser("tools", help="start the backends, print the aggregated tool catalog, exit")
     for command in (serve, check, tools):
@@ -56,11 +60,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "tools":
             return trio.run(_print_tools, config)
-        backends = _count(len(config.backends), "backend")
-        logger.info("serving MCP over stdio: {} from {}", backends, config.path)
-        if sys.stdin.isatty():
+        if not args.stdio and config.websocket is None:
+            print(
+                f"{config.path}: nothing to serve: add a [websocket] table or pass --stdio", file=sys.stderr
+            )
+            return EXIT_CONFIG_ERROR
+        frontends = " and ".join(
+            name for name, on in (("WebSocket", config.websocket), ("stdio", args.stdio)) if on
+        )
+        logger.info(
+            "serving MCP over {}: {} from {}", frontends, _count(len(config.backends), "backend"), config.path
+        )
+        if args.stdio and sys.stdin.isatty():
             logger.info("waiting for an MCP client on stdin (one JSON-RPC message per line); Ctrl-C stops")
-        trio.run(_serve, config)
+        trio.run(_serve, config, args.stdio)
         return 0
     except KeyboardInterrupt:
         return 130
@@ -70,14 +83,14 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-async def _serve(config: Config) -> None:
-    await Gateway(config).run(stdio=True)
+async def _serve(config: Config, stdio: bool) -> None:
+    await Gateway(config).run(stdio=stdio)
 
 
 async def _print_tools(config: Config) -> int:
     gateway = Gateway(config)
     async with trio.open_nursery() as nursery:
-        watch = await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        watch = await nursery.start(lambda task_status: gateway.run(websocket=False, task_status=task_status))
         longest = max(config.startup_timeout_s(b) for b in config.backends) + SETTLE_MARGIN_S
         with trio.move_on_after(longest):
             version, view = watch.version, watch.value

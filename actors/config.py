@@ -75,10 +75,57 @@ class GatewaySettings:
 
 
 @attrs.frozen
+class AuthTable:
+    """[websocket.auth] as written: where the key comes from, never the key itself."""
+
+    jwt_secret_env: str | None = None  # HS256: the secret is read from this environment variable
+    jwt_public_key_file: Path | None = None  # RS256/ES256: a PEM public key, relative to the config file
+    audience: str | None = None
+    issuer: str | None = None
+
+
+@attrs.frozen
+class WebSocketTable:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    path: str = "/mcp"
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_sessions: int = 1000
+    allowed_origins: tuple[str, ...] = ()
+    ping_interval_s: float = 20.0
+    send_timeout_s: float = 10.0  # a client that takes no pending frame this long is closed (1008)
+    auth: AuthTable | None = None
+
+
+@attrs.frozen
+class JwtAuth:
+    """What the handshake needs to verify a bearer token. `key` is secret: never logged, never repr'd."""
+
+    key: str = attrs.field(repr=False)
+    algorithms: tuple[str, ...]
+    audience: str | None
+    issuer: str | None
+
+
+@attrs.frozen
+class WebSocketSettings:
+    host: str
+    port: int
+    path: str
+    max_message_bytes: int
+    max_sessions: int
+    allowed_origins: tuple[str, ...]
+    ping_interval_s: float
+    send_timeout_s: float
+    auth: JwtAuth | None
+
+
+@attrs.frozen
 class Config:
     path: Path
     gateway: GatewaySettings
     backends: tuple[BackendConfig, ...]
+    websocket: WebSocketSettings | None = None
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         return (
@@ -155,8 +202,8 @@ def resolve_command(backend: BackendConfig) -> str | None:
 
 def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, str]]) -> Config | None:
     for key in document:
-        if key not in ("gateway", "backends"):
-            problems.append((key, "unknown key; the top level has [gateway] and [[backends]]"))
+        if key not in ("gateway", "backends", "websocket"):
+            problems.append((key, "unknown key; the top level has [gateway], [[backends]] and [websocket]"))
     gateway = GatewaySettings()
     if "gateway" in document:
         raw_gateway = document["gateway"]
@@ -180,9 +227,71 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
                 cwd = backend.cwd.expanduser()
                 backends.append(attrs.evolve(backend, cwd=(file.parent / cwd).resolve()))
         problems.extend(_check_names(raw_backends))
+    websocket = None
+    if "websocket" in document:
+        raw_websocket = document["websocket"]
+        table = _convert(raw_websocket, WebSocketTable, "websocket", problems)
+        problems.extend(_check_websocket(_table(raw_websocket)))
+        if table is not None:
+            websocket = _websocket_settings(table, file.parent, problems)
     if problems:
         return None
-    return Config(file, gateway, tuple(backends))
+    return Config(file, gateway, tuple(backends), websocket)
+
+
+def _websocket_settings(
+    table: WebSocketTable, folder: Path, problems: list[tuple[str, str]]
+) -> WebSocketSettings:
+    auth = None
+    if table.auth is not None:
+        auth = _jwt_auth(table.auth, folder, problems)
+    fields = attrs.asdict(table, recurse=False)
+    fields["auth"] = auth
+    return WebSocketSettings(**fields)
+
+
+def _jwt_auth(table: AuthTable, folder: Path, problems: list[tuple[str, str]]) -> JwtAuth | None:
+    if (table.jwt_secret_env is None) == (table.jwt_public_key_file is None):
+        problems.append(("websocket.auth", "set exactly one of jwt_secret_env and jwt_public_key_file"))
+        return None
+    if table.jwt_secret_env is not None:
+        secret = os.environ.get(table.jwt_secret_env)
+        if not secret:
+            reason = f"environment variable {table.jwt_secret_env} is not set or empty"
+            problems.append(("websocket.auth.jwt_secret_env", reason))
+            return None
+        return JwtAuth(secret, ("HS256",), table.audience, table.issuer)
+    assert table.jwt_public_key_file is not None
+    key_file = folder / table.jwt_public_key_file.expanduser()
+    try:
+        pem = key_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        reason = f"cannot read {key_file}: {exc.strerror or exc}"
+        problems.append(("websocket.auth.jwt_public_key_file", reason))
+        return None
+    if "PUBLIC KEY" not in pem:
+        problems.append(("websocket.auth.jwt_public_key_file", f"{key_file} is not a PEM public key"))
+        return None
+    return JwtAuth(pem, ("RS256", "ES256"), table.audience, table.issuer)
+
+
+def _check_websocket(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    port = _typed(raw, "port", int)
+    if port is not None and not 0 <= port <= 65535:
+        yield "websocket.port", "must be between 0 and 65535 (0: any free port)"
+    path = _typed(raw, "path", str)
+    if path is not None and not path.startswith("/"):
+        yield "websocket.path", "must start with '/'"
+    size = _typed(raw, "max_message_bytes", int)
+    if size is not None and size < MIN_MESSAGE_BYTES:
+        yield "websocket.max_message_bytes", f"must be at least {MIN_MESSAGE_BYTES}"
+    sessions = _typed(raw, "max_sessions", int)
+    if sessions is not None and sessions < 1:
+        yield "websocket.max_sessions", "must be 1 or more"
+    for key in ("ping_interval_s", "send_timeout_s"):
+        value = _typed(raw, key, (int, float))
+        if value is not None and value <= 0:
+            yield f"websocket.{key}", "must be greater than 0"
 
 
 # Checks beyond types read the raw tables, so a table with a type error still has its other problems reported.
@@ -372,7 +481,11 @@ def _make_converter() -> cattrs.Converter:
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
     converter.register_structure_hook(Path, _path)
-    for table, name in ((RestartConfig, "restart"), (HealthConfig, "health")):
+    for table, name in (
+        (RestartConfig, "backends.restart"),
+        (HealthConfig, "backends.health"),
+        (AuthTable, "websocket.auth"),
+    ):
         converter.register_structure_hook(table, _sub_table(converter.get_structure_hook(table), name))
     return converter
 
@@ -382,7 +495,7 @@ def _sub_table(structure: Callable[[Any, type], Any], name: str) -> Callable[[An
 
     def hook(value: Any, kind: type) -> Any:
         if not isinstance(value, dict):
-            raise TypeError(f"expected a table ([backends.{name}]), got {_kind(value)}")
+            raise TypeError(f"expected a table ([{name}]), got {_kind(value)}")
         return structure(value, kind)
 
     return hook

@@ -27,6 +27,7 @@ from actors.session import Session
 from actors.supervisor import ChildSpec, Restart, RestartPolicy, supervise
 from actors.transports.stdio import open_stdio_transport
 from actors.watch import Watch
+from actors.websocket_listener import WebSocketListener
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # spawn time on top of startup_timeout_s before initialize stops waiting
@@ -50,17 +51,24 @@ class Gateway:
     config: Config
     _stopping: trio.Event = attrs.field(factory=trio.Event)
     _sessions: set[Session] = attrs.field(factory=set)
+    listener: WebSocketListener | None = None
 
     def stop(self) -> None:
         self._stopping.set()
+
+    @property
+    def websocket_url(self) -> str | None:
+        return self.listener.url if self.listener is not None else None
 
     async def run(
         self,
         *,
         stdio: bool = False,
+        websocket: bool = True,
         task_status: trio.TaskStatus[Watch[CatalogView]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Run until stop() or a signal; `started()` hands back the catalog Watch."""
+        """Run until stop() or a signal; `started()` hands back the catalog Watch once the backends are
+        starting and the WebSocket listener (with `websocket` and a [websocket] table) is bound."""
         config, settings = self.config, self.config.gateway
         events, inbox = trio.open_memory_channel[CatalogEvent](CATALOG_INBOX_SIZE)
         catalog = Catalog(
@@ -78,6 +86,9 @@ class Gateway:
                     for b in config.backends
                 ]
                 await root.start(supervise, specs, events.clone())
+            if websocket and config.websocket is not None:
+                self.listener = WebSocketListener(config.websocket, catalog.watch, self._session_settings())
+                await root.start(self.listener.run)
             if stdio:
                 root.start_soon(self._serve_stdio, catalog.watch)
             task_status.started(catalog.watch)
@@ -117,15 +128,23 @@ class Gateway:
             logger.opt(exception=True).error("session stdio crashed")
         finally:
             self._sessions.discard(session)
-        logger.info("stdio client is gone; stopping")
-        self.stop()
+        if self.listener is None:
+            logger.info("stdio client is gone; stopping")
+            self.stop()
+        else:
+            logger.info("stdio client is gone; still serving {}", self.listener.url)
 
     async def _stop_sessions(self) -> None:
+        """Every session answers what it has in flight and closes, within its share of shutdown_s."""
         for session in list(self._sessions):
             session.stop()
+        if self.listener is not None:
+            self.listener.stop_sessions()
         with trio.move_on_after(self.config.gateway.shutdown_s * SESSIONS_SHARE):
             for session in list(self._sessions):
                 await session.done.wait()
+            if self.listener is not None:
+                await self.listener.wait_sessions_done()
 
     async def _watch_signals(self, root: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

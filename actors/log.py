@@ -13,7 +13,7 @@ import trio
 from loguru import logger
 
 FORMAT: Final = "{time:YYYY-MM-DD HH:mm:ss.SSS} {level: <7} {extra[where]}{message}"
-CONTEXT_KEYS: Final = ("backend", "session", "child")
+CONTEXT_KEYS: Final = ("backend", "session", "subject", "child")
 
 
 def _where(record: Any) -> None:

@@ -1,0 +1,304 @@
+"""The WebSocket frontend over real loopback connections: a real gateway (in this process, so the tests can
+see its sessions) in front of real backend processes, and trio-websocket clients."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jwt
+import orjson
+import pytest
+import trio
+from loguru import logger
+from support import DEADLINE_S, backend_entry, toml_value, write_config
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from actors.config import load_config
+from actors.gateway import Gateway
+
+SECRET = "test-secret-that-is-long-enough-for-hs256"
+
+
+def with_websocket(config: Path, **settings: Any) -> Path:
+    """Append a [websocket] table (port 0: any free port) and its [websocket.auth] if given."""
+    auth = settings.pop("auth", None)
+    lines = ["", "[websocket]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
+    if auth:
+        lines += ["[websocket.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    return config
+
+
+@asynccontextmanager
+async def running(config: Path) -> AsyncIterator[Gateway]:
+    gateway = Gateway(load_config(config))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        try:
+            yield gateway
+        finally:
+            gateway.stop()
+
+
+@attrs.define
+class WsClient:
+    connection: WebSocketConnection
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.connection.send_message(orjson.dumps(message).decode())
+
+    async def request(
+        self, request_id: int | str, method: str, params: Mapping[str, Any] | None = None
+    ) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def call(self, request_id: int | str, tool: str, **arguments: Any) -> None:
+        await self.request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+    async def receive(self) -> dict[str, Any]:
+        with trio.fail_after(DEADLINE_S):
+            return orjson.loads(await self.connection.get_message())
+
+    async def answer_to(self, request_id: int | str) -> dict[str, Any]:
+        while (message := await self.receive()).get("id") != request_id or "method" in message:
+            pass
+        return message
+
+    async def initialize(self) -> None:
+        info = {"name": "ws-test", "version": "0"}
+        await self.request(
+            "init", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
+        )
+        assert "result" in await self.answer_to("init")
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+@asynccontextmanager
+async def connect(url: str, *, initialize: bool = True, **options: Any) -> AsyncIterator[WsClient]:
+    options.setdefault("subprotocols", ["mcp"])
+    async with open_websocket_url(url, max_message_size=16 * 1024 * 1024, **options) as connection:
+        client = WsClient(connection)
+        if initialize:
+            await client.initialize()
+        yield client
+
+
+def token(**claims: Any) -> list[tuple[bytes, bytes]]:
+    encoded = jwt.encode({"sub": "alice", "exp": int(time.time()) + 600, **claims}, claims.pop("key", SECRET))
+    return [(b"authorization", f"Bearer {encoded}".encode())]
+
+
+async def test_two_hundred_sessions_with_colliding_ids_each_get_their_own_answers(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(
+            tmp_path / "g.toml", [backend_entry("alpha", "--only=echo"), backend_entry("beta", "--only=add")]
+        )
+    )
+    results: dict[int, tuple[object, object]] = {}
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+
+        async def one_session(n: int) -> None:
+            async with connect(gateway.websocket_url, initialize=False) as client:  # type: ignore[arg-type]
+                assert client.connection.subprotocol == "mcp"
+                await client.initialize()
+                await client.call(1, "echo", text=f"session {n}")  # every session uses ids 1 and 2
+                await client.call(2, "add", a=n, b=1000)
+                answers = {}
+                for _ in range(2):
+                    message = await client.receive()
+                    answers[message["id"]] = message["result"]["structuredContent"]
+                results[n] = (answers[1], answers[2])
+
+        async with trio.open_nursery() as nursery:
+            for n in range(200):
+                nursery.start_soon(one_session, n)
+    assert results == {n: ({"text": f"session {n}"}, {"sum": n + 1000}) for n in range(200)}
+
+
+async def test_a_session_killed_mid_call_is_cancelled_at_the_backend_and_others_go_on(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=progress,echo,cancelled_requests")])
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with connect(url) as survivor:
+            async with connect(url) as doomed:
+                await doomed.request(
+                    1,
+                    "tools/call",
+                    {
+                        "name": "progress",
+                        "arguments": {"steps": 10_000, "delay": 0.05},
+                        "_meta": {"progressToken": 1},
+                    },
+                )
+                assert (await doomed.receive())[
+                    "method"
+                ] == "notifications/progress"  # running at the backend
+                (doomed_session,) = [s for s in gateway.listener.sessions() if s.id == "ws-2"]  # type: ignore[union-attr]
+                await doomed.connection._stream.aclose()  # the client vanishes: no close handshake
+            with trio.fail_after(DEADLINE_S):
+                await doomed_session.done.wait()
+            await survivor.call(7, "cancelled_requests")
+            cancelled = (await survivor.answer_to(7))["result"]["structuredContent"]["cancelled"]
+            assert len(cancelled) == 1
+            await survivor.call(8, "echo", text="still here")
+            assert (await survivor.answer_to(8))["result"]["structuredContent"] == {"text": "still here"}
+
+
+async def test_list_changed_reaches_every_session_and_progress_only_its_own(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo,set_tools,progress")])
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with connect(url) as first, connect(url) as second, connect(url) as third:
+            params = {"name": "progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "same"}}
+            await first.request(1, "tools/call", params)
+            await second.request(1, "tools/call", params)
+            for client in (first, second):
+                got = [
+                    await client.receive() for _ in range(4)
+                ]  # three progress notifications, then the result
+                assert [m["params"]["progress"] for m in got[:3]] == [1, 2, 3]
+                assert all(m["params"]["progressToken"] == "same" for m in got[:3])
+                assert got[3]["id"] == 1 and "result" in got[3]
+            await first.call(2, "set_tools", extra=["fresh"])
+            await first.answer_to(2)
+            for client in (first, second, third):
+                assert await client.receive() == {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/tools/list_changed",
+                }
+
+
+async def test_auth_accepts_a_valid_token_and_refuses_every_bad_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEWAY_JWT_SECRET", SECRET)
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]),
+        auth={"jwt_secret_env": "GATEWAY_JWT_SECRET", "audience": "mcp-gateway"},
+    )
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(f"{m.record['extra']} {m}"), level="DEBUG")
+    good = token(aud="mcp-gateway")
+    bad = {
+        "none": [],
+        "not bearer": [(b"authorization", b"Basic YWxhZGRpbjpvcGVuc2VzYW1l")],
+        "expired": token(aud="mcp-gateway", exp=int(time.time()) - 60),
+        "wrong signature": token(aud="mcp-gateway", key="another-secret-that-is-long-enough-too"),
+        "wrong audience": token(aud="someone-else"),
+    }
+    try:
+        async with running(config) as gateway:
+            url = gateway.websocket_url
+            assert url is not None
+            async with connect(url, extra_headers=good) as client:
+                await client.call(1, "echo", text="authenticated")
+                assert (await client.answer_to(1))["result"]["structuredContent"] == {"text": "authenticated"}
+            for case, headers in bad.items():
+                with pytest.raises(ConnectionRejected) as refused:
+                    async with connect(url, extra_headers=headers, initialize=False):
+                        pass
+                assert refused.value.status_code == 401, case
+    finally:
+        logger.remove(sink)
+    assert any("'subject': 'alice'" in line and "connected from" in line for line in lines)
+    tokens = [
+        value.decode().split()[1]
+        for headers in [good, *bad.values()]
+        for _, value in headers
+        if b"Bearer" in value
+    ]
+    assert not any(t in line for t in tokens for line in lines)  # tokens never reach the log
+
+
+async def test_handshake_refusals_path_origin_and_session_limit(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]),
+        allowed_origins=["https://app.example"],
+        max_sessions=2,
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        with pytest.raises(ConnectionRejected) as wrong_path:
+            async with connect(url.replace("/mcp", "/other"), initialize=False):
+                pass
+        assert wrong_path.value.status_code == 404
+        with pytest.raises(ConnectionRejected) as wrong_origin:
+            async with connect(url, extra_headers=[(b"origin", b"https://evil.example")], initialize=False):
+                pass
+        assert wrong_origin.value.status_code == 403
+        async with (
+            connect(url, extra_headers=[(b"origin", b"https://app.example")]),
+            connect(url),
+        ):  # two: the limit
+            with pytest.raises(ConnectionRejected) as full:
+                async with connect(url, initialize=False):
+                    pass
+            assert full.value.status_code == 503
+        async with connect(url) as after:  # room again once they have gone
+            await after.call(1, "echo", text="x")
+            assert "result" in await after.answer_to(1)
+
+
+async def test_oversized_and_binary_frames_close_with_their_codes(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]), max_message_bytes=4096
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        for frame, code in (("x" * 10_000, 1009), (b"\x00binary", 1003)):
+            async with connect(url) as client:
+                await client.connection.send_message(frame)
+                with pytest.raises(ConnectionClosed) as closed:
+                    await client.receive()
+                assert closed.value.reason.code == code
+
+
+async def test_a_client_that_stops_reading_is_closed_without_slowing_others(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]), send_timeout_s=0.5
+    )
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(f"{m.record['extra']} {m}"), level="INFO")
+    big = "y" * 400_000
+    try:
+        async with running(config) as gateway:
+            url = gateway.websocket_url
+            assert url is not None and gateway.listener is not None
+            async with connect(url) as reader, connect(url) as sluggard:
+                (stalled,) = [s for s in gateway.listener.sessions() if s.id == "ws-2"]
+                for n in range(30):  # some 24 MB of answers that it never reads
+                    await sluggard.call(n, "echo", text=big)
+                for n in range(10):
+                    await reader.call(n, "echo", text=f"quick {n}")
+                    assert (await reader.answer_to(n))["result"]["structuredContent"] == {
+                        "text": f"quick {n}"
+                    }
+                with trio.fail_after(DEADLINE_S):
+                    await stalled.done.wait()  # the gateway gave up on it
+                await reader.call("after", "echo", text="still quick")
+                assert "result" in await reader.answer_to("after")
+    finally:
+        logger.remove(sink)
+    assert any("'session': 'ws-2'" in line and "closing with 1008" in line for line in lines)
