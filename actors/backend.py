@@ -77,7 +77,9 @@ class Backend:
                 reason = str(link.lost) if link.lost else "the gateway is stopping it"
                 _fail_queued(self.config.name, inbox, reason)
                 link.fail_all(reason)
-                await transport.stop(close_wait_s=self.shutdown_s * 0.4, term_wait_s=self.shutdown_s * 0.3)
+                # A hung server will not notice its stdin closing: straight to SIGTERM.
+                polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
+                await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
             await self._end_of_run(link, transport, started, error)
 
     async def _spawn(self) -> ProcessTransport:

@@ -300,9 +300,8 @@ class Dispatcher:
             return await reply_from.receive()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             now = self.catalog.value.backends[backend.name]
-            return Reply(
-                error=unavailable(backend.name, f"it is {now.describe()}" if now.reason else "it stopped")
-            )
+            reason = f"it is {now.describe()}" if now.reason else "it went down as the call was sent"
+            return Reply(error=unavailable(backend.name, reason))
 
     def _cancel_at_backend(self, backend: BackendStatus, call_id: int, reason: str) -> None:
         assert backend.calls is not None

@@ -302,3 +302,30 @@ async def test_a_client_that_stops_reading_is_closed_without_slowing_others(tmp_
     finally:
         logger.remove(sink)
     assert any("'session': 'ws-2'" in line and "closing with 1008" in line for line in lines)
+
+
+async def test_shutdown_answers_every_call_and_closes_with_1001(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=sleep")], shutdown_s=2)
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with connect(url) as first, connect(url) as second:
+            for client in (first, second):
+                for n in range(20):
+                    await client.call(n, "sleep", seconds=600)
+                await client.request("probe", "ping")  # answered once the calls before it are in flight
+                await client.answer_to("probe")
+            started = trio.current_time()
+            gateway.stop()  # what SIGTERM does
+            for client in (first, second):
+                answered = set()
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        message = await client.receive()
+                        assert message["error"]["code"] == -32000 and message["id"] not in answered
+                        answered.add(message["id"])
+                assert answered == set(range(20))
+                assert closed.value.reason.code == 1001
+            assert trio.current_time() - started < 2

@@ -1,18 +1,20 @@
 """A backend MCP server as a child process: newline-delimited JSON-RPC on its stdin/stdout, stderr drained.
 
-Each child starts in its own session (so its own process group) and is asked to die with the gateway
-(PR_SET_PDEATHSIG on Linux). Stopping follows the MCP stdio lifecycle: close stdin, wait, SIGTERM to the whole
-group, wait, SIGKILL to the group; whatever is left in the group afterwards (grandchildren) is killed too.
+Each child starts in its own session (so its own process group). Stopping follows the MCP stdio lifecycle:
+close stdin, wait, SIGTERM to the whole group, wait, SIGKILL to the group; whatever is left in the group
+afterwards (grandchildren) is killed too. If the gateway itself is killed outright, each child sees the end of
+its stdin, which is how an MCP stdio server knows to exit.
+
+No PR_SET_PDEATHSIG: it fires when the *thread* that forked the child exits, and trio forks in worker threads
+that retire after a few idle seconds; every backend would be SIGTERMed a while after its start.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,12 +31,6 @@ STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
 STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
 KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    if sys.platform == "linux":
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ProcessTransport:
@@ -60,7 +56,6 @@ class ProcessTransport:
                 cwd=cwd,
                 env={**os.environ, **env},
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise BackendStartError(

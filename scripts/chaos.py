@@ -1,0 +1,403 @@
+"""Chaos run: a real gateway, N test backends, C WebSocket sessions making calls, and a killer.
+
+While the sessions keep M calls each in flight, a backend is hit every K seconds: killed with SIGKILL, frozen
+(it stops answering anything, pings included, until the health check restarts it) or made to write garbage
+(it must go on serving). At the end one table, and a non-zero exit if any invariant broke:
+calls never answered, answered twice or to the wrong caller, failed calls to backends nobody was hitting,
+child processes left behind.
+
+    scripts/chaos [--duration S] [--clients C] [--calls M] [--backends N] [--kill-every K] [--seed X]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, connect_websocket_url
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+TEST_BACKEND: Final = ROOT / "scripts" / "backends" / "testbackend.py"
+MODES: Final = ("kill", "freeze", "garbage")
+SETTLE_S: Final = 15.0  # after the run: how long calls still in flight may take to be answered
+EXCUSE_MARGIN_S: Final = 0.5  # around a fault window, for calls answered as the backend went down or came up
+
+
+@attrs.define
+class Fault:
+    backend: str
+    mode: str
+    at: float
+    seen_down: bool = False  # its tools left tools/list after the hit
+    back_at: float | None = None  # when its tools were listed again
+    inflight: set[tuple[int, int]] = attrs.field(factory=set)  # (session, id) in flight to it when hit
+    all_answered_at: float | None = None
+
+    def excuses(self, sent: float, answered: float) -> bool:
+        if self.mode == "garbage":
+            return False  # garbage is no excuse: the backend must keep serving
+        end = (self.back_at if self.back_at is not None else float("inf")) + EXCUSE_MARGIN_S
+        return sent <= end and answered >= self.at - EXCUSE_MARGIN_S
+
+
+@attrs.define
+class Tally:
+    sent: int = 0
+    ok: int = 0
+    errors: int = 0
+    duplicate_or_misrouted: int = 0
+    unexcused_failures: list[str] = attrs.field(factory=list)
+    faults: list[Fault] = attrs.field(factory=list)
+    pending: dict[tuple[int, int], tuple[str, str, float]] = attrs.field(
+        factory=dict
+    )  # -> backend, text, sent
+
+    def fault_windows(self, backend: str) -> Iterable[Fault]:
+        return (fault for fault in self.faults if fault.backend == backend)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def write_config(folder: Path, backends: int, port: int) -> Path:
+    lines = [
+        "[gateway]",
+        'name = "chaos-gateway"',
+        'tool_names = "always-prefix"',
+        "request_timeout_s = 20",
+        "startup_timeout_s = 10",
+        "shutdown_s = 5",
+        "",
+        "[websocket]",
+        f"port = {port}",
+        "max_sessions = 10000",
+        "",
+    ]
+    for n in range(backends):
+        args = [str(TEST_BACKEND), "--name", f"b{n}", "--only=echo,sleep,pid,freeze,garbage"]
+        lines += [
+            "[[backends]]",
+            f'name = "b{n}"',
+            f"command = {orjson.dumps(sys.executable).decode()}",
+            f"args = {orjson.dumps(args).decode()}",
+            "[backends.restart]",
+            "max_restarts = 1000",
+            "window_s = 60",
+            "backoff_initial_s = 0.1",
+            "backoff_max_s = 1",
+            "[backends.health]",
+            "interval_s = 0.5",
+            "timeout_s = 0.5",
+            "failures = 2",
+            "",
+        ]
+    path = folder / "chaos.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+async def connect(nursery: trio.Nursery, url: str) -> WebSocketConnection:
+    with trio.fail_after(30):
+        while True:
+            try:
+                return await connect_websocket_url(
+                    nursery, url, subprotocols=["mcp"], max_message_size=1 << 24
+                )
+            except OSError:
+                await trio.sleep(0.1)  # the gateway is still starting
+
+
+class Session:
+    """One client: a reader task matching answers to the calls waiting for them."""
+
+    def __init__(self, number: int, connection: WebSocketConnection, tally: Tally) -> None:
+        self.number = number
+        self.connection = connection
+        self.tally = tally
+        self.ids = itertools.count(1)
+        self.waiting: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self.notifications: trio.MemorySendChannel[str] | None = None
+
+    async def initialize(self) -> None:
+        reply = await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "chaos", "version": "0"},
+            },
+        )
+        assert "result" in reply, reply
+        await self.connection.send_message('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    async def read(self) -> None:
+        try:
+            while True:
+                message = orjson.loads(await self.connection.get_message())
+                if "method" in message:
+                    if self.notifications is not None:
+                        await self.notifications.send(message["method"])
+                    continue
+                waiter = self.waiting.pop(message.get("id"), None)
+                if waiter is None:
+                    self.tally.duplicate_or_misrouted += 1
+                    continue
+                waiter.send_nowait(message)
+        except ConnectionClosed:
+            pass
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        send, receive = trio.open_memory_channel[dict[str, Any]](1)
+        self.waiting[request_id] = send
+        await self.connection.send_message(
+            orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).decode()
+        )
+        return await receive.receive()
+
+    async def call(self, backend: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": f"{backend}__{tool}", "arguments": arguments})
+
+
+async def client_worker(session: Session, backends: list[str], rng: random.Random, until: float) -> None:
+    tally = session.tally
+    while trio.current_time() < until:
+        backend = rng.choice(backends)
+        request_id = next(session.ids)
+        text = f"s{session.number}-r{request_id}-{rng.random()}"
+        tool, arguments = ("sleep", {"seconds": 0.2}) if rng.random() < 0.3 else ("echo", {"text": text})
+        send, receive = trio.open_memory_channel[dict[str, Any]](1)
+        session.waiting[request_id] = send
+        key, sent = (session.number, request_id), trio.current_time()
+        tally.pending[key] = (backend, text, sent)
+        tally.sent += 1
+        message = {"name": f"{backend}__{tool}", "arguments": arguments}
+        await session.connection.send_message(
+            orjson.dumps(
+                {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": message}
+            ).decode()
+        )
+        reply = await receive.receive()
+        answered = trio.current_time()
+        del tally.pending[key]
+        for fault in tally.faults:
+            if key in fault.inflight:
+                fault.inflight.discard(key)
+                if not fault.inflight:
+                    fault.all_answered_at = answered
+        if "result" in reply and not reply["result"].get("isError"):
+            tally.ok += 1
+            if tool == "echo" and reply["result"].get("structuredContent") != {"text": text}:
+                tally.duplicate_or_misrouted += 1
+            continue
+        tally.errors += 1
+        if not any(fault.excuses(sent, answered) for fault in tally.fault_windows(backend)):
+            error = reply.get("error", reply.get("result"))
+            tally.unexcused_failures.append(f"{backend} at {answered - sent:.2f}s: {error}")
+
+
+async def watch_catalog(control: Session, tally: Tally, listed: dict[str, bool]) -> None:
+    """Re-list tools on every list_changed; a fault ends when its backend's tools are back."""
+    send, receive = trio.open_memory_channel[str](100)
+    control.notifications = send
+    async for method in receive:
+        if method != "notifications/tools/list_changed":
+            continue
+        reply = await control.request("tools/list", {})
+        names = {tool["name"].split("__")[0] for tool in reply["result"]["tools"]}
+        now = trio.current_time()
+        for backend in listed:
+            listed[backend] = backend in names
+            for fault in tally.fault_windows(backend):
+                if fault.mode == "garbage" or fault.back_at is not None:
+                    continue
+                if backend not in names:
+                    fault.seen_down = True
+                elif fault.seen_down:
+                    fault.back_at = now
+
+
+async def killer(
+    control: Session, tally: Tally, backends: list[str], rng: random.Random, every: float, until: float
+) -> None:
+    async with trio.open_nursery() as nursery:
+        while trio.current_time() + every < until:
+            await trio.sleep(every)
+            backend, mode = rng.choice(backends), rng.choice(MODES)
+            if any(f.backend == backend and f.back_at is None and f.mode != "garbage" for f in tally.faults):
+                continue  # still down from the last hit
+            fault = Fault(backend, mode, trio.current_time())
+            fault.inflight = {key for key, (owner, _, _) in tally.pending.items() if owner == backend}
+            if mode == "kill":
+                reply = await control.call(backend, "pid", {})
+                if "result" not in reply:
+                    continue
+                fault.at = trio.current_time()
+                fault.inflight = {key for key, (owner, _, _) in tally.pending.items() if owner == backend}
+                tally.faults.append(fault)
+                os.kill(reply["result"]["structuredContent"]["pid"], signal.SIGKILL)
+            else:
+                tally.faults.append(fault)
+                nursery.start_soon(control.call, backend, mode, {})  # freeze's answer is an error, later
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, set[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, set()).add(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentiles(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}s / {values[0]:.2f}s"
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return f"{cuts[49]:.2f}s / {cuts[98]:.2f}s"
+
+
+async def run(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    tally = Tally()
+    backends = [f"b{n}" for n in range(args.backends)]
+    with tempfile.TemporaryDirectory(prefix="chaos-") as folder:
+        port = free_port()
+        config = write_config(Path(folder), args.backends, port)
+        log = Path(args.log) if args.log else Path(folder) / "gateway.log"
+        argv = [sys.executable, "-m", "actors", "serve", "--config", str(config), "--log-file", str(log)]
+        gateway = await trio.lowlevel.open_process(argv, cwd=str(ROOT), stderr=subprocess.DEVNULL)
+        url = f"ws://127.0.0.1:{port}/mcp"
+        try:
+            async with trio.open_nursery() as nursery:
+                control = Session(0, await connect(nursery, url), tally)
+                nursery.start_soon(control.read)
+                await control.initialize()
+                listed = dict.fromkeys(backends, True)
+                nursery.start_soon(watch_catalog, control, tally, listed)
+                sessions = []
+                for number in range(1, args.clients + 1):
+                    session = Session(number, await connect(nursery, url), tally)
+                    nursery.start_soon(session.read)
+                    await session.initialize()
+                    sessions.append(session)
+                started = trio.current_time()
+                until = started + args.duration
+                with trio.move_on_after(args.duration + SETTLE_S):  # ends early once every call is answered
+                    async with trio.open_nursery() as load:
+                        load.start_soon(killer, control, tally, backends, rng, args.kill_every, until)
+                        for session in sessions:
+                            for _ in range(args.calls):
+                                worker_rng = random.Random(rng.random())
+                                load.start_soon(client_worker, session, backends, worker_rng, until)
+                never_answered = len(tally.pending)
+                rss = peak_rss_mib(gateway.pid)
+                family = descendants(gateway.pid)
+                nursery.cancel_scope.cancel()
+        finally:
+            gateway.send_signal(signal.SIGTERM)
+            with trio.move_on_after(10):
+                await gateway.wait()
+            if gateway.returncode is None:
+                gateway.kill()
+                await gateway.wait()
+        with trio.move_on_after(5):
+            while any(alive(pid) for pid in family):  # noqa: ASYNC110 - not our children: nothing to wait on
+                await trio.sleep(0.1)
+        left = sorted(pid for pid in family if alive(pid))
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        restarts = sum(1 for line in log.read_text().splitlines() if "restarting in" in line)
+        report = {
+            "calls sent": tally.sent,
+            "answered with a result": tally.ok,
+            "answered with an error": tally.errors,
+            "never answered (must be 0)": never_answered,
+            "answered twice or to the wrong caller (must be 0)": tally.duplicate_or_misrouted,
+            "failed calls to backends not being hit (must be 0)": len(tally.unexcused_failures),
+            "faults (kill / freeze / garbage)": "/".join(
+                str(sum(1 for f in tally.faults if f.mode == mode)) for mode in MODES
+            ),
+            "restarts observed": restarts,
+            "fault to in-flight calls answered (p50 / p99)": percentiles(
+                [f.all_answered_at - f.at for f in tally.faults if f.all_answered_at is not None]
+            ),
+            "fault to tools back in tools/list (p50 / p99)": percentiles(
+                [f.back_at - f.at for f in tally.faults if f.back_at is not None]
+            ),
+            "gateway peak RSS": f"{rss:.1f} MiB",
+            "gateway exit code": gateway.returncode,
+            "child processes left after exit (must be 0)": len(left),
+        }
+        width = max(map(len, report))
+        print(
+            f"chaos: {args.duration:g}s, {args.clients} clients x {args.calls} calls, "
+            f"{args.backends} backends, a fault every {args.kill_every:g}s (seed {args.seed})"
+        )
+        for name, value in report.items():
+            print(f"  {name.ljust(width)}  {value}")
+        for failure in tally.unexcused_failures[:10]:
+            print(f"  unexcused: {failure}", file=sys.stderr)
+        broken = never_answered or tally.duplicate_or_misrouted or tally.unexcused_failures or left
+        print("FAIL: an invariant broke" if broken else "OK: every invariant held")
+        return 1 if broken else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of load (default 20)")
+    parser.add_argument("--clients", type=int, default=8, help="WebSocket sessions (default 8)")
+    parser.add_argument("--calls", type=int, default=4, help="calls each session keeps in flight (default 4)")
+    parser.add_argument("--backends", type=int, default=4, help="test backends (default 4)")
+    parser.add_argument("--kill-every", type=float, default=2.0, help="seconds between faults (default 2)")
+    parser.add_argument("--log", help="keep the gateway's log in this file")
+    parser.add_argument("--seed", type=int, default=random.randrange(1_000_000), help="for a repeatable run")
+    return trio.run(run, parser.parse_args())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
