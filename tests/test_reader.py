@@ -8,8 +8,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
+from actors.dispatch import SessionSettings
 from actors.messages import ErrorResponse, Message, Request
 from actors.reader import Reader
+from actors.session import Session
 from actors.transports.lines import LineStream
 
 MAX_BYTES = 256
@@ -78,3 +81,47 @@ def test_every_request_reaches_the_dispatcher_with_its_id(raw_lines: list[bytes]
         (r["id"], r["method"]) for r in fitting
     ]
     assert len(errors) == len(raw_lines) - len(fitting)  # too large: refused, one answer each
+
+
+async def run_session(raw_lines: list[bytes]) -> list[dict[str, object]]:
+    """A whole session (reader, dispatcher, writer) over memory streams, with no backends; its output."""
+    source, sink = trio.testing.MemoryReceiveStream(), trio.testing.MemorySendStream()
+    source.put_data(b"".join(line + b"\n" for line in raw_lines))
+    source.put_eof()
+    _, events = trio.open_memory_channel[CatalogEvent](0)
+    catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
+    settings = SessionSettings("property-gateway", settle_timeout_s=1.0, drain_s=1.0)
+    with trio.fail_after(10):
+        await Session("prop", LineStream(source, sink, MAX_BYTES), catalog.watch, settings).run()
+    return [orjson.loads(line) for line in sink.get_data_nowait().splitlines()]
+
+
+INITIALIZE = orjson.dumps(
+    {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+)
+distinct_requests = st.lists(
+    st.fixed_dictionaries(
+        {
+            "method": st.sampled_from(["ping", "tools/list", "tools/call", "resources/list", "nope"]),
+            "params": st.just({})
+            | st.dictionaries(st.sampled_from(["name", "cursor", "x"]), json_values, max_size=2),
+        }
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(distinct_requests, st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ")), max_size=5))
+def test_every_request_gets_exactly_one_response_whatever_surrounds_it(
+    requests: list[dict[str, object]], garbage: list[bytes]
+) -> None:
+    lines = [INITIALIZE, b'{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    for n, request in enumerate(requests):
+        lines.append(orjson.dumps({"jsonrpc": "2.0", "id": n, **request}))
+        if n < len(garbage):
+            lines.append(garbage[n])
+    output = trio.run(run_session, lines)
+    answered = [message["id"] for message in output if isinstance(message.get("id"), int)]
+    assert sorted(answered) == list(range(len(requests)))  # each exactly once
+    assert all("method" not in message for message in output)  # notifications are never answered
