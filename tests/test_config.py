@@ -227,3 +227,36 @@ def test_python_dash_m_is_the_same_program(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"{bad}: backends: expected an array of tables ([[backends]]), got an integer\n"
+
+
+def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    problems = problems_of(
+        tmp_path,
+        MINIMAL_BACKEND + '[websocket]\nport = 70000\npath = "mcp"\nallowed_origins = "x"\nextra = 1\n'
+        '[websocket.auth]\njwt_secret_env = "NOT_SET_ANYWHERE"\naudience = 5\n',
+    )
+    assert problems["websocket.port"] == "must be between 0 and 65535 (0: any free port)"
+    assert problems["websocket.path"] == "must start with '/'"
+    assert problems["websocket.allowed_origins"] == "expected an array of strings, got a string"
+    assert "unknown key" in problems["websocket.extra"]
+    assert problems["websocket.auth.audience"] == "expected a string, got an integer"
+
+    both = problems_of(
+        tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "A"\njwt_public_key_file = "k.pem"\n'
+    )
+    assert both == {"websocket.auth": "set exactly one of jwt_secret_env and jwt_public_key_file"}
+    unset = problems_of(tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "NOT_SET_ANYWHERE"\n')
+    assert unset == {
+        "websocket.auth.jwt_secret_env": "environment variable NOT_SET_ANYWHERE is not set or empty"
+    }
+
+    monkeypatch.setenv("GATEWAY_TEST_SECRET", "s3cret")
+    path = tmp_path / "ok.toml"
+    path.write_text(
+        MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "GATEWAY_TEST_SECRET"\n', encoding="utf-8"
+    )
+    websocket = load_config(path).websocket
+    assert websocket is not None and websocket.port == 8765 and websocket.host == "127.0.0.1"
+    assert websocket.auth is not None and websocket.auth.algorithms == ("HS256",)
+    assert "s3cret" not in repr(websocket)  # the secret never shows up in a repr or a log line
