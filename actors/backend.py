@@ -23,7 +23,9 @@ from actors.errors import BackendExitedError, BackendHungError, BackendStartErro
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
 from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
+from actors.transports.base import BackendTransport
 from actors.transports.process import ProcessTransport
+from actors.transports.websocket_backend import WebSocketBackendTransport
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 MAX_TOOL_PAGES: Final = 1000  # a server that never stops paginating is broken
@@ -53,34 +55,48 @@ class Backend:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(backend=self.config.name):
-            calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
-            transport = await self._spawn()
-            link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
-            self._tools_changed = trio.Event()
-            started, error = False, None
-            try:
-                with link.cancel_scope:
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(transport.drain_stderr)
-                        nursery.start_soon(link.read, nursery)
-                        ready = await self._handshake(link, calls)
-                        nursery.start_soon(self._relist_on_change, link)
-                        if self.config.health.interval_s > 0:
-                            nursery.start_soon(self._watch_health, link)
-                        await self.catalog.send(ready)
-                        task_status.started()
-                        started = True
-                        await self._serve(link, inbox)
-            except Exception as exc:  # explained below, once the process has been stopped
-                error = exc
-            finally:
-                reason = str(link.lost) if link.lost else "the gateway is stopping it"
-                _fail_queued(self.config.name, inbox, reason)
-                link.fail_all(reason)
-                # A hung server will not notice its stdin closing: straight to SIGTERM.
-                polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
-                await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
-            await self._end_of_run(link, transport, started, error)
+            async with trio.open_nursery() as connection:  # a WebSocket's reader task lives here
+                await self._run(connection, task_status)
+                connection.cancel_scope.cancel()
+
+    async def _run(self, connection: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+        calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
+        transport = await self._open(connection)
+        link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
+        self._tools_changed = trio.Event()
+        started, error = False, None
+        try:
+            with link.cancel_scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(transport.drain)
+                    nursery.start_soon(link.read, nursery)
+                    ready = await self._handshake(link, calls)
+                    nursery.start_soon(self._relist_on_change, link)
+                    if self.config.health.interval_s > 0:
+                        nursery.start_soon(self._watch_health, link)
+                    await self.catalog.send(ready)
+                    task_status.started()
+                    started = True
+                    await self._serve(link, inbox)
+        except Exception as exc:  # explained below, once the process has been stopped
+            error = exc
+        finally:
+            reason = str(link.lost) if link.lost else "the gateway is stopping it"
+            _fail_queued(self.config.name, inbox, reason)
+            link.fail_all(reason)
+            # A hung server will not notice its stdin closing: straight to SIGTERM.
+            polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
+            await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
+        await self._end_of_run(link, transport, started, error)
+
+    async def _open(self, connection: trio.Nursery) -> BackendTransport:
+        if self.config.url is not None:
+            backend = await WebSocketBackendTransport.connect(
+                connection, self.config.url, self.config.headers, self.max_message_bytes
+            )
+            logger.info("connected to {}", self.config.url)
+            return backend
+        return await self._spawn()
 
     async def _spawn(self) -> ProcessTransport:
         command = resolve_command(self.config)
@@ -96,17 +112,17 @@ class Backend:
         return transport
 
     async def _end_of_run(
-        self, link: BackendLink, transport: ProcessTransport, started: bool, error: Exception | None
+        self, link: BackendLink, transport: BackendTransport, started: bool, error: Exception | None
     ) -> None:
         """Explain how the run ended, once the exit code and the last stderr lines are in. When the process
         died, its exit is the explanation, whatever the request that noticed it saw."""
         with trio.move_on_after(EXIT_INFO_WAIT_S):
-            await transport.stderr_closed.wait()
+            await transport.ended.wait()
         if isinstance(link.lost, BackendExitedError):
-            if started and transport.process.returncode == 0:
-                logger.info("{}", transport.describe_exit())
+            if started and transport.ended_cleanly:
+                logger.info("{}", transport.describe_end())
                 return
-            exited = BackendExitedError(transport.describe_exit())
+            exited = BackendExitedError(transport.describe_end())
             raise (exited if started else BackendStartError(f"exited during start-up: {exited}"))
         if error is not None:
             raise error

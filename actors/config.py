@@ -54,7 +54,12 @@ class HealthConfig:
 @attrs.frozen
 class BackendConfig:
     name: str
-    command: str
+    command: str | None = None  # a stdio backend: this program, with args, env and cwd
+    url: str | None = None  # or a WebSocket backend: ws:// or wss://, with headers
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # values may be secrets
+    headers_env: Mapping[str, str] = attrs.field(
+        factory=dict
+    )  # header -> environment variable with its value
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)  # added to the gateway's own environment
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
@@ -188,6 +193,8 @@ def resolve_command(backend: BackendConfig) -> str | None:
     A command with a slash is a path, relative to the backend's cwd. A bare name is looked up first beside the
     gateway's own interpreter (so `python` and console scripts of this environment win), then on PATH.
     """
+    if backend.command is None:
+        return None
     command = os.path.expanduser(backend.command)
     if os.sep in command or (os.altsep and os.altsep in command):
         candidate = Path(command) if os.path.isabs(command) else backend.cwd / command
@@ -224,8 +231,9 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
             backend = _convert(raw, BackendConfig, f"backends[{index}]", problems)
             problems.extend(_check_backend(_table(raw), f"backends[{index}]"))
             if backend is not None:
-                cwd = backend.cwd.expanduser()
-                backends.append(attrs.evolve(backend, cwd=(file.parent / cwd).resolve()))
+                cwd = (file.parent / backend.cwd.expanduser()).resolve()
+                from_env = {header: os.environ.get(var, "") for header, var in backend.headers_env.items()}
+                backends.append(attrs.evolve(backend, cwd=cwd, headers={**backend.headers, **from_env}))
         problems.extend(_check_names(raw_backends))
     websocket = None
     if "websocket" in document:
@@ -337,9 +345,22 @@ def _check_names(raw: list[Any]) -> Iterator[tuple[str, str]]:
 
 
 def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
-    command = _typed(raw, "command", str)
+    command, url = _typed(raw, "command", str), _typed(raw, "url", str)
+    if "command" not in raw and "url" not in raw:
+        yield f"{key}.command", "required key is missing (or url, for a WebSocket backend)"
+    elif "command" in raw and "url" in raw:
+        yield f"{key}.url", "set either command (a stdio backend) or url (a WebSocket backend), not both"
     if command is not None and not command.strip():
         yield f"{key}.command", "must not be empty"
+    if url is not None and not url.startswith(("ws://", "wss://")):
+        yield f"{key}.url", "must start with ws:// or wss://"
+    if "url" in raw:
+        for field in ("args", "env", "cwd"):
+            if field in raw:
+                yield f"{key}.{field}", "applies to command backends only"
+    for header, variable in _table(raw.get("headers_env")).items():
+        if isinstance(variable, str) and not os.environ.get(variable):
+            yield f"{key}.headers_env.{header}", f"environment variable {variable} is not set or empty"
     for field in ("request_timeout_s", "startup_timeout_s"):
         value = _typed(raw, field, (int, float))
         if value is not None and value <= 0:

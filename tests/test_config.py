@@ -135,7 +135,7 @@ def test_required_keys_names_and_duplicates(tmp_path: Path) -> None:
         '[[backends]]\nname = "b"\ncommand = ""\n',
     )
     assert problems["backends[0].name"] == "required key is missing"
-    assert problems["backends[1].command"] == "required key is missing"
+    assert problems["backends[1].command"] == "required key is missing (or url, for a WebSocket backend)"
     assert problems["backends[2].name"] == "duplicate name 'a' (also backends[1])"
     assert "letters, digits" in problems["backends[3].name"]
     assert problems["backends[4].command"] == "must not be empty"
@@ -190,7 +190,7 @@ def test_check_command_prints_every_problem_and_exits_2(
     out, err = capsys.readouterr()
     assert out == ""
     assert f"{bad}: gateway.name: expected a string, got an integer\n" in err
-    assert f"{bad}: backends[0].command: required key is missing\n" in err
+    assert f"{bad}: backends[0].command: required key is missing (or url, for a WebSocket backend)\n" in err
 
     good = tmp_path / "good.toml"
     good.write_text(MINIMAL_BACKEND, encoding="utf-8")
@@ -260,3 +260,31 @@ def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pyte
     assert websocket is not None and websocket.port == 8765 and websocket.host == "127.0.0.1"
     assert websocket.auth is not None and websocket.auth.algorithms == ("HS256",)
     assert "s3cret" not in repr(websocket)  # the secret never shows up in a repr or a log line
+
+
+def test_websocket_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMOTE_TOKEN", "Bearer abc")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    path = tmp_path / "ok.toml"
+    path.write_text(
+        '[[backends]]\nname = "remote"\nurl = "ws://127.0.0.1:9000/mcp"\nheaders = { X-Team = "a" }\n'
+        'headers_env = { Authorization = "REMOTE_TOKEN" }\n',
+        encoding="utf-8",
+    )
+    (remote,) = load_config(path).backends
+    assert remote.url == "ws://127.0.0.1:9000/mcp" and remote.command is None
+    assert remote.headers == {"X-Team": "a", "Authorization": "Bearer abc"}
+    assert "abc" not in repr(remote)
+
+    problems = problems_of(
+        tmp_path,
+        '[[backends]]\nname = "a"\ncommand = "python"\nurl = "ws://x"\n'
+        '[[backends]]\nname = "b"\nurl = "http://x"\nargs = ["-v"]\n'
+        '[[backends]]\nname = "c"\nurl = "ws://x"\nheaders_env = { Authorization = "NOT_SET_ANYWHERE" }\n',
+    )
+    assert "not both" in problems["backends[0].url"]
+    assert problems["backends[1].url"] == "must start with ws:// or wss://"
+    assert problems["backends[1].args"] == "applies to command backends only"
+    assert problems["backends[2].headers_env.Authorization"] == (
+        "environment variable NOT_SET_ANYWHERE is not set or empty"
+    )

@@ -329,3 +329,74 @@ async def test_shutdown_answers_every_call_and_closes_with_1001(tmp_path: Path) 
                 assert answered == set(range(20))
                 assert closed.value.reason.code == 1001
             assert trio.current_time() - started < 2
+
+
+async def test_a_websocket_backend_is_reconnected_after_it_goes_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway in front of another gateway over ws://, with a bearer token from the environment."""
+    monkeypatch.setenv("GATEWAY_JWT_SECRET", SECRET)
+    monkeypatch.setenv("INNER_AUTHORIZATION", token()[0][1].decode())
+    auth = {"jwt_secret_env": "GATEWAY_JWT_SECRET"}
+    inner_config = with_websocket(
+        write_config(tmp_path / "inner.toml", [backend_entry("alpha", "--only=echo,pid")]), auth=auth
+    )
+    async with trio.open_nursery() as inner_nursery:
+        inner, inner_stopped = Gateway(load_config(inner_config)), trio.Event()
+
+        async def run_inner(task_status: trio.TaskStatus[object]) -> None:
+            await inner.run(task_status=task_status)
+            inner_stopped.set()
+
+        await inner_nursery.start(run_inner)
+        inner_url = inner.websocket_url
+        assert inner_url is not None
+        remote = {
+            "name": "remote",
+            "url": inner_url,
+            "headers_env": {"Authorization": "INNER_AUTHORIZATION"},
+            "restart": {"backoff_initial_s": 0.05, "backoff_max_s": 0.2, "max_restarts": 50},
+        }
+        outer_config = with_websocket(
+            write_config(tmp_path / "outer.toml", [remote, backend_entry("local", "--only=add")])
+        )
+        async with running(outer_config) as outer:
+            assert outer.websocket_url is not None
+            async with connect(outer.websocket_url) as client:
+                await client.request(1, "tools/list")
+                assert sorted(t["name"] for t in (await client.answer_to(1))["result"]["tools"]) == [
+                    "add",
+                    "echo",
+                    "pid",
+                ]
+                await client.call(2, "echo", text="through two gateways")
+                assert (await client.answer_to(2))["result"]["structuredContent"] == {
+                    "text": "through two gateways"
+                }
+
+                inner.stop()  # the remote backend goes away
+                with trio.fail_after(DEADLINE_S):
+                    await inner_stopped.wait()
+                assert await client.receive() == {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/tools/list_changed",
+                }
+                await client.call(3, "echo", text="anyone?")
+                down = await client.answer_to(3)
+                assert down["error"]["code"] == -32000 and "remote" in down["error"]["message"]
+                await client.call(4, "add", a=1, b=1)
+                assert (await client.answer_to(4))["result"]["structuredContent"] == {"sum": 2}
+
+                port = inner_url.rsplit(":", 1)[1].split("/")[0]
+                again = with_websocket(
+                    write_config(tmp_path / "again.toml", [backend_entry("alpha", "--only=echo,pid")]),
+                    auth=auth,
+                )
+                again.write_text(again.read_text().replace("port = 0", f"port = {port}"))
+                async with running(again):
+                    assert await client.receive() == {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/tools/list_changed",
+                    }
+                    await client.call(5, "echo", text="back")
+                    assert (await client.answer_to(5))["result"]["structuredContent"] == {"text": "back"}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import trio
+
 
 class Transport(Protocol):
     async def receive(self) -> bytes | None:
@@ -22,3 +24,30 @@ class Transport(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class BackendTransport(Transport, Protocol):
+    """What a backend actor needs of its connection beyond frames. A stdio process and a WebSocket
+    connection both provide it, so the backend actor has no branch per kind."""
+
+    ended: trio.Event  # set once the peer is gone and the explanation of its end is complete
+
+    @property
+    def label(self) -> str:
+        """What the log calls it: a process id, a URL."""
+        ...
+
+    @property
+    def ended_cleanly(self) -> bool:
+        """A normal end (a process that exited 0); never true for a lost connection."""
+        ...
+
+    async def drain(self) -> None:
+        """Runs beside the frames for the whole connection: a process's stderr, for one."""
+        ...
+
+    async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
+        """End the connection for good; shielded, bounded by the two waits."""
+        ...
+
+    def describe_end(self) -> str: ...

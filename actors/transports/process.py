@@ -41,7 +41,7 @@ class ProcessTransport:
         self.process = process
         self._lines = LineStream(process.stdout, process.stdin, max_bytes)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self.stderr_closed = trio.Event()
+        self.ended = trio.Event()  # stderr has closed: the process has gone and its last words are in
 
     @classmethod
     async def spawn(
@@ -66,6 +66,17 @@ class ProcessTransport:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def label(self) -> str:
+        return f"process {self.pid}"
+
+    @property
+    def ended_cleanly(self) -> bool:
+        return self.process.returncode == 0
+
+    async def drain(self) -> None:
+        await self.drain_stderr()
 
     async def receive(self) -> bytes | None:
         return await self._lines.receive()
@@ -94,7 +105,7 @@ class ProcessTransport:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         finally:
-            self.stderr_closed.set()
+            self.ended.set()
             if limiter.suppressed:
                 logger.warning("{} stderr lines not logged (over {}/s)", limiter.suppressed, STDERR_LOG_RATE)
 
@@ -109,7 +120,7 @@ class ProcessTransport:
                 logger.warning("{} stderr lines not logged (over {}/s)", suppressed, STDERR_LOG_RATE)
             emit(line)
 
-    def describe_exit(self) -> str:
+    def describe_end(self) -> str:
         code = self.process.returncode
         if code is None:
             what = "is still running"
