@@ -400,3 +400,37 @@ async def test_a_websocket_backend_is_reconnected_after_it_goes_away(
                     }
                     await client.call(5, "echo", text="back")
                     assert (await client.answer_to(5))["result"]["structuredContent"] == {"text": "back"}
+
+
+def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    from actors.config import JwtAuth
+    from actors.websocket_listener import HandshakeRefused, check_bearer
+
+    for private, algorithm in (
+        (rsa.generate_private_key(65537, 2048), "RS256"),
+        (ec.generate_private_key(ec.SECP256R1()), "ES256"),
+    ):
+        public = (
+            private.public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            .decode()
+        )
+        auth = JwtAuth(public, ("RS256", "ES256"), "mcp-gateway", "https://issuer.example")
+        claims = {
+            "sub": "bob",
+            "aud": "mcp-gateway",
+            "iss": "https://issuer.example",
+            "exp": int(time.time()) + 60,
+        }
+        good = jwt.encode(claims, private, algorithm=algorithm)
+        assert check_bearer({"authorization": f"Bearer {good}"}, auth) == "bob"
+        for bad in (
+            jwt.encode({**claims, "iss": "https://elsewhere.example"}, private, algorithm=algorithm),
+            jwt.encode(claims, SECRET, algorithm="HS256"),  # HS256 is not an allowed algorithm here
+        ):
+            with pytest.raises(HandshakeRefused) as refused:
+                check_bearer({"authorization": f"Bearer {bad}"}, auth)
+            assert refused.value.status == 401
