@@ -25,6 +25,7 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
+from proctools import children, cpu_seconds, peak_rss_mib
 from trio_websocket import WebSocketConnection, connect_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -32,44 +33,12 @@ BACKENDS: Final = {
     "sdk": ROOT / "scripts/backends/sdk_echo.py",
     "lean": ROOT / "scripts/backends/lean_echo.py",
 }
-TICK: Final = os.sysconf("SC_CLK_TCK")
 STARTED: Final[list[trio.Process]] = []  # every process this run started, stopped at the end
 INITIALIZE: Final = {
     "protocolVersion": "2025-11-25",
     "capabilities": {},
     "clientInfo": {"name": "bench", "version": "0"},
 }
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-def peak_rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 @attrs.define
@@ -125,7 +94,7 @@ async def stdio_peer(nursery: trio.Nursery, argv: list[str], via_gateway: bool) 
     nursery.start_soon(_read_lines, stdout, peer)
     await peer.initialize()
     if via_gateway:
-        peer.backend_pids = children_of(process.pid)
+        peer.backend_pids = sorted(children(process.pid))
     return peer
 
 
@@ -160,7 +129,7 @@ async def websocket_peer(nursery: trio.Nursery, argv: list[str], port: int) -> P
     peer = Peer(send_line, process.pid, [])
     nursery.start_soon(_read_frames, connection, peer)
     await peer.initialize()
-    peer.backend_pids = children_of(process.pid)
+    peer.backend_pids = sorted(children(process.pid))
     return peer
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
+from proctools import alive, descendants, peak_rss_mib
 from trio_websocket import ConnectionClosed, WebSocketConnection, connect_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -256,40 +257,6 @@ async def killer(
             else:
                 tally.faults.append(fault)
                 nursery.start_soon(control.call, backend, mode, {})  # freeze's answer is an error, later
-
-
-def descendants(pid: int) -> set[int]:
-    children: dict[int, set[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, set()).add(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "State:\tZ" not in status
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def percentiles(values: list[float]) -> str:

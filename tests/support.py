@@ -134,20 +134,11 @@ async def tool_names(client: Client) -> list[str]:
 # --- the raw client -----------------------------------------------------------------------------------------
 
 
-@attrs.define
-class RawClient:
-    """The gateway over real pipes, one JSON line at a time."""
-
-    process: trio.Process
-    _buffer: bytearray = attrs.field(factory=bytearray)
-
-    async def send_line(self, line: bytes | str) -> None:
-        data = line.encode() if isinstance(line, str) else line
-        assert self.process.stdin is not None
-        await self.process.stdin.send_all(data + b"\n")
+class JsonRpcWriter:
+    """Builds requests and notifications on a subclass's `send`."""
 
     async def send(self, message: Mapping[str, Any]) -> None:
-        await self.send_line(orjson.dumps(message))
+        raise NotImplementedError
 
     async def request(
         self, request_id: int | str, method: str, params: Mapping[str, Any] | None = None
@@ -162,6 +153,25 @@ class RawClient:
         if params is not None:
             message["params"] = params
         await self.send(message)
+
+    async def call(self, request_id: int | str, tool: str, **arguments: Any) -> None:
+        await self.request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+
+@attrs.define
+class RawClient(JsonRpcWriter):
+    """The gateway over real pipes, one JSON line at a time."""
+
+    process: trio.Process
+    _buffer: bytearray = attrs.field(factory=bytearray)
+
+    async def send_line(self, line: bytes | str) -> None:
+        data = line.encode() if isinstance(line, str) else line
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(data + b"\n")
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.send_line(orjson.dumps(message))
 
     async def receive(self) -> dict[str, Any]:
         """The next line the gateway writes, parsed; fails on anything that is not a JSON object."""

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import trio
 from loguru import logger
-from support import DEADLINE_S, backend_entry, toml_value, write_config
+from support import DEADLINE_S, JsonRpcWriter, backend_entry, toml_value, write_config
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
@@ -51,22 +51,11 @@ async def running(config: Path) -> AsyncIterator[Gateway]:
 
 
 @attrs.define
-class WsClient:
+class WsClient(JsonRpcWriter):
     connection: WebSocketConnection
 
     async def send(self, message: Mapping[str, Any]) -> None:
         await self.connection.send_message(orjson.dumps(message).decode())
-
-    async def request(
-        self, request_id: int | str, method: str, params: Mapping[str, Any] | None = None
-    ) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-
-    async def call(self, request_id: int | str, tool: str, **arguments: Any) -> None:
-        await self.request(request_id, "tools/call", {"name": tool, "arguments": arguments})
 
     async def receive(self) -> dict[str, Any]:
         with trio.fail_after(DEADLINE_S):

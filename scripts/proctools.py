@@ -1,0 +1,64 @@
+"""Reading processes from /proc (Linux), for scripts/chaos and scripts/bench."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+TICK: Final = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may itself hold spaces and parentheses)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def children(pid: int) -> set[int]:
+    return {child for child, parent in _parents().items() if parent == pid}
+
+
+def descendants(pid: int) -> set[int]:
+    parents = _parents()
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        for child, parent in parents.items():
+            if parent == current and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _parents() -> dict[int, int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) is not None:
+            parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of `pid` so far; 0 once it is gone."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / TICK if fields else 0.0
+
+
+def peak_rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
