@@ -6,6 +6,7 @@ A bad file fails before anything starts. Every problem is reported, not just the
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -229,9 +230,12 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
     else:
         for index, raw in enumerate(raw_backends):
             backend = _convert(raw, BackendConfig, f"backends[{index}]", problems)
-            problems.extend(_check_backend(_table(raw), f"backends[{index}]"))
+            if isinstance(raw, dict):  # not a table: _convert has said so, once
+                problems.extend(_check_backend(raw, f"backends[{index}]"))
             if backend is not None:
                 cwd = (file.parent / backend.cwd.expanduser()).resolve()
+                if backend.command is not None and not cwd.is_dir():
+                    problems.append((f"backends[{index}].cwd", f"no such directory: {cwd}"))
                 from_env = {header: os.environ.get(var, "") for header, var in backend.headers_env.items()}
                 backends.append(attrs.evolve(backend, cwd=cwd, headers={**backend.headers, **from_env}))
         problems.extend(_check_names(raw_backends))
@@ -461,6 +465,8 @@ def _integer(value: Any, _: type) -> int:
 def _number(value: Any, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {_kind(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value}")
     return float(value)
 
 
@@ -481,6 +487,8 @@ def _environment(value: Any, _: type) -> Mapping[str, str]:
     if not isinstance(value, dict):
         raise TypeError(f'expected a table of strings such as {{ TZ = "UTC" }}, got {_kind(value)}')
     for name, item in value.items():
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"{name!r} is not a valid environment variable name")
         if not isinstance(item, str):
             raise TypeError(f"{name} is {_kind(item)}; every value must be a string")
     return dict(value)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from actors.cli import main
-from actors.config import BackendConfig, ConfigError, load_config, resolve_command
+from actors.config import BackendConfig, ConfigError, RestartConfig, load_config, resolve_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,10 +52,45 @@ def problems_of(tmp_path: Path, text: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", ["gateway.toml", "example.toml"])
 def test_the_shipped_configs_load(name: str) -> None:
     config = load_config(ROOT / "config" / name)
-    assert [backend.name for backend in config.backends][:2] == ["notes", "utility"]
+    assert config.path == ROOT / "config" / name
+    assert [backend.name for backend in config.backends] == ["notes", "utility"]
     for backend in config.backends:
-        assert backend.cwd == ROOT  # cwd = ".." from config/
+        assert backend.cwd.is_absolute() and backend.cwd == ROOT  # cwd = ".." from config/
         assert resolve_command(backend) is not None
+        assert (backend.cwd / backend.args[0]).is_file()  # the script the backend runs ships in the repo
+    utility = config.backends[1]  # sets nothing but name, command, args and cwd in both files
+    assert utility.request_timeout_s is None and config.request_timeout_s(utility) == 60.0
+    assert config.startup_timeout_s(utility) == 30.0
+    assert utility.restart == RestartConfig() and utility.env == {}
+
+
+def test_the_example_config_sets_every_key_and_overrides() -> None:
+    config = load_config(ROOT / "config" / "example.toml")
+    gateway = config.gateway
+    assert (gateway.name, gateway.tool_names) == ("example-gateway", "prefix-on-collision")
+    assert (gateway.request_timeout_s, gateway.startup_timeout_s, gateway.shutdown_s) == (60.0, 30.0, 5.0)
+    assert gateway.max_message_bytes == 4 * 1024 * 1024
+    notes = config.backends[0]
+    assert notes.command == "python" and notes.env == {"NOTES_EXAMPLE": "1"}
+    assert notes.args == ("scripts/backends/notes.py", "--db", "data/notes.sqlite3")
+    assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
+    assert notes.restart == RestartConfig("permanent", 5, 60.0, 0.5, 30.0, 120.0)
+    assert config.websocket is not None and config.websocket.auth is None
+
+
+def test_the_examples_commented_out_time_backend_is_valid(tmp_path: Path) -> None:
+    lines = (ROOT / "config" / "example.toml").read_text(encoding="utf-8").splitlines()
+    start = lines.index('# name = "time"') - 1
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line.removeprefix("# "))
+    assert block[0] == "[[backends]]"
+    path = tmp_path / "time.toml"
+    path.write_text("\n".join(block) + "\n", encoding="utf-8")
+    (time,) = load_config(path).backends
+    assert (time.name, time.command, time.args) == ("time", "mcp-server-time", ("--local-timezone", "UTC"))
 
 
 def test_the_contract_example_loads_with_its_values(tmp_path: Path) -> None:
@@ -70,9 +105,13 @@ def test_the_contract_example_loads_with_its_values(tmp_path: Path) -> None:
     restart = time.restart
     assert (restart.policy, restart.max_restarts, restart.window_s) == ("permanent", 5, 60.0)
     assert (restart.backoff_initial_s, restart.backoff_max_s) == (0.5, 30.0)
+    assert restart.stable_after_s == 120.0  # not in the file: the default
+    assert (config.request_timeout_s(time), config.startup_timeout_s(time)) == (60.0, 30.0)
+    assert time.request_timeout_s is None and time.url is None
 
 
 def test_defaults_and_per_backend_overrides(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
     path = tmp_path / "gateway.toml"
     path.write_text(
         MINIMAL_BACKEND + '\n[[backends]]\nname = "b"\ncommand = "python"\nrequest_timeout_s = 5\n'
@@ -173,12 +212,74 @@ def test_values_out_of_range_and_unknown_choices(tmp_path: Path) -> None:
     assert problems["backends[0].restart.backoff_max_s"] == "must not be less than backoff_initial_s"
 
 
-def test_syntax_errors_and_missing_files(tmp_path: Path) -> None:
+def test_more_ranges_restart_and_health(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        MINIMAL_BACKEND + "request_timeout_s = -0.5\n[backends.restart]\nstable_after_s = 0\n"
+        "backoff_initial_s = -1\n[backends.health]\ninterval_s = -1\ntimeout_s = 0\nfailures = 0\n"
+        '[[backends]]\nname = "b"\ncommand = "python"\n[backends.restart]\nbackoff_max_s = 0.25\n',
+    )
+    assert problems == {
+        "backends[0].request_timeout_s": "must be greater than 0",
+        "backends[0].restart.stable_after_s": "must be greater than 0",
+        "backends[0].restart.backoff_initial_s": "must be 0 or more",
+        "backends[0].health.interval_s": "must be 0 (off) or more",
+        "backends[0].health.timeout_s": "must be greater than 0",
+        "backends[0].health.failures": "must be 1 or more",
+        # backoff_initial_s is not set: it is the default 0.5, which 0.25 is below
+        "backends[1].restart.backoff_max_s": "must not be less than backoff_initial_s",
+    }
+
+
+def test_every_problem_in_a_file_is_reported_not_just_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "many.toml"
+    path.write_text(
+        'extra = 1\n[gateway]\ntool_names = "never"\nshutdown_s = 0\n'
+        '[[backends]]\nname = "a"\ncommand = "python"\nargs = "x"\n'
+        '[[backends]]\nname = "a"\ncommand = "python"\n[backends.restart]\npolicy = "sometimes"\n'
+        '[[backends]]\nname = "c"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    keys = [problem.key for problem in caught.value.problems]
+    assert sorted(keys) == sorted(
+        [
+            "extra",
+            "gateway.tool_names",
+            "gateway.shutdown_s",
+            "backends[0].args",
+            "backends[1].name",
+            "backends[1].restart.policy",
+            "backends[2].command",
+        ]
+    )
+    assert all(problem.file == str(path) for problem in caught.value.problems)
+    # the exception's message is every problem, one `FILE: key: reason` per line
+    assert str(caught.value).splitlines() == [str(problem) for problem in caught.value.problems]
+    assert f"{path}: backends[1].name: duplicate name 'a' (also backends[0])" in str(caught.value)
+
+
+def test_syntax_errors_and_unreadable_files(tmp_path: Path) -> None:
     problems = problems_of(tmp_path, '[gateway\nname = "x"\n')
     assert list(problems) == [""] and "not valid TOML" in problems[""] and "line 1" in problems[""]
+    problems = problems_of(tmp_path, '[gateway]\nname = "x"\nname = "y"\n')
+    assert "not valid TOML" in problems[""] and "line 3" in problems[""]
+    problems = problems_of(tmp_path, "\n\n[[backends]]\nname = \n")
+    assert "line 4" in problems[""]
     with pytest.raises(ConfigError) as missing:
         load_config(tmp_path / "nowhere.toml")
     assert str(missing.value) == f"{tmp_path / 'nowhere.toml'}: no such file"
+    (problem,) = missing.value.problems
+    assert (problem.file, problem.key, problem.reason) == (str(tmp_path / "nowhere.toml"), "", "no such file")
+    with pytest.raises(ConfigError) as folder:
+        load_config(tmp_path)
+    assert str(folder.value) == f"{tmp_path}: is a directory, not a TOML file"
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe[gateway]\n")
+    with pytest.raises(ConfigError) as undecodable:
+        load_config(binary)
+    assert str(undecodable.value).startswith(f"{binary}: not valid TOML: ")
 
 
 def test_check_command_prints_every_problem_and_exits_2(
@@ -195,7 +296,12 @@ def test_check_command_prints_every_problem_and_exits_2(
     good = tmp_path / "good.toml"
     good.write_text(MINIMAL_BACKEND, encoding="utf-8")
     assert main(["check", "--config", str(good)]) == 0
-    assert capsys.readouterr().out == f"{good.resolve()}: ok (1 backend)\n"
+    out, err = capsys.readouterr()
+    assert out == f"{good.resolve()}: ok (1 backend)\n" and err == ""
+
+    missing = tmp_path / "missing.toml"
+    assert main(["check", "--config", str(missing)]) == 2
+    assert capsys.readouterr() == ("", f"{missing}: no such file\n")
 
 
 def test_resolve_command(tmp_path: Path) -> None:
@@ -211,12 +317,40 @@ def test_resolve_command(tmp_path: Path) -> None:
     assert python is not None and os.path.dirname(python) == os.path.dirname(sys.executable)
     assert resolve_command(backend("no-such-program-anywhere")) is None
     assert resolve_command(backend("bin/server.sh")) == str(tmp_path / "bin" / "server.sh")
+    assert resolve_command(backend("./bin/server.sh")) is not None
     assert resolve_command(backend("bin/missing.sh")) is None
+    assert resolve_command(BackendConfig("a", "bin/server.sh", cwd=tmp_path / "bin")) is None  # cwd-relative
+    assert resolve_command(backend(str(script))) == str(script)  # an absolute path ignores cwd
+
+    plain = tmp_path / "plain.sh"  # a file that is not executable is not a program
+    plain.write_text("#!/bin/sh\n", encoding="utf-8")
+    plain.chmod(0o644)
+    assert resolve_command(backend("plain.sh")) is None and resolve_command(backend("./plain.sh")) is None
+
+
+def test_resolve_command_searches_beside_the_interpreter_then_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = tmp_path / "bin"
+    shadow.mkdir()
+    for name in ("python", "only-on-path"):
+        program = shadow / name
+        program.write_text("#!/bin/sh\n", encoding="utf-8")
+        program.chmod(0o755)
+    monkeypatch.setenv("PATH", str(shadow))
+    # a bare name is looked up beside sys.executable first: PATH's own `python` loses
+    python = resolve_command(BackendConfig("a", "python", cwd=tmp_path))
+    assert python is not None and os.path.dirname(python) == os.path.dirname(sys.executable)
+    assert resolve_command(BackendConfig("a", "only-on-path", cwd=tmp_path)) == str(shadow / "only-on-path")
+    # a bare name is never looked up in cwd, and a PATH set in the backend's env is the one searched
+    assert (
+        resolve_command(BackendConfig("a", "only-on-path", cwd=shadow, env={"PATH": "/nonexistent"})) is None
+    )
 
 
 def test_python_dash_m_is_the_same_program(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text("backends = 1\n", encoding="utf-8")
+    bad.write_text("backends = 1\n[gateway]\nrequest_timeout_s = 0\n", encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "actors", "check", "--config", str(bad)],
         cwd=ROOT,
@@ -226,7 +360,11 @@ def test_python_dash_m_is_the_same_program(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == f"{bad}: backends: expected an array of tables ([[backends]]), got an integer\n"
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"{bad}: gateway.request_timeout_s: must be greater than 0",
+        f"{bad}: backends: expected an array of tables ([[backends]]), got an integer",
+    ]
 
 
 def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,3 +426,29 @@ def test_websocket_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert problems["backends[2].headers_env.Authorization"] == (
         "environment variable NOT_SET_ANYWHERE is not set or empty"
     )
+
+
+def test_nan_durations_are_refused(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        "[gateway]\nrequest_timeout_s = nan\n"
+        + MINIMAL_BACKEND
+        + "startup_timeout_s = nan\n[backends.restart]\nbackoff_max_s = nan\n",
+    )
+    assert "gateway.request_timeout_s" in problems
+    assert "backends[0].startup_timeout_s" in problems
+    assert "backends[0].restart.backoff_max_s" in problems
+
+
+def test_a_backend_entry_that_is_not_a_table_is_one_problem(tmp_path: Path) -> None:
+    assert problems_of(tmp_path, "backends = [1]\n") == {"backends[0]": "expected a table, got an integer"}
+
+
+def test_a_missing_working_directory_and_bad_environment_names(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        MINIMAL_BACKEND
+        + 'cwd = "nowhere"\n[[backends]]\nname = "b"\ncommand = "python"\nenv = { "A=B" = "1" }\n',
+    )
+    assert problems["backends[0].cwd"] == f"no such directory: {(tmp_path / 'nowhere').resolve()}"
+    assert problems["backends[1].env"] == "'A=B' is not a valid environment variable name"
