@@ -78,6 +78,7 @@ class GatewaySettings:
     startup_timeout_s: float = 30.0
     shutdown_s: float = 5.0
     max_message_bytes: int = 4 * 1024 * 1024
+    page_size: int = 100  # entries per page of tools/list (and every aggregated list)
 
 
 @attrs.frozen
@@ -332,6 +333,9 @@ def _check_gateway(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
     size = _typed(raw, "max_message_bytes", int)
     if size is not None and size < MIN_MESSAGE_BYTES:
         yield "gateway.max_message_bytes", f"must be at least {MIN_MESSAGE_BYTES}"
+    page = _typed(raw, "page_size", int)
+    if page is not None and page < 1:
+        yield "gateway.page_size", "must be 1 or more"
 
 
 def _check_names(raw: list[Any]) -> Iterator[tuple[str, str]]:

@@ -6,6 +6,7 @@ OPERATING. Each request runs in its own task, so a slow call never blocks a ping
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import enum
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,7 @@ class SessionSettings:
     server_name: str
     settle_timeout_s: float  # longest hold of the first initialize while backends start
     drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
+    page_size: int = 100  # entries per page of an aggregated list
 
 
 @attrs.define(eq=False)
@@ -235,9 +237,20 @@ class Dispatcher:
         return Response(request_id, {})
 
     async def _list_tools(self, request_id: RequestId, params: Params) -> Message:
+        view = self.catalog.value
+        start = 0
         if params.get("cursor") is not None:
-            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, "Invalid params: unknown cursor"))
-        return Response(request_id, {"tools": self.catalog.value.tools})
+            start = _read_cursor(params["cursor"], view.tools_version)
+            if start is None or start > len(view.tools):
+                message = (
+                    "Invalid params: unknown cursor, or the tool list changed since; list from the start"
+                )
+                return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+        end = start + self.settings.page_size
+        result: dict[str, Any] = {"tools": view.tools[start:end]}
+        if end < len(view.tools):
+            result["nextCursor"] = _make_cursor(view.tools_version, end)
+        return Response(request_id, result)
 
     async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
         name = params.get("name")
@@ -327,6 +340,21 @@ class Dispatcher:
 async def _send_quietly(channel: trio.MemorySendChannel[Any], item: object) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         await channel.send(item)
+
+
+def _make_cursor(version: int, offset: int) -> str:
+    """Opaque to clients; valid while the list it pages through does not change."""
+    return base64.urlsafe_b64encode(f"{version}:{offset}".encode()).decode()
+
+
+def _read_cursor(cursor: object, version: int) -> int | None:
+    if not isinstance(cursor, str):
+        return None
+    try:
+        made_for, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
+        return int(offset) if int(made_for) == version and int(offset) >= 0 else None
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
 
 
 def _progress_token(params: Params) -> RequestId | None:

@@ -110,8 +110,9 @@ class Gateway:
 
     def _session_settings(self) -> SessionSettings:
         longest_start = max(self.config.startup_timeout_s(b) for b in self.config.backends)
+        settings = self.config.gateway
         return SessionSettings(
-            self.config.gateway.name, longest_start + SETTLE_MARGIN_S, self.config.gateway.shutdown_s
+            settings.name, longest_start + SETTLE_MARGIN_S, settings.shutdown_s, settings.page_size
         )
 
     async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:

@@ -237,3 +237,30 @@ async def test_end_of_input_lets_in_flight_requests_finish() -> None:
         with trio.fail_after(1):  # the outbox ends: the dispatcher finished
             async for extra in h.outbox:
                 raise AssertionError(f"unexpected {extra}")
+
+
+async def test_tools_list_pages_with_an_opaque_cursor_valid_while_the_list_stands() -> None:
+    calls, _ = trio.open_memory_channel[BackendCommand](1)
+    async with dispatcher() as harness:
+        harness.publish(BackendReady("one", tuple(tool(f"t{n:03}") for n in range(250)), calls))
+        await harness.initialize()
+        names, cursor, pages = [], None, 0
+        while True:
+            answer = await harness.ask(f"page-{pages}", "tools/list", {"cursor": cursor} if cursor else {})
+            assert isinstance(answer, Response)
+            names += [entry["name"] for entry in answer.result["tools"]]
+            pages += 1
+            cursor = answer.result.get("nextCursor")
+            if cursor is None:
+                break
+        assert pages == 3 and len(names) == 251 and names[:2] == ["t000", "t001"]  # 250 and two's echo
+        first = await harness.ask("again", "tools/list", {})
+        assert isinstance(first, Response)
+        stale = first.result["nextCursor"]
+        harness.publish(BackendReady("one", (tool("only"),), calls))  # the list changes
+        assert await harness.outbox.receive() == Notification("notifications/tools/list_changed")
+        assert error_code(await harness.ask("stale", "tools/list", {"cursor": stale})) == INVALID_PARAMS
+        for bad in ("not base64!", "", 42, "OTk5OjA="):  # the last: a well-formed cursor of another list
+            assert (
+                error_code(await harness.ask(f"bad-{bad}", "tools/list", {"cursor": bad})) == INVALID_PARAMS
+            )
