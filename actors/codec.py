@@ -12,7 +12,16 @@ from typing import Any
 import orjson
 
 from actors.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
-from actors.messages import ErrorResponse, Message, Notification, Request, RequestId, Response, RpcError
+from actors.messages import (
+    Batch,
+    ErrorResponse,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+)
 
 JSONRPC = "2.0"
 
@@ -41,13 +50,29 @@ def decode(frame: bytes | str) -> Message:
         obj = orjson.loads(frame)
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
+    if isinstance(obj, list):
+        return _decode_batch(obj)
     if not isinstance(obj, dict):
-        kind = "a batch (JSON array)" if isinstance(obj, list) else f"a JSON {type(obj).__name__}"
-        raise _invalid(f"expected a JSON-RPC object, got {kind}")
+        raise _invalid(f"expected a JSON-RPC object, got a JSON {type(obj).__name__}")
     return decode_object(obj)
 
 
-def decode_object(obj: dict[str, Any]) -> Message:
+def _decode_batch(items: list[Any]) -> Batch:
+    """Each element decoded on its own; one that is not a message becomes the error it should get."""
+    if not items:
+        raise _invalid("an empty batch")
+    decoded: list[Request | Notification | Response | ErrorResponse] = []
+    for item in items:
+        try:
+            if not isinstance(item, dict):
+                raise _invalid(f"expected a JSON-RPC object in the batch, got a JSON {type(item).__name__}")
+            decoded.append(decode_object(item))
+        except MessageError as exc:
+            decoded.append(ErrorResponse(exc.request_id, exc.error))
+    return Batch(tuple(decoded))
+
+
+def decode_object(obj: dict[str, Any]) -> Request | Notification | Response | ErrorResponse:
     """Classify an already parsed JSON object as a request, notification or response."""
     raw_id = obj.get("id")
     request_id = raw_id if _is_id(raw_id) else None
@@ -82,9 +107,11 @@ def _decode_error(error: object, request_id: RequestId | None) -> RpcError:
     return RpcError(code, message, error.get("data"))
 
 
-def to_wire(message: Message) -> dict[str, Any]:
-    """The JSON-RPC object for a message."""
+def to_wire(message: Message) -> Any:
+    """The JSON-RPC object (or array, for a batch) for a message."""
     match message:
+        case Batch(items=items):
+            return [to_wire(item) for item in items]
         case Response(id=request_id, result=result):
             return {"jsonrpc": JSONRPC, "id": request_id, "result": result}
         case Request(id=request_id, method=method, params=params):

@@ -30,11 +30,12 @@ from actors.errors import (
     rpc_error,
 )
 from actors.link import unavailable
-from actors.messages import ErrorResponse, Message, Notification, Params, Request, RequestId, Response
+from actors.messages import Batch, ErrorResponse, Message, Notification, Params, Request, RequestId, Response
 from actors.protocol import negotiate_version
 from actors.watch import Watch
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
+BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # the one negotiated version with JSON-RPC batches
 
 
 class SessionState(enum.Enum):
@@ -78,6 +79,7 @@ class Dispatcher:
     settings: SessionSettings
     stop: trio.Event
     _state: SessionState = SessionState.NEW
+    _version: str | None = None  # the negotiated protocol version
     _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
     _operating: trio.Event = attrs.field(factory=trio.Event)
     _client_ready: trio.Event = attrs.field(factory=trio.Event)
@@ -120,10 +122,64 @@ class Dispatcher:
                 requests.start_soon(self._serve, message, scope)
             case Notification():
                 self._notified(message)
+            case Batch():
+                await self._receive_batch(message, requests)
             case _:
                 logger.debug("ignored a response from the client: {}", message)
 
-    async def _serve(self, request: Request, scope: trio.CancelScope) -> None:
+    async def _receive_batch(self, batch: Batch, requests: trio.Nursery) -> None:
+        """Protocol 2025-03-26 allows JSON-RPC batches: each request is served as if alone (concurrently),
+        and the responses go back as one array. Every later version refuses them."""
+        if self._version not in BATCH_VERSIONS:
+            reason = (
+                f"protocol {self._version} has no batches" if self._version else "a batch before initialize"
+            )
+            await self._send(ErrorResponse(None, rpc_error(INVALID_REQUEST, f"Invalid request: {reason}")))
+            return
+        answers: list[Message] = []
+        accepted: list[tuple[Request, trio.CancelScope]] = []
+        for item in batch.items:
+            match item:
+                case ErrorResponse():
+                    answers.append(item)  # what an element that is no message earns
+                case Notification():
+                    self._notified(item)
+                case Request(id=request_id, method="initialize"):
+                    error = rpc_error(
+                        INVALID_REQUEST, "Invalid request: initialize cannot be part of a batch"
+                    )
+                    answers.append(ErrorResponse(request_id, error))
+                case Request(id=request_id) if request_id in self._inflight:
+                    error = rpc_error(
+                        INVALID_REQUEST, f"Invalid request: id {request_id!r} is already in flight"
+                    )
+                    answers.append(ErrorResponse(request_id, error))
+                case Request():
+                    scope = trio.CancelScope()
+                    self._inflight[item.id] = _InFlight(scope)
+                    accepted.append((item, scope))
+                case _:
+                    logger.debug("ignored a response from the client in a batch: {}", item)
+        requests.start_soon(self._serve_batch, accepted, answers)
+
+    async def _serve_batch(
+        self, accepted: list[tuple[Request, trio.CancelScope]], answers: list[Message]
+    ) -> None:
+        async def collect(message: Message) -> None:
+            answers.append(message)
+
+        async with trio.open_nursery() as nursery:
+            for request, scope in accepted:
+                nursery.start_soon(self._serve, request, scope, collect)
+        if answers:
+            await self._send(Batch(tuple(answers)))  # type: ignore[arg-type]
+
+    async def _serve(
+        self,
+        request: Request,
+        scope: trio.CancelScope,
+        deliver: Callable[[Message], Awaitable[None]] | None = None,
+    ) -> None:
         response: Message | None = None
         try:
             with scope:
@@ -136,7 +192,7 @@ class Dispatcher:
         finally:
             self._inflight.pop(request.id, None)
         if response is not None:
-            await self._send(response)
+            await (deliver or self._send)(response)
 
     async def _answer(self, request: Request) -> Message:
         handler = self._handlers.get(request.method)
@@ -202,6 +258,7 @@ class Dispatcher:
             error = rpc_error(INVALID_PARAMS, "Invalid params: initialize needs protocolVersion (a string)")
             return ErrorResponse(request_id, error)
         self._state = SessionState.INITIALIZING
+        self._version = negotiate_version(version)
         view = await self._settled_view()
         self._state = SessionState.OPERATING
         self._operating.set()
@@ -211,7 +268,7 @@ class Dispatcher:
             "client {} {} initialized (protocol {})", client.get("name"), client.get("version"), version
         )
         result: dict[str, Any] = {
-            "protocolVersion": negotiate_version(version),
+            "protocolVersion": self._version,
             "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
         }

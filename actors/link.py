@@ -27,7 +27,7 @@ from actors.errors import (
     MessageTooLargeError,
 )
 from actors.log import RateLimiter
-from actors.messages import ErrorResponse, Notification, Request, Response, RpcError
+from actors.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
 from actors.transports.base import Transport
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
@@ -130,7 +130,13 @@ class BackendLink:
             except MessageError as exc:
                 self._drop(f"dropped a frame that is not JSON-RPC ({exc}): {frame[:PREVIEW_CHARS]!r}")
                 continue
-            self._dispatch(message, nursery)
+            self._dispatch_any(message, nursery)
+
+    def _dispatch_any(self, message: Message, nursery: trio.Nursery) -> None:
+        if isinstance(message, Batch):
+            self._drop("dropped a JSON-RPC batch: backends must send one message per line")
+            return
+        self._dispatch(message, nursery)
 
     def _dispatch(
         self, message: Request | Notification | Response | ErrorResponse, nursery: trio.Nursery

@@ -56,4 +56,12 @@ class ErrorResponse:
     error: RpcError
 
 
-Message = Request | Notification | Response | ErrorResponse
+@attrs.frozen(slots=True)
+class Batch:
+    """A JSON-RPC batch (an array), in either direction. Coming in, an element that is not a valid message
+    is kept as the ErrorResponse it earns; going out, it holds the responses to a batch of requests."""
+
+    items: tuple[Request | Notification | Response | ErrorResponse, ...]
+
+
+Message = Request | Notification | Response | ErrorResponse | Batch

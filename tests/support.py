@@ -173,8 +173,8 @@ class RawClient(JsonRpcWriter):
     async def send(self, message: Mapping[str, Any]) -> None:
         await self.send_line(orjson.dumps(message))
 
-    async def receive(self) -> dict[str, Any]:
-        """The next line the gateway writes, parsed; fails on anything that is not a JSON object."""
+    async def next_line(self) -> bytes:
+        """The next line the gateway writes, as bytes."""
         assert self.process.stdout is not None
         with trio.fail_after(DEADLINE_S):
             while b"\n" not in self._buffer:
@@ -184,6 +184,11 @@ class RawClient(JsonRpcWriter):
                 self._buffer += chunk
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer[:] = rest
+        return line
+
+    async def receive(self) -> dict[str, Any]:
+        """The next line the gateway writes, parsed; fails on anything that is not a JSON object."""
+        line = await self.next_line()
         message = orjson.loads(line)
         assert isinstance(message, dict), f"stdout carried a non-object line: {line!r}"
         return message

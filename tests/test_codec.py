@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from actors import codec
 from actors.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
-from actors.messages import ErrorResponse, Notification, Request, Response, RpcError
+from actors.messages import Batch, ErrorResponse, Notification, Request, Response, RpcError
 
 
 def test_request_notification_and_responses_are_told_apart() -> None:
@@ -25,12 +25,27 @@ def test_request_notification_and_responses_are_told_apart() -> None:
     assert decoded == ErrorResponse(7, RpcError(-1, "m", [1]))
 
 
+def test_a_batch_decodes_each_element_on_its_own() -> None:
+    batch = codec.decode(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},2,{"jsonrpc":"2.0","method":"n"},{"id":3}]'
+    )
+    assert isinstance(batch, Batch)
+    first, second, third, fourth = batch.items
+    assert first == Request(1, "ping") and third == Notification("n")
+    assert isinstance(second, ErrorResponse) and second.id is None and second.error.code == INVALID_REQUEST
+    assert isinstance(fourth, ErrorResponse) and fourth.id == 3 and fourth.error.code == INVALID_REQUEST
+    assert orjson.loads(codec.encode(Batch((Response(1, {}), fourth)))) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": 3, "error": fourth.error.to_wire()},
+    ]
+
+
 @pytest.mark.parametrize(
     ("frame", "code", "request_id"),
     [
         (b"{not json", PARSE_ERROR, None),
         (b"\xff\xfe", PARSE_ERROR, None),
-        (b"[1, 2]", INVALID_REQUEST, None),
+        (b"[]", INVALID_REQUEST, None),
         (b"42", INVALID_REQUEST, None),
         (b'{"id":1,"method":"x"}', INVALID_REQUEST, 1),
         (b'{"jsonrpc":"1.0","id":"q","method":"x"}', INVALID_REQUEST, "q"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from support import RawClient, backend_entry, raw_gateway, read_log, write_config
 
@@ -187,3 +188,37 @@ async def test_the_gateway_serves_even_when_every_backend_is_down(tmp_path: Path
     log = read_log(tmp_path / "gateway.log")
     assert "[backend=ghost]" in log and "not found" in log
     assert "[backend=broken]" in log and "exited with code 5" in log
+
+
+async def test_batches_are_served_for_2025_03_26_and_refused_after(config: Path, tmp_path: Path) -> None:
+    async with raw_gateway(config, tmp_path / "old.log") as old:
+        await old.initialize("2025-03-26")
+        await old.send_line(
+            '[{"jsonrpc":"2.0","id":1,"method":"ping"},'
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call",'
+            '"params":{"name":"echo","arguments":{"text":"in a batch"}}},'
+            '{"jsonrpc":"2.0","method":"notifications/whatever"},'
+            "7,"
+            '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}]'
+        )
+        line = await old.next_line()
+        answers = {message.get("id"): message for message in orjson.loads(line)}
+        assert answers[1]["result"] == {}
+        assert answers[2]["result"]["structuredContent"] == {"text": "in a batch"}
+        assert answers[None]["error"]["code"] == -32600  # the element 7
+        assert answers[3]["error"]["code"] == -32602
+        assert len(answers) == 4  # nothing for the notification
+        await old.send_line(
+            '[{"jsonrpc":"2.0","method":"notifications/a"},{"jsonrpc":"2.0","method":"notifications/b"}]'
+        )
+        await old.request("after", "ping")
+        assert await old.receive() == {
+            "jsonrpc": "2.0",
+            "id": "after",
+            "result": {},
+        }  # no answer to the batch
+    async with raw_gateway(config, tmp_path / "new.log") as new:
+        await new.initialize("2025-06-18")
+        await new.send_line('[{"jsonrpc":"2.0","id":1,"method":"ping"}]')
+        refused = await new.receive()
+        assert refused["id"] is None and refused["error"]["code"] == -32600
