@@ -14,6 +14,7 @@ down and coming back never renames anybody's tools.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,11 +24,14 @@ from loguru import logger
 
 from actors.envelopes import BackendCommand, BackendReady, ToolsChanged
 from actors.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped, describe
+from actors.tool_policy import ToolPolicy
 from actors.watch import Watch
 
 PREFIX_ON_COLLISION = "prefix-on-collision"
 ALWAYS_PREFIX = "always-prefix"
 SEPARATOR = "__"
+MAX_NAME_LENGTH = 64
+PORTABLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 Tool = dict[str, Any]
 CatalogEvent = BackendReady | ToolsChanged | ChildEvent
@@ -115,7 +119,12 @@ def _rename(tools: Iterable[Tool], names: Mapping[str, str]) -> tuple[Tool, ...]
 @attrs.define
 class _Entry:
     status: BackendStatus
-    tools: tuple[Tool, ...] = ()  # last known list; kept while the backend is down
+    tools: tuple[Tool, ...] = ()  # last known list, after the backend's policy; kept while it is down
+    originals: dict[str, str] = attrs.field(factory=dict)  # renamed by the policy -> the backend's own name
+    policy: ToolPolicy = attrs.field(factory=ToolPolicy)
+
+    def take(self, tools: tuple[Tool, ...]) -> None:
+        self.tools, self.originals = self.policy.apply(tools)
 
 
 @attrs.define
@@ -133,14 +142,19 @@ class Catalog:
     request_timeouts_s: Mapping[str, float]
     rule: str
     inbox: trio.MemoryReceiveChannel[CatalogEvent]
+    policies: Mapping[str, ToolPolicy] = attrs.field(factory=dict)
     watch: Watch[CatalogView] = attrs.field(init=False)
+    _warned: set[str] = attrs.field(init=False, factory=set)
     _entries: dict[str, _Entry] = attrs.field(init=False)
     _tools: tuple[Tool, ...] = attrs.field(init=False, default=())
     _tools_version: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         self._entries = {
-            name: _Entry(BackendStatus(name, BackendState.STARTING, self.request_timeouts_s[name]))
+            name: _Entry(
+                BackendStatus(name, BackendState.STARTING, self.request_timeouts_s[name]),
+                policy=self.policies.get(name, ToolPolicy()),
+            )
             for name in self.order
         }
         self.watch = Watch(self.view())
@@ -160,7 +174,7 @@ class Catalog:
         status = entry.status
         match event:
             case BackendReady(tools=tools, calls=calls, instructions=instructions):
-                entry.tools = tools
+                entry.take(tools)
                 entry.status = attrs.evolve(
                     status,
                     state=BackendState.READY,
@@ -171,7 +185,7 @@ class Catalog:
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ToolsChanged(tools=tools):
-                entry.tools = tools
+                entry.take(tools)
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
             case ChildStarted():
                 return False
@@ -183,11 +197,27 @@ class Catalog:
                 entry.status = _down(status, BackendState.STOPPED, describe(error))
         return True
 
+    def _warn_about_names(self, routes: Mapping[str, Route]) -> None:
+        """Clients may refuse tool names over 64 characters or outside [A-Za-z0-9_.-]: say so, once each."""
+        for public, route in routes.items():
+            if public in self._warned or (len(public) <= MAX_NAME_LENGTH and PORTABLE_NAME.fullmatch(public)):
+                continue
+            self._warned.add(public)
+            logger.bind(backend=route.backend).warning(
+                "tool name {!r} is longer than {} characters or uses characters outside [A-Za-z0-9_.-]; "
+                "some clients refuse it (rename it in [backends.tools])",
+                public,
+                MAX_NAME_LENGTH,
+            )
+
     def view(self) -> CatalogView:
         names = assign_public_names(self.order, {n: e.tools for n, e in self._entries.items()}, self.rule)
         routes = {
-            public: Route(backend, tool) for backend, mine in names.items() for tool, public in mine.items()
+            public: Route(backend, self._entries[backend].originals.get(tool, tool))
+            for backend, mine in names.items()
+            for tool, public in mine.items()
         }
+        self._warn_about_names(routes)
         tools = tuple(
             tool
             for backend, entry in self._entries.items()

@@ -26,6 +26,8 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from actors.tool_policy import HINTS, ToolPolicy
+
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
 RESTART_POLICIES: Final = ("permanent", "transient", "temporary")
 TOOL_NAMING: Final = ("prefix-on-collision", "always-prefix")
@@ -68,6 +70,7 @@ class BackendConfig:
     startup_timeout_s: float | None = None
     restart: RestartConfig = RestartConfig()
     health: HealthConfig = HealthConfig()
+    tools: ToolPolicy = attrs.field(factory=ToolPolicy)  # [backends.tools]: allow, deny, rename, annotations
 
 
 @attrs.frozen
@@ -375,6 +378,9 @@ def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
             yield f"{key}.{field}", "must be greater than 0"
     yield from _check_restart(_table(raw.get("restart")), f"{key}.restart")
     yield from _check_health(_table(raw.get("health")), f"{key}.health")
+    for old, new in _table(_table(raw.get("tools")).get("rename")).items():
+        if isinstance(new, str) and not new.strip():
+            yield f"{key}.tools.rename.{old}", "must not be empty"
 
 
 def _check_health(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
@@ -487,6 +493,24 @@ def _strings(value: Any, _: type) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _optional_strings(value: Any, _: type) -> tuple[str, ...] | None:
+    return None if value is None else _strings(value, tuple)
+
+
+def _hint_overrides(value: Any, _: type) -> Mapping[str, Mapping[str, bool]]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table of tools, got {_kind(value)}")
+    for tool, hints in value.items():
+        if not isinstance(hints, dict):
+            raise TypeError(f"{tool}: expected a table such as {{ readOnlyHint = true }}, got {_kind(hints)}")
+        for hint, flag in hints.items():
+            if hint not in HINTS:
+                raise ValueError(f"{tool}.{hint}: not one of {', '.join(HINTS)}")
+            if not isinstance(flag, bool):
+                raise TypeError(f"{tool}.{hint}: expected true or false, got {_kind(flag)}")
+    return {tool: dict(hints) for tool, hints in value.items()}
+
+
 def _environment(value: Any, _: type) -> Mapping[str, str]:
     if not isinstance(value, dict):
         raise TypeError(f'expected a table of strings such as {{ TZ = "UTC" }}, got {_kind(value)}')
@@ -514,9 +538,12 @@ def _make_converter() -> cattrs.Converter:
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
     converter.register_structure_hook(Path, _path)
+    converter.register_structure_hook_func(lambda t: t == tuple[str, ...] | None, _optional_strings)
+    converter.register_structure_hook_func(lambda t: t == Mapping[str, Mapping[str, bool]], _hint_overrides)
     for table, name in (
         (RestartConfig, "backends.restart"),
         (HealthConfig, "backends.health"),
+        (ToolPolicy, "backends.tools"),
         (AuthTable, "websocket.auth"),
     ):
         converter.register_structure_hook(table, _sub_table(converter.get_structure_hook(table), name))

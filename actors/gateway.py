@@ -76,6 +76,7 @@ class Gateway:
             {b.name: config.request_timeout_s(b) for b in config.backends},
             settings.tool_names,
             inbox,
+            {b.name: b.tools for b in config.backends},
         )
         async with trio.open_nursery() as root:
             root.start_soon(self._watch_signals, root.cancel_scope)

@@ -17,6 +17,7 @@ from actors.catalog import (
 )
 from actors.envelopes import BackendCommand, BackendReady, ToolsChanged
 from actors.supervisor import ChildFailed, ChildRestarting
+from actors.tool_policy import ToolPolicy
 
 
 def tools(*names: str) -> tuple[dict[str, Any], ...]:
@@ -117,3 +118,26 @@ async def test_actor_publishes_each_change() -> None:
             version, view = await catalog.watch.wait_newer(version)
             assert [t["name"] for t in view.tools] == ["a"]
     # run returned when its inbox ended
+
+
+def test_a_tool_policy_hides_renames_and_annotates_before_the_naming_rule() -> None:
+    _, inbox = trio.open_memory_channel[CatalogEvent](0)
+    policy = ToolPolicy(
+        allow=("get_*", "search", "echo"),
+        deny=("get_secret",),
+        rename={"search": "find", "echo": "first_echo"},
+        annotations={"get_note": {"readOnlyHint": True}},
+    )
+    catalog = Catalog(
+        ["first", "second"], {"first": 5.0, "second": 7.0}, PREFIX_ON_COLLISION, inbox, {"first": policy}
+    )
+    catalog.apply(ready("first", "get_note", "get_secret", "search", "echo", "delete_all"))
+    catalog.apply(ready("second", "find", "echo"))
+    view = catalog.view()
+    assert [tool["name"] for tool in view.tools] == ["get_note", "find", "first_echo", "second__find", "echo"]
+    assert view.routes["find"] == Route("first", "search")  # called under the backend's own name
+    assert view.routes["second__find"] == Route("second", "find")
+    assert view.routes["echo"] == Route("second", "echo")  # no collision once first's echo is renamed
+    assert "get_secret" not in view.routes and "delete_all" not in view.routes
+    note = next(tool for tool in view.tools if tool["name"] == "get_note")
+    assert note["annotations"] == {"readOnlyHint": True}

@@ -222,3 +222,20 @@ async def test_batches_are_served_for_2025_03_26_and_refused_after(config: Path,
         await new.send_line('[{"jsonrpc":"2.0","id":1,"method":"ping"}]')
         refused = await new.receive()
         assert refused["id"] is None and refused["error"]["code"] == -32600
+
+
+async def test_a_tool_policy_hides_and_renames_tools_at_the_gateway(tmp_path: Path) -> None:
+    policy = {"deny": ["add"], "rename": {"echo": "say"}, "annotations": {"echo": {"openWorldHint": False}}}
+    config = write_config(
+        tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo,add,pid", tools=policy)]
+    )
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        await gateway.initialize()
+        await gateway.request(1, "tools/list")
+        tools = {tool["name"]: tool for tool in (await gateway.answer_to(1))["result"]["tools"]}
+        assert sorted(tools) == ["pid", "say"]
+        assert tools["say"]["annotations"]["openWorldHint"] is False
+        await gateway.call(2, "say", text="renamed")
+        assert (await gateway.answer_to(2))["result"]["structuredContent"] == {"text": "renamed"}
+        await gateway.call(3, "add", a=1, b=2)
+        assert (await gateway.answer_to(3))["error"]["code"] == -32602  # hidden: as unknown as any other name
