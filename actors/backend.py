@@ -16,6 +16,7 @@ import trio
 from loguru import logger
 
 from actors import __version__
+from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.config import BackendConfig, resolve_command
 from actors.envelopes import BackendCommand, BackendReady, Call, Reply, ToolsChanged
@@ -51,6 +52,7 @@ class Backend:
     startup_timeout_s: float
     shutdown_s: float
     max_message_bytes: int
+    logs: Broadcast[Notification] | None = None  # backend log messages, to the sessions that asked for them
     _tools_changed: trio.Event = attrs.field(init=False, factory=trio.Event)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -180,6 +182,10 @@ class Backend:
                 params = notification.params if isinstance(notification.params, dict) else {}
                 level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
                 logger.log(level, "server log ({}): {}", params.get("logger", "-"), params.get("data"))
+                if self.logs is not None:  # sessions see the backend's name as the logger
+                    self.logs.publish(
+                        Notification("notifications/message", {**params, "logger": self.config.name})
+                    )
             case method:
                 logger.debug("ignored notification {}", method)
 

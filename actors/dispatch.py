@@ -18,6 +18,7 @@ import trio
 from loguru import logger
 
 from actors import __version__
+from actors.broadcast import Broadcast
 from actors.catalog import BackendState, BackendStatus, CatalogView
 from actors.envelopes import Call, Cancel, Reply, next_call_id
 from actors.errors import (
@@ -35,6 +36,12 @@ from actors.protocol import negotiate_version
 from actors.watch import Watch
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
+LOG_SEVERITY: Final = {
+    level: rank
+    for rank, level in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
 BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # the one negotiated version with JSON-RPC batches
 
 
@@ -50,6 +57,7 @@ class SessionSettings:
     settle_timeout_s: float  # longest hold of the first initialize while backends start
     drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
     page_size: int = 100  # entries per page of an aggregated list
+    logs: Broadcast[Notification] | None = None  # backends' log messages, shared by every session
 
 
 @attrs.define(eq=False)
@@ -80,6 +88,7 @@ class Dispatcher:
     stop: trio.Event
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
+    _log_level: int = 1  # forward backend logs at "info" and above until the client sets its level
     _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
     _operating: trio.Event = attrs.field(factory=trio.Event)
     _client_ready: trio.Event = attrs.field(factory=trio.Event)
@@ -93,6 +102,7 @@ class Dispatcher:
             "ping": self._ping,
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
+            "logging/setLevel": self._set_log_level,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -100,6 +110,8 @@ class Dispatcher:
             async with trio.open_nursery() as background:
                 self._background = background
                 background.start_soon(self._announce_tool_changes)
+                if self.settings.logs is not None:
+                    background.start_soon(self._forward_logs, self.settings.logs)
                 async with trio.open_nursery() as requests:
                     background.start_soon(self._cancel_all_after, self.stop.wait)
                     task_status.started()
@@ -269,7 +281,7 @@ class Dispatcher:
         )
         result: dict[str, Any] = {
             "protocolVersion": self._version,
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
         }
         instructions = _instructions(view)
@@ -382,6 +394,22 @@ class Dispatcher:
             self._background.start_soon(_send_quietly, backend.calls, cancel)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+
+    async def _set_log_level(self, request_id: RequestId, params: Params) -> Message:
+        level = params.get("level")
+        if level not in LOG_SEVERITY:
+            message = f"Invalid params: level must be one of {', '.join(LOG_SEVERITY)}"
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+        self._log_level = LOG_SEVERITY[level]
+        return Response(request_id, {})
+
+    async def _forward_logs(self, logs: Broadcast[Notification]) -> None:
+        """Backends' notifications/message at or above this session's level, once the client is ready."""
+        with logs.listen() as feed:
+            async for note in feed:
+                level = note.params.get("level") if note.params else None
+                if self._client_ready.is_set() and LOG_SEVERITY.get(level, 0) >= self._log_level:  # type: ignore[arg-type]
+                    await self._send(note)
 
     async def _announce_tool_changes(self) -> None:
         """notifications/tools/list_changed to an initialized client each time the published tools change."""

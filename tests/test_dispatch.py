@@ -93,7 +93,7 @@ async def test_version_negotiation() -> None:
             answer = await h.initialize(requested)
             assert isinstance(answer, Response)
             assert answer.result["protocolVersion"] == agreed
-            assert answer.result["capabilities"] == {"tools": {"listChanged": True}}
+            assert answer.result["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}
             assert answer.result["serverInfo"]["name"] == "test-gateway"
             assert error_code(await h.ask(5, "initialize", {"protocolVersion": requested})) == INVALID_REQUEST
 

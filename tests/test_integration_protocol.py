@@ -239,3 +239,23 @@ async def test_a_tool_policy_hides_and_renames_tools_at_the_gateway(tmp_path: Pa
         assert (await gateway.answer_to(2))["result"]["structuredContent"] == {"text": "renamed"}
         await gateway.call(3, "add", a=1, b=2)
         assert (await gateway.answer_to(3))["error"]["code"] == -32602  # hidden: as unknown as any other name
+
+
+async def test_backend_log_messages_reach_the_client_at_its_level(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=log")])
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        capabilities = (await gateway.initialize())["result"]["capabilities"]
+        assert capabilities["logging"] == {}
+        await gateway.call(1, "log", level="info", data="hello")
+        seen = await gateway.receive_until(lambda m: m.get("method") == "notifications/message")
+        assert seen[-1]["params"] == {"level": "info", "logger": "alpha", "data": "hello"}  # named by backend
+
+        await gateway.request(2, "logging/setLevel", {"level": "error"})
+        assert (await gateway.answer_to(2))["result"] == {}
+        await gateway.call(3, "log", level="warning", data="below the level")
+        await gateway.call(4, "log", level="error", data="at the level")
+        messages = await gateway.receive_until(lambda m: m.get("params", {}).get("data") == "at the level")
+        assert all(m.get("params", {}).get("data") != "below the level" for m in messages)
+        await gateway.request(5, "logging/setLevel", {"level": "loud"})
+        assert (await gateway.answer_to(5))["error"]["code"] == -32602
+    assert "[backend=alpha] server log (testbackend): hello" in read_log(tmp_path / "gateway.log")

@@ -6,8 +6,8 @@
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
-stderr_flood, freeze, garbage, big_response, cancelled_requests. stdout carries MCP only (unless --banner,
---garbage-only or the garbage tool say otherwise); logs go to stderr.
+stderr_flood, log, freeze, garbage, big_response, cancelled_requests. stdout carries MCP only (unless
+--banner, --garbage-only or the garbage tool say otherwise); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -138,6 +138,13 @@ async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
     _children.append(child)
     log.info("spawned grandchild %d", child.pid)
     return text_result(str(child.pid), {"pid": child.pid})
+
+
+async def log_message(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """Send one notifications/message to the client, then answer."""
+    params = {"level": arguments.get("level", "info"), "logger": "testbackend", "data": arguments["data"]}
+    await ctx.server.notify("notifications/message", params)
+    return text_result("logged")
 
 
 async def freeze(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -279,6 +286,12 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         stderr_flood,
         "Write `bytes` bytes to stderr in lines of about 100 characters, then answer.",
         _schema({"bytes": {"type": "integer", "minimum": 0}}, ("bytes",)),
+        None,
+    ),
+    "log": (
+        log_message,
+        "Send a notifications/message with `data` at `level` (default info), then answer.",
+        _schema({"level": STRING, "data": STRING}, ("data",)),
         None,
     ),
     "freeze": (
