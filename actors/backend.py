@@ -19,7 +19,7 @@ from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.config import BackendConfig, resolve_command
-from actors.envelopes import BackendCommand, BackendReady, Call, Reply, ToolsChanged
+from actors.envelopes import BackendCommand, BackendReady, Call, ListChanged, Reply
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
@@ -29,7 +29,8 @@ from actors.transports.process import ProcessTransport
 from actors.transports.websocket_backend import WebSocketBackendTransport
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
-MAX_TOOL_PAGES: Final = 1000  # a server that never stops paginating is broken
+MAX_PAGES: Final = 1000  # a server that never stops paginating is broken
+LISTS: Final = ("tools", "prompts")  # the lists the gateway aggregates
 EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
 LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
 
@@ -40,7 +41,7 @@ class Backend:
 
     Owns: the child process and its link (in-flight table) for the current run; the run's inbox.
     Receives: Call and Cancel on the inbox published in BackendReady.
-    Sends: BackendReady and ToolsChanged to the catalog; each Call's Reply to its reply_to.
+    Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to.
     Stops when: cancelled (gateway shutdown) or when the server's process exits with code 0 (normal exit).
     Errors: BackendStartError (cannot spawn, handshake fails or times out), BackendExitedError (the process
         died or its stream closed). Either way every call in flight or queued gets an error naming it.
@@ -53,7 +54,8 @@ class Backend:
     shutdown_s: float
     max_message_bytes: int
     logs: Broadcast[Notification] | None = None  # backend log messages, to the sessions that asked for them
-    _tools_changed: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
+    _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(backend=self.config.name):
@@ -65,7 +67,7 @@ class Backend:
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await self._open(connection)
         link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
-        self._tools_changed = trio.Event()
+        self._changed = {kind: trio.Event() for kind in LISTS}
         started, error = False, None
         try:
             with link.cancel_scope:
@@ -73,7 +75,8 @@ class Backend:
                     nursery.start_soon(transport.drain)
                     nursery.start_soon(link.read, nursery)
                     ready = await self._handshake(link, calls)
-                    nursery.start_soon(self._relist_on_change, link)
+                    for kind in self._kinds:
+                        nursery.start_soon(self._relist_on_change, link, kind)
                     if self.config.health.interval_s > 0:
                         nursery.start_soon(self._watch_health, link)
                     await self.catalog.send(ready)
@@ -141,7 +144,9 @@ class Backend:
                 raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
             await link.send(Notification("notifications/initialized"))
             capabilities = init.get("capabilities") or {}
-            tools = await self._list_tools(link) if "tools" in capabilities else ()
+            self._kinds = [kind for kind in LISTS if kind in capabilities]
+            tools = await self._list_all(link, "tools") if "tools" in capabilities else ()
+            prompts = await self._list_all(link, "prompts") if "prompts" in capabilities else ()
         if deadline.cancelled_caught:
             raise BackendStartError(
                 f"initialize and tools/list did not finish within {self.startup_timeout_s}s"
@@ -151,7 +156,7 @@ class Backend:
         logger.info(
             "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
         )
-        return BackendReady(self.config.name, tools, calls, info, instructions)
+        return BackendReady(self.config.name, tools, calls, info, instructions, prompts)
 
     def _initialize_params(self) -> dict[str, Any]:
         return {
@@ -160,24 +165,25 @@ class Backend:
             "clientInfo": {"name": self.gateway_name, "version": __version__},
         }
 
-    async def _list_tools(self, link: BackendLink) -> tuple[dict[str, Any], ...]:
-        tools: list[dict[str, Any]] = []
+    async def _list_all(self, link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
+        """Every page of {kind}/list; entries without a name are dropped."""
+        items: list[dict[str, Any]] = []
         cursor: Any = None
-        for _ in range(MAX_TOOL_PAGES):
-            page = await link.request("tools/list", {"cursor": cursor} if cursor is not None else None)
-            listed = page.get("tools") if isinstance(page, dict) else None
+        for _ in range(MAX_PAGES):
+            page = await link.request(f"{kind}/list", {"cursor": cursor} if cursor is not None else None)
+            listed = page.get(kind) if isinstance(page, dict) else None
             if not isinstance(listed, list):
-                raise BackendStartError(f"tools/list answered without a tools array: {str(page)[:200]}")
-            tools.extend(t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
+                raise BackendStartError(f"{kind}/list answered without a {kind} array: {str(page)[:200]}")
+            items.extend(t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
             cursor = page.get("nextCursor")
             if not cursor:
-                return tuple(tools)
-        raise BackendStartError(f"tools/list did not end after {MAX_TOOL_PAGES} pages")
+                return tuple(items)
+        raise BackendStartError(f"{kind}/list did not end after {MAX_PAGES} pages")
 
     def _on_notification(self, notification: Notification) -> None:
         match notification.method:
-            case "notifications/tools/list_changed":
-                self._tools_changed.set()
+            case "notifications/tools/list_changed" | "notifications/prompts/list_changed":
+                self._changed[notification.method.split("/")[1]].set()
             case "notifications/message":
                 params = notification.params if isinstance(notification.params, dict) else {}
                 level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
@@ -189,16 +195,16 @@ class Backend:
             case method:
                 logger.debug("ignored notification {}", method)
 
-    async def _relist_on_change(self, link: BackendLink) -> None:
+    async def _relist_on_change(self, link: BackendLink, kind: str) -> None:
         while True:
-            await self._tools_changed.wait()
-            self._tools_changed = trio.Event()  # changes announced from here on trigger another listing
+            await self._changed[kind].wait()
+            self._changed[kind] = trio.Event()  # changes announced from here on trigger another listing
             try:
-                tools = await self._list_tools(link)
+                items = await self._list_all(link, kind)
             except (BackendStartError, BackendExitedError) as exc:
-                logger.warning("tools/list after list_changed failed, keeping the old list: {}", exc)
+                logger.warning("{}/list after list_changed failed, keeping the old list: {}", kind, exc)
                 continue
-            await self.catalog.send(ToolsChanged(self.config.name, tools))
+            await self.catalog.send(ListChanged(self.config.name, kind, items))
 
     async def _watch_health(self, link: BackendLink) -> None:
         """Ping every interval_s; `failures` unanswered pings in a row end the run as hung. Any answer,

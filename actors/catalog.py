@@ -1,6 +1,6 @@
 """The catalog: which backend owns which tool, under which public name, and in what state each backend is.
 
-The Catalog actor applies facts from backends (BackendReady, ToolsChanged) and from their supervisor
+The Catalog actor applies facts from backends (BackendReady, ListChanged) and from their supervisor
 (ChildRestarting, ChildFailed, ChildStopped) and publishes an immutable CatalogView through a Watch. Sessions
 route with the newest view synchronously and wait on the Watch to tell their clients about changes.
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import trio
 from loguru import logger
 
-from actors.envelopes import BackendCommand, BackendReady, ToolsChanged
+from actors.envelopes import BackendCommand, BackendReady, ListChanged
 from actors.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped, describe
 from actors.tool_policy import ToolPolicy
 from actors.watch import Watch
@@ -34,7 +34,7 @@ MAX_NAME_LENGTH = 64
 PORTABLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 Tool = dict[str, Any]
-CatalogEvent = BackendReady | ToolsChanged | ChildEvent
+CatalogEvent = BackendReady | ListChanged | ChildEvent
 
 
 class BackendState(enum.Enum):
@@ -74,6 +74,9 @@ class CatalogView:
     tools: tuple[Tool, ...] = ()
     routes: Mapping[str, Route] = attrs.field(factory=dict)
     tools_version: int = 0
+    prompts: tuple[Tool, ...] = ()  # prompts follow the same naming rule as tools
+    prompt_routes: Mapping[str, Route] = attrs.field(factory=dict)
+    prompts_version: int = 0
 
     @property
     def settled(self) -> bool:
@@ -82,7 +85,7 @@ class CatalogView:
 
 
 def assign_public_names(
-    order: Sequence[str], tool_lists: Mapping[str, Sequence[Tool]], rule: str
+    order: Sequence[str], tool_lists: Mapping[str, Sequence[Tool]], rule: str, kind: str = "tool"
 ) -> dict[str, dict[str, str]]:
     """backend -> {tool name -> public name}, decided by config order over the known tool lists."""
     taken: set[str] = set()
@@ -98,7 +101,7 @@ def assign_public_names(
             )
             if public in taken:
                 logger.bind(backend=backend).warning(
-                    "tool {!r}: public name {!r} is taken; tool hidden", name, public
+                    "{} {!r}: public name {!r} is taken; hidden", kind, name, public
                 )
                 continue
             taken.add(public)
@@ -120,6 +123,7 @@ def _rename(tools: Iterable[Tool], names: Mapping[str, str]) -> tuple[Tool, ...]
 class _Entry:
     status: BackendStatus
     tools: tuple[Tool, ...] = ()  # last known list, after the backend's policy; kept while it is down
+    prompts: tuple[Tool, ...] = ()  # last known prompts
     originals: dict[str, str] = attrs.field(factory=dict)  # renamed by the policy -> the backend's own name
     policy: ToolPolicy = attrs.field(factory=ToolPolicy)
 
@@ -132,7 +136,7 @@ class Catalog:
     """The catalog actor.
 
     Owns: every backend's state and last tool list, and the Watch it publishes to.
-    Receives: BackendReady, ToolsChanged (from backends) and ChildEvents (from the backends supervisor).
+    Receives: BackendReady, ListChanged (from backends) and ChildEvents (from the backends supervisor).
     Sends: a new CatalogView through the Watch after each event.
     Stops when: its inbox ends.
     Errors: none expected; an unknown backend name in an event is ignored.
@@ -148,6 +152,8 @@ class Catalog:
     _entries: dict[str, _Entry] = attrs.field(init=False)
     _tools: tuple[Tool, ...] = attrs.field(init=False, default=())
     _tools_version: int = attrs.field(init=False, default=0)
+    _prompts: tuple[Tool, ...] = attrs.field(init=False, default=())
+    _prompts_version: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         self._entries = {
@@ -173,8 +179,9 @@ class Catalog:
             return False
         status = entry.status
         match event:
-            case BackendReady(tools=tools, calls=calls, instructions=instructions):
+            case BackendReady(tools=tools, calls=calls, instructions=instructions, prompts=prompts):
                 entry.take(tools)
+                entry.prompts = prompts
                 entry.status = attrs.evolve(
                     status,
                     state=BackendState.READY,
@@ -184,9 +191,12 @@ class Catalog:
                     settled=True,
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
-            case ToolsChanged(tools=tools):
+            case ListChanged(kind="tools", items=tools):
                 entry.take(tools)
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
+            case ListChanged(kind="prompts", items=prompts):
+                entry.prompts = prompts
+                logger.bind(backend=status.name).info("prompts changed: now {} prompts", len(prompts))
             case ChildStarted():
                 return False
             case ChildRestarting(error=error):
@@ -218,16 +228,39 @@ class Catalog:
             for tool, public in mine.items()
         }
         self._warn_about_names(routes)
-        tools = tuple(
-            tool
-            for backend, entry in self._entries.items()
-            if entry.status.state is BackendState.READY
-            for tool in _rename(entry.tools, names[backend])
-        )
+        tools = self._published(names, lambda entry: entry.tools)
         if tools != self._tools:
             self._tools, self._tools_version = tools, self._tools_version + 1
+        prompt_names = assign_public_names(
+            self.order, {n: e.prompts for n, e in self._entries.items()}, self.rule, "prompt"
+        )
+        prompt_routes = {
+            public: Route(backend, prompt)
+            for backend, mine in prompt_names.items()
+            for prompt, public in mine.items()
+        }
+        prompts = self._published(prompt_names, lambda entry: entry.prompts)
+        if prompts != self._prompts:
+            self._prompts, self._prompts_version = prompts, self._prompts_version + 1
         return CatalogView(
-            {n: e.status for n, e in self._entries.items()}, tools, routes, self._tools_version
+            {n: e.status for n, e in self._entries.items()},
+            tools,
+            routes,
+            self._tools_version,
+            prompts,
+            prompt_routes,
+            self._prompts_version,
+        )
+
+    def _published(
+        self, names: Mapping[str, Mapping[str, str]], items: Callable[[_Entry], tuple[Tool, ...]]
+    ) -> tuple[Tool, ...]:
+        """What ready backends offer, under their public names."""
+        return tuple(
+            item
+            for backend, entry in self._entries.items()
+            if entry.status.state is BackendState.READY
+            for item in _rename(items(entry), names[backend])
         )
 
 

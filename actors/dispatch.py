@@ -92,7 +92,7 @@ class Dispatcher:
     _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
     _operating: trio.Event = attrs.field(factory=trio.Event)
     _client_ready: trio.Event = attrs.field(factory=trio.Event)
-    _announced_tools: int = 0
+    _announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
     _handlers: dict[str, Handler] = attrs.field(init=False)
     _background: trio.Nursery = attrs.field(init=False)
 
@@ -103,6 +103,8 @@ class Dispatcher:
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
             "logging/setLevel": self._set_log_level,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -274,14 +276,14 @@ class Dispatcher:
         view = await self._settled_view()
         self._state = SessionState.OPERATING
         self._operating.set()
-        self._announced_tools = view.tools_version
+        self._announced = {"tools": view.tools_version, "prompts": view.prompts_version}
         client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         logger.info(
             "client {} {} initialized (protocol {})", client.get("name"), client.get("version"), version
         )
         result: dict[str, Any] = {
             "protocolVersion": self._version,
-            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "capabilities": {"tools": {"listChanged": True}, "prompts": {"listChanged": True}, "logging": {}},
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
         }
         instructions = _instructions(view)
@@ -307,19 +309,44 @@ class Dispatcher:
 
     async def _list_tools(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
+        return self._page(request_id, params, "tools", view.tools, view.tools_version)
+
+    async def _list_prompts(self, request_id: RequestId, params: Params) -> Message:
+        view = self.catalog.value
+        return self._page(request_id, params, "prompts", view.prompts, view.prompts_version)
+
+    def _page(
+        self, request_id: RequestId, params: Params, key: str, items: tuple[Any, ...], version: int
+    ) -> Message:
         start = 0
         if params.get("cursor") is not None:
-            start = _read_cursor(params["cursor"], view.tools_version)
-            if start is None or start > len(view.tools):
-                message = (
-                    "Invalid params: unknown cursor, or the tool list changed since; list from the start"
-                )
+            start = _read_cursor(params["cursor"], version)
+            if start is None or start > len(items):
+                message = f"Invalid params: unknown cursor, or the {key} changed since; list from the start"
                 return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
         end = start + self.settings.page_size
-        result: dict[str, Any] = {"tools": view.tools[start:end]}
-        if end < len(view.tools):
-            result["nextCursor"] = _make_cursor(view.tools_version, end)
+        result: dict[str, Any] = {key: items[start:end]}
+        if end < len(items):
+            result["nextCursor"] = _make_cursor(version, end)
         return Response(request_id, result)
+
+    async def _get_prompt(self, request_id: RequestId, params: Params) -> Message:
+        name = params.get("name")
+        if not isinstance(name, str):
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_PARAMS, "Invalid params: prompts/get needs a name")
+            )
+        view = self.catalog.value
+        route = view.prompt_routes.get(name)
+        if route is None:
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_PARAMS, f"Unknown prompt: {name}", prompt=name)
+            )
+        status = view.backends[route.backend]
+        if status.state is not BackendState.READY or status.calls is None:
+            return ErrorResponse(request_id, _backend_down(name, status, "prompt"))
+        forwarded = params if route.tool == name else {**params, "name": route.tool}
+        return await self._forward(status, "prompts/get", forwarded, request_id)
 
     async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
         name = params.get("name")
@@ -412,13 +439,15 @@ class Dispatcher:
                     await self._send(note)
 
     async def _announce_tool_changes(self) -> None:
-        """notifications/tools/list_changed to an initialized client each time the published tools change."""
+        """notifications/{tools,prompts}/list_changed to an initialized client each time a list changes."""
         await self._client_ready.wait()
         version = self.catalog.version
         while True:
-            if self.catalog.value.tools_version != self._announced_tools:
-                self._announced_tools = self.catalog.value.tools_version
-                await self._send(Notification("notifications/tools/list_changed"))
+            view = self.catalog.value
+            for kind, current in (("tools", view.tools_version), ("prompts", view.prompts_version)):
+                if self._announced.get(kind, 0) != current:
+                    self._announced[kind] = current
+                    await self._send(Notification(f"notifications/{kind}/list_changed"))
             version, _ = await self.catalog.wait_newer(version)
 
 
@@ -448,9 +477,11 @@ def _progress_token(params: Params) -> RequestId | None:
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
-def _backend_down(tool: str, status: BackendStatus) -> Any:
-    message = f"tool '{tool}' belongs to backend '{status.name}', which is {status.describe()}"
-    return rpc_error(BACKEND_UNAVAILABLE, message, backend=status.name, state=status.state.value, tool=tool)
+def _backend_down(name: str, status: BackendStatus, kind: str = "tool") -> Any:
+    message = f"{kind} '{name}' belongs to backend '{status.name}', which is {status.describe()}"
+    return rpc_error(
+        BACKEND_UNAVAILABLE, message, backend=status.name, state=status.state.value, **{kind: name}
+    )
 
 
 def _instructions(view: CatalogView) -> str:

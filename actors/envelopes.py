@@ -62,11 +62,14 @@ class BackendReady:
     calls: trio.MemorySendChannel[BackendCommand] = attrs.field(eq=False, repr=False)
     server_info: dict[str, Any] = attrs.field(factory=dict, eq=False)
     instructions: str | None = None
+    prompts: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen(slots=True)
-class ToolsChanged:
-    """Backend -> Catalog: the backend's tool list changed (after its notifications/tools/list_changed)."""
+class ListChanged:
+    """Backend -> Catalog: one of the backend's lists ("tools", "prompts") changed, after its
+    notifications/{kind}/list_changed and a fresh listing."""
 
     name: str
-    tools: tuple[dict[str, Any], ...]
+    kind: str
+    items: tuple[dict[str, Any], ...]

@@ -15,7 +15,7 @@ from actors.catalog import (
     Route,
     assign_public_names,
 )
-from actors.envelopes import BackendCommand, BackendReady, ToolsChanged
+from actors.envelopes import BackendCommand, BackendReady, ListChanged
 from actors.supervisor import ChildFailed, ChildRestarting
 from actors.tool_policy import ToolPolicy
 
@@ -88,7 +88,7 @@ def test_tools_changed_and_failed_states() -> None:
     catalog.apply(ready("first", "a"))
     catalog.apply(ready("second", "b"))
     version = catalog.view().tools_version
-    catalog.apply(ToolsChanged("first", tools("a", "c")))
+    catalog.apply(ListChanged("first", "tools", tools("a", "c")))
     view = catalog.view()
     assert [t["name"] for t in view.tools] == ["a", "c", "b"]
     assert view.tools_version == version + 1
@@ -103,7 +103,7 @@ def test_unchanged_tools_keep_their_version() -> None:
     catalog = new_catalog()
     catalog.apply(ready("first", "a"))
     version = catalog.view().tools_version
-    catalog.apply(ToolsChanged("first", tools("a")))
+    catalog.apply(ListChanged("first", "tools", tools("a")))
     assert catalog.view().tools_version == version
 
 

@@ -12,7 +12,7 @@ import trio.testing
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.dispatch import Dispatcher, SessionSettings
-from actors.envelopes import BackendCommand, BackendReady, Call, Cancel, Reply
+from actors.envelopes import BackendCommand, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INVALID_PARAMS,
@@ -93,7 +93,11 @@ async def test_version_negotiation() -> None:
             answer = await h.initialize(requested)
             assert isinstance(answer, Response)
             assert answer.result["protocolVersion"] == agreed
-            assert answer.result["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}
+            assert answer.result["capabilities"] == {
+                "tools": {"listChanged": True},
+                "prompts": {"listChanged": True},
+                "logging": {},
+            }
             assert answer.result["serverInfo"]["name"] == "test-gateway"
             assert error_code(await h.ask(5, "initialize", {"protocolVersion": requested})) == INVALID_REQUEST
 
@@ -211,6 +215,9 @@ async def test_list_changed_goes_to_an_initialized_client() -> None:
         await h.initialize()
         h.publish(ChildRestarting("two", None, 1.0))
         assert await h.outbox.receive() == Notification("notifications/tools/list_changed")
+        h.publish(ListChanged("one", "prompts", ({"name": "greet"},)))
+        assert await h.outbox.receive() == Notification("notifications/prompts/list_changed")
+        assert error_code(await h.ask("p", "prompts/get", {"name": "nope"})) == INVALID_PARAMS
 
 
 async def test_stop_answers_everything_in_flight() -> None:

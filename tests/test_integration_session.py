@@ -339,3 +339,28 @@ async def test_tools_changed_by_a_backend_reach_the_client(tmp_path: Path, log_f
 
 if sys.platform != "linux":  # process-group and /proc checks are Linux-specific
     pytestmark = pytest.mark.skip(reason="Linux only")
+
+
+async def test_prompts_are_aggregated_named_and_routed_like_tools(tmp_path: Path, log_file: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [backend_entry("alpha", only("echo"), "--prompts"), backend_entry("beta", only("add"), "--prompts")],
+    )
+    async with sdk_client(config, log_file) as client:
+        capabilities = client.server_capabilities
+        assert capabilities is not None and capabilities.prompts is not None
+        listed = await client.list_prompts(cache_mode="bypass")
+        assert [prompt.name for prompt in listed.prompts] == [
+            "greet",
+            "summarize",
+            "beta__greet",
+            "beta__summarize",
+        ]
+        assert listed.prompts[0].title == "Greeting" and listed.prompts[0].arguments[0].required
+        mine = await client.get_prompt("greet", {"who": "Ada"})
+        assert mine.messages[0].content.text == "[alpha] Hello, Ada!"  # type: ignore[union-attr]
+        theirs = await client.get_prompt("beta__greet", {"who": "Bob"})
+        assert theirs.messages[0].content.text == "[beta] Hello, Bob!"  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as unknown:
+            await client.get_prompt("no_such_prompt", {})
+        assert unknown.value.error.code == -32602

@@ -406,6 +406,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--banner", action="store_true", help="print a non-JSON line on stdout first")
     parser.add_argument("--garbage-only", action="store_true", help="write only garbage lines to stdout")
     parser.add_argument("--page-size", type=int, help="paginate tools/list with this page size")
+    parser.add_argument("--prompts", action="store_true", help="serve two prompts: greet and summarize")
     parser.add_argument("--instructions", help="the initialize result's instructions")
     parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
     parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
@@ -445,7 +446,43 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         server.set_method("initialize", hang)
     if args.exit_after_initialize:
         server.set_method("tools/list", exit_after_first_list(server))
+    if args.prompts:
+        serve_prompts(server)
     return server
+
+
+PROMPTS: Final = [
+    {
+        "name": "greet",
+        "title": "Greeting",
+        "description": "A greeting for `who`.",
+        "arguments": [{"name": "who", "description": "Whom to greet.", "required": True}],
+    },
+    {"name": "summarize", "description": "Ask for a summary of `text`.", "arguments": [{"name": "text"}]},
+]
+
+
+def serve_prompts(server: ToolServer) -> None:
+    """prompts/list and prompts/get, for --prompts."""
+
+    async def list_prompts(ctx: Context, params: JsonObject) -> JsonObject:
+        return {"prompts": PROMPTS}
+
+    async def get_prompt(ctx: Context, params: JsonObject) -> JsonObject:
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        if name not in {prompt["name"] for prompt in PROMPTS}:
+            raise ToolError(-32602, f"Unknown prompt: {name}")
+        text = (
+            f"Hello, {arguments.get('who', 'world')}!"
+            if name == "greet"
+            else f"Summarize: {arguments.get('text')}"
+        )
+        message = {"role": "user", "content": {"type": "text", "text": f"[{server.name}] {text}"}}
+        return {"description": f"{name} from {server.name}", "messages": [message]}
+
+    server.set_method("prompts/list", list_prompts)
+    server.set_method("prompts/get", get_prompt)
+    server.extra_capabilities["prompts"] = {"listChanged": False}
 
 
 def record_start(path: str) -> int:

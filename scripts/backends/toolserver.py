@@ -265,6 +265,7 @@ class ToolServer:
         self.exit_on_eof = True  # False: keep running after stdin ends (a misbehaving server)
         self.client_info: JsonObject = {}
         self.client_capabilities: JsonObject = {}
+        self.extra_capabilities: JsonObject = {}  # beside tools, for servers that add methods of their own
         self.initialized = False
         self._tools: dict[str, Tool] = {}
         self._methods: dict[str, MethodHandler] = {
@@ -550,7 +551,7 @@ class ToolServer:
         self.client_capabilities = params.get("capabilities") or {}
         result: JsonObject = {
             "protocolVersion": negotiate_version(params.get("protocolVersion")),
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, **self.extra_capabilities},
             "serverInfo": {"name": self.name, "version": self.version},
         }
         if self.instructions:
