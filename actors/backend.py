@@ -30,7 +30,18 @@ from actors.transports.websocket_backend import WebSocketBackendTransport
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 MAX_PAGES: Final = 1000  # a server that never stops paginating is broken
-LISTS: Final = ("tools", "prompts")  # the lists the gateway aggregates
+# The lists the gateway aggregates: kind -> (method, result key, the capability that offers it).
+LISTS: Final = {
+    "tools": ("tools/list", "tools", "tools"),
+    "prompts": ("prompts/list", "prompts", "prompts"),
+    "resources": ("resources/list", "resources", "resources"),
+    "templates": ("resources/templates/list", "resourceTemplates", "resources"),
+}
+CHANGES: Final = {  # a list_changed notification -> the kinds to list again
+    "notifications/tools/list_changed": ("tools",),
+    "notifications/prompts/list_changed": ("prompts",),
+    "notifications/resources/list_changed": ("resources", "templates"),
+}
 EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
 LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
 
@@ -144,9 +155,8 @@ class Backend:
                 raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
             await link.send(Notification("notifications/initialized"))
             capabilities = init.get("capabilities") or {}
-            self._kinds = [kind for kind in LISTS if kind in capabilities]
-            tools = await self._list_all(link, "tools") if "tools" in capabilities else ()
-            prompts = await self._list_all(link, "prompts") if "prompts" in capabilities else ()
+            self._kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
+            lists = {kind: await self._list_all(link, kind) for kind in self._kinds}
         if deadline.cancelled_caught:
             raise BackendStartError(
                 f"initialize and tools/list did not finish within {self.startup_timeout_s}s"
@@ -156,7 +166,16 @@ class Backend:
         logger.info(
             "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
         )
-        return BackendReady(self.config.name, tools, calls, info, instructions, prompts)
+        return BackendReady(
+            self.config.name,
+            lists.get("tools", ()),
+            calls,
+            info,
+            instructions,
+            lists.get("prompts", ()),
+            lists.get("resources", ()),
+            lists.get("templates", ()),
+        )
 
     def _initialize_params(self) -> dict[str, Any]:
         return {
@@ -166,24 +185,26 @@ class Backend:
         }
 
     async def _list_all(self, link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
-        """Every page of {kind}/list; entries without a name are dropped."""
+        """Every page of one list; entries without a name are dropped."""
+        method, key, _ = LISTS[kind]
         items: list[dict[str, Any]] = []
         cursor: Any = None
         for _ in range(MAX_PAGES):
-            page = await link.request(f"{kind}/list", {"cursor": cursor} if cursor is not None else None)
-            listed = page.get(kind) if isinstance(page, dict) else None
+            page = await link.request(method, {"cursor": cursor} if cursor is not None else None)
+            listed = page.get(key) if isinstance(page, dict) else None
             if not isinstance(listed, list):
-                raise BackendStartError(f"{kind}/list answered without a {kind} array: {str(page)[:200]}")
+                raise BackendStartError(f"{method} answered without a {key} array: {str(page)[:200]}")
             items.extend(t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
             cursor = page.get("nextCursor")
             if not cursor:
                 return tuple(items)
-        raise BackendStartError(f"{kind}/list did not end after {MAX_PAGES} pages")
+        raise BackendStartError(f"{method} did not end after {MAX_PAGES} pages")
 
     def _on_notification(self, notification: Notification) -> None:
         match notification.method:
-            case "notifications/tools/list_changed" | "notifications/prompts/list_changed":
-                self._changed[notification.method.split("/")[1]].set()
+            case method if method in CHANGES:
+                for kind in CHANGES[method]:
+                    self._changed[kind].set()
             case "notifications/message":
                 params = notification.params if isinstance(notification.params, dict) else {}
                 level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
@@ -202,7 +223,7 @@ class Backend:
             try:
                 items = await self._list_all(link, kind)
             except (BackendStartError, BackendExitedError) as exc:
-                logger.warning("{}/list after list_changed failed, keeping the old list: {}", kind, exc)
+                logger.warning("{} after list_changed failed, keeping the old list: {}", LISTS[kind][0], exc)
                 continue
             await self.catalog.send(ListChanged(self.config.name, kind, items))
 

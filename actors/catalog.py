@@ -25,6 +25,7 @@ from loguru import logger
 from actors.envelopes import BackendCommand, BackendReady, ListChanged
 from actors.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped, describe
 from actors.tool_policy import ToolPolicy
+from actors.uris import TemplateRoute, assign_public_uris, prefixed, template_pattern
 from actors.watch import Watch
 
 PREFIX_ON_COLLISION = "prefix-on-collision"
@@ -77,6 +78,11 @@ class CatalogView:
     prompts: tuple[Tool, ...] = ()  # prompts follow the same naming rule as tools
     prompt_routes: Mapping[str, Route] = attrs.field(factory=dict)
     prompts_version: int = 0
+    resources: tuple[Tool, ...] = ()  # URIs follow the rule too, with a reversible "backend+" prefix
+    templates: tuple[Tool, ...] = ()
+    resource_routes: Mapping[str, Route] = attrs.field(factory=dict)  # public URI -> owner, its own URI
+    template_routes: tuple[TemplateRoute, ...] = ()  # in config order
+    resources_version: int = 0  # resources and templates together
 
     @property
     def settled(self) -> bool:
@@ -109,13 +115,13 @@ def assign_public_names(
     return names
 
 
-def _rename(tools: Iterable[Tool], names: Mapping[str, str]) -> tuple[Tool, ...]:
-    """Tools under their public names; every other field passes through untouched."""
+def _rename(items: Iterable[Tool], names: Mapping[str, str], key: str = "name") -> tuple[Tool, ...]:
+    """Entries under their public names (or URIs); every other field passes through untouched."""
     published = []
-    for tool in tools:
-        public = names.get(tool.get("name"))  # type: ignore[arg-type]
+    for item in items:
+        public = names.get(item.get(key))  # type: ignore[arg-type]
         if public is not None:
-            published.append(tool if public == tool["name"] else {**tool, "name": public})
+            published.append(item if public == item[key] else {**item, key: public})
     return tuple(published)
 
 
@@ -123,7 +129,9 @@ def _rename(tools: Iterable[Tool], names: Mapping[str, str]) -> tuple[Tool, ...]
 class _Entry:
     status: BackendStatus
     tools: tuple[Tool, ...] = ()  # last known list, after the backend's policy; kept while it is down
-    prompts: tuple[Tool, ...] = ()  # last known prompts
+    prompts: tuple[Tool, ...] = ()  # last known prompts, resources and resource templates
+    resources: tuple[Tool, ...] = ()
+    templates: tuple[Tool, ...] = ()
     originals: dict[str, str] = attrs.field(factory=dict)  # renamed by the policy -> the backend's own name
     policy: ToolPolicy = attrs.field(factory=ToolPolicy)
 
@@ -154,6 +162,8 @@ class Catalog:
     _tools_version: int = attrs.field(init=False, default=0)
     _prompts: tuple[Tool, ...] = attrs.field(init=False, default=())
     _prompts_version: int = attrs.field(init=False, default=0)
+    _resources: tuple[tuple[Tool, ...], tuple[Tool, ...]] = attrs.field(init=False, default=((), ()))
+    _resources_version: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         self._entries = {
@@ -181,7 +191,7 @@ class Catalog:
         match event:
             case BackendReady(tools=tools, calls=calls, instructions=instructions, prompts=prompts):
                 entry.take(tools)
-                entry.prompts = prompts
+                entry.prompts, entry.resources, entry.templates = prompts, event.resources, event.templates
                 entry.status = attrs.evolve(
                     status,
                     state=BackendState.READY,
@@ -194,9 +204,9 @@ class Catalog:
             case ListChanged(kind="tools", items=tools):
                 entry.take(tools)
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
-            case ListChanged(kind="prompts", items=prompts):
-                entry.prompts = prompts
-                logger.bind(backend=status.name).info("prompts changed: now {} prompts", len(prompts))
+            case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
+                setattr(entry, kind, items)
+                logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
             case ChildStarted():
                 return False
             case ChildRestarting(error=error):
@@ -242,6 +252,17 @@ class Catalog:
         prompts = self._published(prompt_names, lambda entry: entry.prompts)
         if prompts != self._prompts:
             self._prompts, self._prompts_version = prompts, self._prompts_version + 1
+        always = self.rule != PREFIX_ON_COLLISION
+        uris = assign_public_uris(
+            self.order, {n: e.resources for n, e in self._entries.items()}, "uri", always
+        )
+        patterns = assign_public_uris(
+            self.order, {n: e.templates for n, e in self._entries.items()}, "uriTemplate", always
+        )
+        resources = self._published(uris, lambda entry: entry.resources, "uri")
+        templates = self._published(patterns, lambda entry: entry.templates, "uriTemplate")
+        if (resources, templates) != self._resources:
+            self._resources, self._resources_version = (resources, templates), self._resources_version + 1
         return CatalogView(
             {n: e.status for n, e in self._entries.items()},
             tools,
@@ -250,17 +271,31 @@ class Catalog:
             prompts,
             prompt_routes,
             self._prompts_version,
+            resources,
+            templates,
+            {public: Route(backend, uri) for backend, mine in uris.items() for uri, public in mine.items()},
+            tuple(
+                TemplateRoute(
+                    backend, "" if public == template else prefixed(backend, ""), template_pattern(template)
+                )
+                for backend, mine in patterns.items()
+                for template, public in mine.items()
+            ),
+            self._resources_version,
         )
 
     def _published(
-        self, names: Mapping[str, Mapping[str, str]], items: Callable[[_Entry], tuple[Tool, ...]]
+        self,
+        names: Mapping[str, Mapping[str, str]],
+        items: Callable[[_Entry], tuple[Tool, ...]],
+        key: str = "name",
     ) -> tuple[Tool, ...]:
-        """What ready backends offer, under their public names."""
+        """What ready backends offer, under their public names (or URIs)."""
         return tuple(
             item
             for backend, entry in self._entries.items()
             if entry.status.state is BackendState.READY
-            for item in _rename(items(entry), names[backend])
+            for item in _rename(items(entry), names[backend], key)
         )
 
 

@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.broadcast import Broadcast
-from actors.catalog import BackendState, BackendStatus, CatalogView
+from actors.catalog import BackendState, BackendStatus, CatalogView, Route
 from actors.envelopes import Call, Cancel, Reply, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
@@ -28,11 +28,13 @@ from actors.errors import (
     METHOD_NOT_FOUND,
     NOT_INITIALIZED,
     REQUEST_TIMEOUT,
+    RESOURCE_NOT_FOUND,
     rpc_error,
 )
 from actors.link import unavailable
 from actors.messages import Batch, ErrorResponse, Message, Notification, Params, Request, RequestId, Response
 from actors.protocol import negotiate_version
+from actors.uris import PREFIX_SEPARATOR
 from actors.watch import Watch
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
@@ -105,6 +107,9 @@ class Dispatcher:
             "logging/setLevel": self._set_log_level,
             "prompts/list": self._list_prompts,
             "prompts/get": self._get_prompt,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -276,14 +281,23 @@ class Dispatcher:
         view = await self._settled_view()
         self._state = SessionState.OPERATING
         self._operating.set()
-        self._announced = {"tools": view.tools_version, "prompts": view.prompts_version}
+        self._announced = {
+            "tools": view.tools_version,
+            "prompts": view.prompts_version,
+            "resources": view.resources_version,
+        }
         client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         logger.info(
             "client {} {} initialized (protocol {})", client.get("name"), client.get("version"), version
         )
         result: dict[str, Any] = {
             "protocolVersion": self._version,
-            "capabilities": {"tools": {"listChanged": True}, "prompts": {"listChanged": True}, "logging": {}},
+            "capabilities": {
+                "tools": {"listChanged": True},
+                "prompts": {"listChanged": True},
+                "resources": {"listChanged": True},
+                "logging": {},
+            },
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
         }
         instructions = _instructions(view)
@@ -329,6 +343,35 @@ class Dispatcher:
         if end < len(items):
             result["nextCursor"] = _make_cursor(version, end)
         return Response(request_id, result)
+
+    async def _list_resources(self, request_id: RequestId, params: Params) -> Message:
+        view = self.catalog.value
+        return self._page(request_id, params, "resources", view.resources, view.resources_version)
+
+    async def _list_templates(self, request_id: RequestId, params: Params) -> Message:
+        view = self.catalog.value
+        return self._page(request_id, params, "resourceTemplates", view.templates, view.resources_version)
+
+    async def _read_resource(self, request_id: RequestId, params: Params) -> Message:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_PARAMS, "Invalid params: resources/read needs a uri")
+            )
+        view = self.catalog.value
+        route = _resource_route(view, uri)
+        if route is None:
+            return ErrorResponse(
+                request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", uri=uri)
+            )
+        status = view.backends[route.backend]
+        if status.state is not BackendState.READY or status.calls is None:
+            return ErrorResponse(request_id, _backend_down(uri, status, "resource"))
+        own = route.tool
+        answer = await self._forward(status, "resources/read", {**params, "uri": own}, request_id)
+        if own != uri and isinstance(answer, Response) and isinstance(answer.result, dict):
+            answer = Response(request_id, _with_public_uri(answer.result, own, uri))
+        return answer
 
     async def _get_prompt(self, request_id: RequestId, params: Params) -> Message:
         name = params.get("name")
@@ -444,7 +487,12 @@ class Dispatcher:
         version = self.catalog.version
         while True:
             view = self.catalog.value
-            for kind, current in (("tools", view.tools_version), ("prompts", view.prompts_version)):
+            versions = {
+                "tools": view.tools_version,
+                "prompts": view.prompts_version,
+                "resources": view.resources_version,
+            }
+            for kind, current in versions.items():
                 if self._announced.get(kind, 0) != current:
                     self._announced[kind] = current
                     await self._send(Notification(f"notifications/{kind}/list_changed"))
@@ -454,6 +502,31 @@ class Dispatcher:
 async def _send_quietly(channel: trio.MemorySendChannel[Any], item: object) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         await channel.send(item)
+
+
+def _resource_route(view: CatalogView, uri: str) -> Route | None:
+    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix."""
+    route = view.resource_routes.get(uri)
+    if route is not None:
+        return route
+    for template in view.template_routes:
+        own = template.owns(uri)
+        if own is not None:
+            return Route(template.backend, own)
+    backend, separator, own = uri.partition(PREFIX_SEPARATOR)
+    return Route(backend, own) if separator and backend in view.backends else None
+
+
+def _with_public_uri(result: dict[str, Any], own: str, public: str) -> dict[str, Any]:
+    """The read result with the backend's URI replaced by the one the client asked for."""
+    contents = result.get("contents")
+    if not isinstance(contents, list):
+        return result
+    renamed = [
+        {**item, "uri": public} if isinstance(item, dict) and item.get("uri") == own else item
+        for item in contents
+    ]
+    return {**result, "contents": renamed}
 
 
 def _make_cursor(version: int, offset: int) -> str:

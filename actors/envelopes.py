@@ -63,12 +63,14 @@ class BackendReady:
     server_info: dict[str, Any] = attrs.field(factory=dict, eq=False)
     instructions: str | None = None
     prompts: tuple[dict[str, Any], ...] = ()
+    resources: tuple[dict[str, Any], ...] = ()
+    templates: tuple[dict[str, Any], ...] = ()  # resource templates
 
 
 @attrs.frozen(slots=True)
 class ListChanged:
-    """Backend -> Catalog: one of the backend's lists ("tools", "prompts") changed, after its
-    notifications/{kind}/list_changed and a fresh listing."""
+    """Backend -> Catalog: one of the backend's lists (tools, prompts, resources, templates) changed,
+    after its list_changed notification and a fresh listing."""
 
     name: str
     kind: str

@@ -20,6 +20,7 @@ INTERNAL_ERROR: Final = -32603
 BACKEND_UNAVAILABLE: Final = -32000
 REQUEST_TIMEOUT: Final = -32001
 NOT_INITIALIZED: Final = -32002
+RESOURCE_NOT_FOUND: Final = -32002  # the MCP specification gives resources/read misses this code too
 
 
 def rpc_error(code: int, message: str, **data: Any) -> RpcError:

@@ -96,6 +96,7 @@ async def test_version_negotiation() -> None:
             assert answer.result["capabilities"] == {
                 "tools": {"listChanged": True},
                 "prompts": {"listChanged": True},
+                "resources": {"listChanged": True},
                 "logging": {},
             }
             assert answer.result["serverInfo"]["name"] == "test-gateway"
@@ -137,7 +138,7 @@ async def test_bad_tool_calls() -> None:
         assert error_code(await h.ask(1, "tools/call", {"name": "nope"})) == INVALID_PARAMS
         assert error_code(await h.ask(2, "tools/call", {"arguments": {}})) == INVALID_PARAMS
         assert error_code(await h.ask(3, "tools/list", {"cursor": "bogus"})) == INVALID_PARAMS
-        assert error_code(await h.ask(4, "resources/list")) == METHOD_NOT_FOUND
+        assert error_code(await h.ask(4, "completion/nothing")) == METHOD_NOT_FOUND
 
 
 async def test_call_to_a_down_backend_names_it_and_its_state() -> None:

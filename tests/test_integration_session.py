@@ -364,3 +364,38 @@ async def test_prompts_are_aggregated_named_and_routed_like_tools(tmp_path: Path
         with pytest.raises(MCPError) as unknown:
             await client.get_prompt("no_such_prompt", {})
         assert unknown.value.error.code == -32602
+
+
+async def test_resources_are_aggregated_and_read_from_their_owner(tmp_path: Path, log_file: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            backend_entry("alpha", only("echo"), "--resources"),
+            backend_entry("beta", only("add"), "--resources"),
+        ],
+    )
+    async with sdk_client(config, log_file) as client:
+        listed = await client.list_resources(cache_mode="bypass")
+        uris = [str(resource.uri) for resource in listed.resources]
+        assert uris == ["test://alpha/readme", "test://shared", "test://beta/readme", "beta+test://shared"]
+        templates = await client.list_resource_templates(cache_mode="bypass")
+        assert [t.uri_template for t in templates.resource_templates] == [
+            "test://{owner}/items/{id}",
+            "beta+test://{owner}/items/{id}",  # the same template from a later backend: prefixed
+        ]
+
+        async def text_of(uri: str) -> tuple[str, str]:
+            read = await client.read_resource(uri)
+            return str(read.contents[0].uri), read.contents[0].text  # type: ignore[union-attr]
+
+        assert await text_of("test://shared") == ("test://shared", "[alpha] test://shared")
+        assert await text_of("beta+test://shared") == ("beta+test://shared", "[beta] test://shared")
+        assert await text_of("test://beta/readme") == ("test://beta/readme", "[beta] test://beta/readme")
+        assert await text_of("test://x/items/7") == (
+            "test://x/items/7",
+            "[alpha] test://x/items/7",
+        )  # template
+        assert await text_of("beta+test://x/items/8") == ("beta+test://x/items/8", "[beta] test://x/items/8")
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("other://nothing")
+        assert missing.value.error.code == -32002

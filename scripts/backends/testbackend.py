@@ -407,6 +407,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--garbage-only", action="store_true", help="write only garbage lines to stdout")
     parser.add_argument("--page-size", type=int, help="paginate tools/list with this page size")
     parser.add_argument("--prompts", action="store_true", help="serve two prompts: greet and summarize")
+    parser.add_argument("--resources", action="store_true", help="serve resources and a resource template")
     parser.add_argument("--instructions", help="the initialize result's instructions")
     parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
     parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
@@ -448,6 +449,8 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         server.set_method("tools/list", exit_after_first_list(server))
     if args.prompts:
         serve_prompts(server)
+    if args.resources:
+        serve_resources(server)
     return server
 
 
@@ -483,6 +486,33 @@ def serve_prompts(server: ToolServer) -> None:
     server.set_method("prompts/list", list_prompts)
     server.set_method("prompts/get", get_prompt)
     server.extra_capabilities["prompts"] = {"listChanged": False}
+
+
+def serve_resources(server: ToolServer) -> None:
+    """resources/list, resources/templates/list and resources/read, for --resources: a resource of its
+    own (test://NAME/readme), one every test backend has (test://shared) and a template."""
+    resources = [
+        {"uri": f"test://{server.name}/readme", "name": "readme", "mimeType": "text/plain"},
+        {"uri": "test://shared", "name": "shared", "mimeType": "text/plain"},
+    ]
+    templates = [{"uriTemplate": "test://{owner}/items/{id}", "name": "item", "mimeType": "text/plain"}]
+
+    async def list_resources(ctx: Context, params: JsonObject) -> JsonObject:
+        return {"resources": resources}
+
+    async def list_templates(ctx: Context, params: JsonObject) -> JsonObject:
+        return {"resourceTemplates": templates}
+
+    async def read(ctx: Context, params: JsonObject) -> JsonObject:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri.startswith("test://"):
+            raise ToolError(-32002, f"Resource not found: {uri}")
+        return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": f"[{server.name}] {uri}"}]}
+
+    server.set_method("resources/list", list_resources)
+    server.set_method("resources/templates/list", list_templates)
+    server.set_method("resources/read", read)
+    server.extra_capabilities["resources"] = {"listChanged": False}
 
 
 def record_start(path: str) -> int:
