@@ -276,7 +276,10 @@ class Catalog:
             {public: Route(backend, uri) for backend, mine in uris.items() for uri, public in mine.items()},
             tuple(
                 TemplateRoute(
-                    backend, "" if public == template else prefixed(backend, ""), template_pattern(template)
+                    backend,
+                    "" if public == template else prefixed(backend, ""),
+                    template_pattern(template),
+                    template,
                 )
                 for backend, mine in patterns.items()
                 for template, public in mine.items()

@@ -110,6 +110,7 @@ class Dispatcher:
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
+            "completion/complete": self._complete,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -296,6 +297,7 @@ class Dispatcher:
                 "tools": {"listChanged": True},
                 "prompts": {"listChanged": True},
                 "resources": {"listChanged": True},
+                "completions": {},
                 "logging": {},
             },
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
@@ -372,6 +374,27 @@ class Dispatcher:
         if own != uri and isinstance(answer, Response) and isinstance(answer.result, dict):
             answer = Response(request_id, _with_public_uri(answer.result, own, uri))
         return answer
+
+    async def _complete(self, request_id: RequestId, params: Params) -> Message:
+        """Routed by its ref: a prompt by public name, a resource template by its published form."""
+        ref = params.get("ref") if isinstance(params.get("ref"), dict) else {}
+        view = self.catalog.value
+        route: Route | None = None
+        if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            route = view.prompt_routes.get(ref["name"])
+            own_ref = {**ref, "name": route.tool} if route else ref
+        elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            route, own = _template_owner(view, ref["uri"])
+            own_ref = {**ref, "uri": own}
+        if route is None:
+            message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+        status = view.backends[route.backend]
+        if status.state is not BackendState.READY or status.calls is None:
+            return ErrorResponse(
+                request_id, _backend_down(str(ref.get("name") or ref.get("uri")), status, "ref")
+            )
+        return await self._forward(status, "completion/complete", {**params, "ref": own_ref}, request_id)
 
     async def _get_prompt(self, request_id: RequestId, params: Params) -> Message:
         name = params.get("name")
@@ -515,6 +538,14 @@ def _resource_route(view: CatalogView, uri: str) -> Route | None:
             return Route(template.backend, own)
     backend, separator, own = uri.partition(PREFIX_SEPARATOR)
     return Route(backend, own) if separator and backend in view.backends else None
+
+
+def _template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:
+    """The backend whose resource template is published as `published`, and the template's own form."""
+    for template in view.template_routes:
+        if published.startswith(template.prefix) and template.template == published[len(template.prefix) :]:
+            return Route(template.backend, template.template), template.template
+    return None, published
 
 
 def _with_public_uri(result: dict[str, Any], own: str, public: str) -> dict[str, Any]:

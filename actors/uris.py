@@ -62,6 +62,7 @@ class TemplateRoute:
     backend: str
     prefix: str  # "" or "backend+" when the template collided
     pattern: re.Pattern[str]
+    template: str = ""  # the backend's own form of the template
 
     def owns(self, uri: str) -> str | None:
         """The backend's own URI when `uri` is one this template expands to, else None."""

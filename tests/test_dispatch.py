@@ -97,6 +97,7 @@ async def test_version_negotiation() -> None:
                 "tools": {"listChanged": True},
                 "prompts": {"listChanged": True},
                 "resources": {"listChanged": True},
+                "completions": {},
                 "logging": {},
             }
             assert answer.result["serverInfo"]["name"] == "test-gateway"

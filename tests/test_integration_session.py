@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 from mcp import MCPError
+from mcp.types import PromptReference, ResourceTemplateReference
 from support import (
     Notifications,
     backend_entry,
@@ -399,3 +400,28 @@ async def test_resources_are_aggregated_and_read_from_their_owner(tmp_path: Path
         with pytest.raises(MCPError) as missing:
             await client.read_resource("other://nothing")
         assert missing.value.error.code == -32002
+
+
+async def test_completions_are_routed_by_their_ref(tmp_path: Path, log_file: Path) -> None:
+    config = write_config(
+        tmp_path / "gateway.toml",
+        [
+            backend_entry("alpha", only("echo"), "--prompts", "--resources"),
+            backend_entry("beta", only("add"), "--prompts", "--resources"),
+        ],
+    )
+    async with sdk_client(config, log_file) as client:
+        theirs = await client.complete(
+            PromptReference(type="ref/prompt", name="beta__greet"), {"name": "who", "value": "A"}
+        )
+        assert theirs.completion.values == ["A-from-beta-for-greet"]  # beta saw its own prompt name
+        template = ResourceTemplateReference(type="ref/resource", uri="beta+test://{owner}/items/{id}")
+        by_template = await client.complete(template, {"name": "id", "value": "7"})
+        assert by_template.completion.values == ["7-from-beta-for-test://{owner}/items/{id}"]
+        mine = await client.complete(
+            PromptReference(type="ref/prompt", name="greet"), {"name": "who", "value": "B"}
+        )
+        assert mine.completion.values == ["B-from-alpha-for-greet"]
+        with pytest.raises(MCPError) as unknown:
+            await client.complete(PromptReference(type="ref/prompt", name="nope"), {"name": "x", "value": ""})
+        assert unknown.value.error.code == -32602

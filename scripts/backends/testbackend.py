@@ -483,9 +483,17 @@ def serve_prompts(server: ToolServer) -> None:
         message = {"role": "user", "content": {"type": "text", "text": f"[{server.name}] {text}"}}
         return {"description": f"{name} from {server.name}", "messages": [message]}
 
+    async def complete(ctx: Context, params: JsonObject) -> JsonObject:
+        ref, argument = params.get("ref") or {}, params.get("argument") or {}
+        target = ref.get("name") or ref.get("uri")
+        value = f"{argument.get('value', '')}-from-{server.name}-for-{target}"
+        return {"completion": {"values": [value], "total": 1, "hasMore": False}}
+
     server.set_method("prompts/list", list_prompts)
     server.set_method("prompts/get", get_prompt)
+    server.set_method("completion/complete", complete)
     server.extra_capabilities["prompts"] = {"listChanged": False}
+    server.extra_capabilities["completions"] = {}
 
 
 def serve_resources(server: ToolServer) -> None:
