@@ -19,7 +19,7 @@ from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.config import BackendConfig, resolve_command
-from actors.envelopes import BackendCommand, BackendReady, Call, ListChanged, Reply
+from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, ListChanged, Reply
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
@@ -64,7 +64,7 @@ class Backend:
     startup_timeout_s: float
     shutdown_s: float
     max_message_bytes: int
-    logs: Broadcast[Notification] | None = None  # backend log messages, to the sessions that asked for them
+    events: Broadcast[BackendEvent] | None = None  # log messages and resource updates, to the sessions
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
 
@@ -209,12 +209,15 @@ class Backend:
                 params = notification.params if isinstance(notification.params, dict) else {}
                 level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
                 logger.log(level, "server log ({}): {}", params.get("logger", "-"), params.get("data"))
-                if self.logs is not None:  # sessions see the backend's name as the logger
-                    self.logs.publish(
-                        Notification("notifications/message", {**params, "logger": self.config.name})
-                    )
+                self._publish(Notification("notifications/message", {**params, "logger": self.config.name}))
+            case "notifications/resources/updated":
+                self._publish(notification)
             case method:
                 logger.debug("ignored notification {}", method)
+
+    def _publish(self, notification: Notification) -> None:
+        if self.events is not None:
+            self.events.publish(BackendEvent(self.config.name, notification))
 
     async def _relist_on_change(self, link: BackendLink, kind: str) -> None:
         while True:

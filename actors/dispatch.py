@@ -20,7 +20,7 @@ from loguru import logger
 from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import BackendState, BackendStatus, CatalogView, Route
-from actors.envelopes import Call, Cancel, Reply, next_call_id
+from actors.envelopes import BackendEvent, Call, Cancel, Reply, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INVALID_PARAMS,
@@ -59,7 +59,7 @@ class SessionSettings:
     settle_timeout_s: float  # longest hold of the first initialize while backends start
     drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
     page_size: int = 100  # entries per page of an aggregated list
-    logs: Broadcast[Notification] | None = None  # backends' log messages, shared by every session
+    events: Broadcast[BackendEvent] | None = None  # backends' log messages and resource updates
 
 
 @attrs.define(eq=False)
@@ -90,6 +90,7 @@ class Dispatcher:
     stop: trio.Event
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
+    _subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
     _log_level: int = 1  # forward backend logs at "info" and above until the client sets its level
     _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
     _operating: trio.Event = attrs.field(factory=trio.Event)
@@ -111,6 +112,8 @@ class Dispatcher:
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -118,8 +121,8 @@ class Dispatcher:
             async with trio.open_nursery() as background:
                 self._background = background
                 background.start_soon(self._announce_tool_changes)
-                if self.settings.logs is not None:
-                    background.start_soon(self._forward_logs, self.settings.logs)
+                if self.settings.events is not None:
+                    background.start_soon(self._forward_events, self.settings.events)
                 async with trio.open_nursery() as requests:
                     background.start_soon(self._cancel_all_after, self.stop.wait)
                     task_status.started()
@@ -296,7 +299,7 @@ class Dispatcher:
             "capabilities": {
                 "tools": {"listChanged": True},
                 "prompts": {"listChanged": True},
-                "resources": {"listChanged": True},
+                "resources": {"listChanged": True, "subscribe": True},
                 "completions": {},
                 "logging": {},
             },
@@ -355,11 +358,46 @@ class Dispatcher:
         return self._page(request_id, params, "resourceTemplates", view.templates, view.resources_version)
 
     async def _read_resource(self, request_id: RequestId, params: Params) -> Message:
+        routed = self._resource_owner(request_id, params)
+        if isinstance(routed, ErrorResponse):
+            return routed
+        status, own, uri = routed
+        answer = await self._forward(status, "resources/read", {**params, "uri": own}, request_id)
+        if own != uri and isinstance(answer, Response) and isinstance(answer.result, dict):
+            answer = Response(request_id, _with_public_uri(answer.result, own, uri))
+        return answer
+
+    async def _subscribe(self, request_id: RequestId, params: Params) -> Message:
+        return await self._change_subscription(request_id, params, subscribe=True)
+
+    async def _unsubscribe(self, request_id: RequestId, params: Params) -> Message:
+        return await self._change_subscription(request_id, params, subscribe=False)
+
+    async def _change_subscription(
+        self, request_id: RequestId, params: Params, *, subscribe: bool
+    ) -> Message:
+        """Forwarded to the owner; on success this session gets (or stops getting)
+        notifications/resources/updated for the URI, under the form it used."""
+        routed = self._resource_owner(request_id, params)
+        if isinstance(routed, ErrorResponse):
+            return routed
+        status, own, uri = routed
+        method = "resources/subscribe" if subscribe else "resources/unsubscribe"
+        answer = await self._forward(status, method, {**params, "uri": own}, request_id)
+        if isinstance(answer, Response):
+            if subscribe:
+                self._subscriptions[(status.name, own)] = uri
+            else:
+                self._subscriptions.pop((status.name, own), None)
+        return answer
+
+    def _resource_owner(
+        self, request_id: RequestId, params: Params
+    ) -> tuple[BackendStatus, str, str] | ErrorResponse:
+        """The ready backend that owns params.uri, its form of the URI, and the URI as the client wrote it."""
         uri = params.get("uri")
         if not isinstance(uri, str):
-            return ErrorResponse(
-                request_id, rpc_error(INVALID_PARAMS, "Invalid params: resources/read needs a uri")
-            )
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, "Invalid params: a uri is required"))
         view = self.catalog.value
         route = _resource_route(view, uri)
         if route is None:
@@ -369,11 +407,7 @@ class Dispatcher:
         status = view.backends[route.backend]
         if status.state is not BackendState.READY or status.calls is None:
             return ErrorResponse(request_id, _backend_down(uri, status, "resource"))
-        own = route.tool
-        answer = await self._forward(status, "resources/read", {**params, "uri": own}, request_id)
-        if own != uri and isinstance(answer, Response) and isinstance(answer.result, dict):
-            answer = Response(request_id, _with_public_uri(answer.result, own, uri))
-        return answer
+        return status, route.tool, uri
 
     async def _complete(self, request_id: RequestId, params: Params) -> Message:
         """Routed by its ref: a prompt by public name, a resource template by its published form."""
@@ -496,13 +530,21 @@ class Dispatcher:
         self._log_level = LOG_SEVERITY[level]
         return Response(request_id, {})
 
-    async def _forward_logs(self, logs: Broadcast[Notification]) -> None:
-        """Backends' notifications/message at or above this session's level, once the client is ready."""
-        with logs.listen() as feed:
-            async for note in feed:
-                level = note.params.get("level") if note.params else None
-                if self._client_ready.is_set() and LOG_SEVERITY.get(level, 0) >= self._log_level:  # type: ignore[arg-type]
-                    await self._send(note)
+    async def _forward_events(self, events: Broadcast[BackendEvent]) -> None:
+        """What backends say to everyone, filtered for this session once its client is ready: log messages
+        at or above its level, updates of the resources it subscribed to (under the URI it used)."""
+        with events.listen() as feed:
+            async for event in feed:
+                if not self._client_ready.is_set():
+                    continue
+                note, params = event.notification, event.notification.params or {}
+                if note.method == "notifications/message":
+                    if LOG_SEVERITY.get(params.get("level"), 0) >= self._log_level:  # type: ignore[arg-type]
+                        await self._send(note)
+                elif note.method == "notifications/resources/updated":
+                    public = self._subscriptions.get((event.backend, params.get("uri")))  # type: ignore[arg-type]
+                    if public is not None:
+                        await self._send(Notification(note.method, {**params, "uri": public}))
 
     async def _announce_tool_changes(self) -> None:
         """notifications/{tools,prompts}/list_changed to an initialized client each time a list changes."""

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.messages import Message, RequestId, RpcError
+from actors.messages import Message, Notification, RequestId, RpcError
 
 _call_ids = itertools.count(1)
 
@@ -65,6 +65,15 @@ class BackendReady:
     prompts: tuple[dict[str, Any], ...] = ()
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()  # resource templates
+
+
+@attrs.frozen(slots=True)
+class BackendEvent:
+    """Backend -> every session (through a Broadcast): a notification that is not about one call, such as
+    notifications/message or notifications/resources/updated. Each session decides whether it is its."""
+
+    backend: str
+    notification: Notification
 
 
 @attrs.frozen(slots=True)

@@ -24,7 +24,7 @@ from actors.broadcast import Broadcast
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.config import BackendConfig, Config
 from actors.dispatch import SessionSettings
-from actors.messages import Notification
+from actors.envelopes import BackendEvent
 from actors.session import Session
 from actors.supervisor import ChildSpec, Restart, RestartPolicy, supervise
 from actors.transports.stdio import open_stdio_transport
@@ -54,7 +54,7 @@ class Gateway:
     _stopping: trio.Event = attrs.field(factory=trio.Event)
     _sessions: set[Session] = attrs.field(factory=set)
     listener: WebSocketListener | None = None
-    logs: Broadcast[Notification] = attrs.field(factory=Broadcast)
+    events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -110,14 +110,18 @@ class Gateway:
             self.config.startup_timeout_s(backend),
             settings.shutdown_s,
             settings.max_message_bytes,
-            self.logs,
+            self.events,
         )
 
     def _session_settings(self) -> SessionSettings:
         longest_start = max(self.config.startup_timeout_s(b) for b in self.config.backends)
         settings = self.config.gateway
         return SessionSettings(
-            settings.name, longest_start + SETTLE_MARGIN_S, settings.shutdown_s, settings.page_size, self.logs
+            settings.name,
+            longest_start + SETTLE_MARGIN_S,
+            settings.shutdown_s,
+            settings.page_size,
+            self.events,
         )
 
     async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:

@@ -96,7 +96,7 @@ async def test_version_negotiation() -> None:
             assert answer.result["capabilities"] == {
                 "tools": {"listChanged": True},
                 "prompts": {"listChanged": True},
-                "resources": {"listChanged": True},
+                "resources": {"listChanged": True, "subscribe": True},
                 "completions": {},
                 "logging": {},
             }

@@ -423,3 +423,37 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             with pytest.raises(HandshakeRefused) as refused:
                 check_bearer({"authorization": f"Bearer {bad}"}, auth)
             assert refused.value.status == 401
+
+
+async def test_resource_updates_reach_only_the_sessions_that_subscribed(tmp_path: Path) -> None:
+    backends = [
+        backend_entry("alpha", "--only=echo", "--resources"),
+        backend_entry("beta", "--only=add", "--resources"),
+    ]
+    config = with_websocket(write_config(tmp_path / "g.toml", backends))
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with connect(url) as watcher, connect(url) as bystander:
+            await watcher.request(1, "resources/subscribe", {"uri": "beta+test://shared"})
+            assert (await watcher.answer_to(1))["result"] == {}
+            await bystander.call(2, "beta__touch", uri="test://shared")  # beta's own URI, as beta knows it
+            assert (await bystander.answer_to(2))["result"]["structuredContent"] == {"notified": True}
+            update = await watcher.receive()
+            assert update == {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"uri": "beta+test://shared"},
+            }
+            await watcher.request(3, "resources/unsubscribe", {"uri": "beta+test://shared"})
+            assert (await watcher.answer_to(3))["result"] == {}
+            await bystander.call(4, "touch", uri="test://shared")  # alpha's: nobody subscribed
+            assert (await bystander.answer_to(4))["result"]["structuredContent"] == {"notified": False}
+            await watcher.request(5, "ping")
+            assert await watcher.receive() == {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "result": {},
+            }  # no update came first
+            await bystander.request(6, "ping")
+            assert await bystander.receive() == {"jsonrpc": "2.0", "id": 6, "result": {}}  # it never got one

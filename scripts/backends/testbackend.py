@@ -517,10 +517,35 @@ def serve_resources(server: ToolServer) -> None:
             raise ToolError(-32002, f"Resource not found: {uri}")
         return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": f"[{server.name}] {uri}"}]}
 
+    subscribed: set[str] = set()
+
+    async def subscribe(ctx: Context, params: JsonObject) -> JsonObject:
+        subscribed.add(params["uri"])
+        return {}
+
+    async def unsubscribe(ctx: Context, params: JsonObject) -> JsonObject:
+        subscribed.discard(params["uri"])
+        return {}
+
+    async def touch(ctx: Context, arguments: JsonObject) -> JsonObject:
+        """Announce an update of `uri` (to a subscribed client only, as a server should)."""
+        uri = arguments["uri"]
+        if uri in subscribed:
+            await ctx.server.notify("notifications/resources/updated", {"uri": uri})
+        return text_result(f"touched {uri}", {"notified": uri in subscribed})
+
     server.set_method("resources/list", list_resources)
     server.set_method("resources/templates/list", list_templates)
     server.set_method("resources/read", read)
-    server.extra_capabilities["resources"] = {"listChanged": False}
+    server.set_method("resources/subscribe", subscribe)
+    server.set_method("resources/unsubscribe", unsubscribe)
+    server.add_tool(
+        "touch",
+        touch,
+        description="Announce an update of `uri`.",
+        input_schema=_schema({"uri": STRING}, ("uri",)),
+    )
+    server.extra_capabilities["resources"] = {"listChanged": False, "subscribe": True}
 
 
 def record_start(path: str) -> int:
