@@ -368,28 +368,26 @@ class Dispatcher:
         return answer
 
     async def _subscribe(self, request_id: RequestId, params: Params) -> Message:
-        return await self._change_subscription(request_id, params, subscribe=True)
-
-    async def _unsubscribe(self, request_id: RequestId, params: Params) -> Message:
-        return await self._change_subscription(request_id, params, subscribe=False)
-
-    async def _change_subscription(
-        self, request_id: RequestId, params: Params, *, subscribe: bool
-    ) -> Message:
-        """Forwarded to the owner; on success this session gets (or stops getting)
-        notifications/resources/updated for the URI, under the form it used."""
+        """Forwarded to the owner; on success this session gets notifications/resources/updated for the
+        URI, under the form it used."""
         routed = self._resource_owner(request_id, params)
         if isinstance(routed, ErrorResponse):
             return routed
         status, own, uri = routed
-        method = "resources/subscribe" if subscribe else "resources/unsubscribe"
-        answer = await self._forward(status, method, {**params, "uri": own}, request_id)
+        answer = await self._forward(status, "resources/subscribe", {**params, "uri": own}, request_id)
         if isinstance(answer, Response):
-            if subscribe:
-                self._subscriptions[(status.name, own)] = uri
-            else:
-                self._subscriptions.pop((status.name, own), None)
+            self._subscriptions[(status.name, own)] = uri
         return answer
+
+    async def _unsubscribe(self, request_id: RequestId, params: Params) -> Message:
+        """Answered here: other sessions may still be subscribed at the backend, so it stays subscribed
+        and this session simply stops forwarding the updates."""
+        routed = self._resource_owner(request_id, params)
+        if isinstance(routed, ErrorResponse):
+            return routed
+        status, own, _ = routed
+        self._subscriptions.pop((status.name, own), None)
+        return Response(request_id, {})
 
     def _resource_owner(
         self, request_id: RequestId, params: Params

@@ -447,8 +447,12 @@ async def test_resource_updates_reach_only_the_sessions_that_subscribed(tmp_path
             }
             await watcher.request(3, "resources/unsubscribe", {"uri": "beta+test://shared"})
             assert (await watcher.answer_to(3))["result"] == {}
-            await bystander.call(4, "touch", uri="test://shared")  # alpha's: nobody subscribed
-            assert (await bystander.answer_to(4))["result"]["structuredContent"] == {"notified": False}
+            await bystander.call(
+                4, "beta__touch", uri="test://shared"
+            )  # beta stays subscribed (others may be)
+            assert (await bystander.answer_to(4))["result"]["structuredContent"] == {"notified": True}
+            await bystander.call(7, "touch", uri="test://shared")  # alpha's: nobody subscribed
+            assert (await bystander.answer_to(7))["result"]["structuredContent"] == {"notified": False}
             await watcher.request(5, "ping")
             assert await watcher.receive() == {
                 "jsonrpc": "2.0",
