@@ -62,6 +62,11 @@ class BackendStatus:
     instructions: str | None = None
     settled: bool = False  # it has become ready or ended its first start
 
+    @property
+    def ready(self) -> bool:
+        """Calls can be sent to it now."""
+        return self.state is BackendState.READY and self.calls is not None
+
     def describe(self) -> str:
         return f"{self.state.value} ({self.reason})" if self.reason else self.state.value
 

@@ -292,22 +292,10 @@ def _jwt_auth(table: AuthTable, folder: Path, problems: list[tuple[str, str]]) -
 
 
 def _check_websocket(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    port = _typed(raw, "port", int)
-    if port is not None and not 0 <= port <= 65535:
-        yield "websocket.port", "must be between 0 and 65535 (0: any free port)"
+    yield from _in_range(raw, "websocket", WEBSOCKET_RANGES)
     path = _typed(raw, "path", str)
     if path is not None and not path.startswith("/"):
         yield "websocket.path", "must start with '/'"
-    size = _typed(raw, "max_message_bytes", int)
-    if size is not None and size < MIN_MESSAGE_BYTES:
-        yield "websocket.max_message_bytes", f"must be at least {MIN_MESSAGE_BYTES}"
-    sessions = _typed(raw, "max_sessions", int)
-    if sessions is not None and sessions < 1:
-        yield "websocket.max_sessions", "must be 1 or more"
-    for key in ("ping_interval_s", "send_timeout_s"):
-        value = _typed(raw, key, (int, float))
-        if value is not None and value <= 0:
-            yield f"websocket.{key}", "must be greater than 0"
 
 
 # Checks beyond types read the raw tables, so a table with a type error still has its other problems reported.
@@ -322,6 +310,53 @@ def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> An
     return None if isinstance(value, bool) or not isinstance(value, kind) else value
 
 
+# Range rules: key -> (type, the test a value must pass, what to say when it does not). nan and inf were
+# refused while structuring, so the tests only see finite numbers.
+Range = tuple[type | tuple[type, ...], Callable[[Any], bool], str]
+NUMBER: Final = (int, float)
+POSITIVE: Final[Range] = (NUMBER, lambda value: value > 0, "must be greater than 0")
+
+
+def _at_least(lowest: int, kind: type | tuple[type, ...] = int, reason: str | None = None) -> Range:
+    return (kind, lambda value: value >= lowest, reason or f"must be {lowest} or more")
+
+
+GATEWAY_RANGES: Final[dict[str, Range]] = {
+    "request_timeout_s": POSITIVE,
+    "startup_timeout_s": POSITIVE,
+    "shutdown_s": POSITIVE,
+    "max_message_bytes": _at_least(MIN_MESSAGE_BYTES, reason=f"must be at least {MIN_MESSAGE_BYTES}"),
+    "page_size": _at_least(1),
+}
+BACKEND_RANGES: Final[dict[str, Range]] = {"request_timeout_s": POSITIVE, "startup_timeout_s": POSITIVE}
+RESTART_RANGES: Final[dict[str, Range]] = {
+    "max_restarts": _at_least(0),
+    "window_s": POSITIVE,
+    "stable_after_s": POSITIVE,
+    "backoff_initial_s": _at_least(0, NUMBER),
+}
+HEALTH_RANGES: Final[dict[str, Range]] = {
+    "interval_s": _at_least(0, NUMBER, "must be 0 (off) or more"),
+    "timeout_s": POSITIVE,
+    "failures": _at_least(1),
+}
+WEBSOCKET_RANGES: Final[dict[str, Range]] = {
+    "port": (int, lambda port: 0 <= port <= 65535, "must be between 0 and 65535 (0: any free port)"),
+    "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
+    "max_sessions": _at_least(1),
+    "ping_interval_s": POSITIVE,
+    "send_timeout_s": POSITIVE,
+}
+
+
+def _in_range(raw: dict[str, Any], prefix: str, ranges: Mapping[str, Range]) -> Iterator[tuple[str, str]]:
+    """Checks beyond types, on the raw table: a key of the wrong type was reported while structuring."""
+    for key, (kind, passes, reason) in ranges.items():
+        value = _typed(raw, key, kind)
+        if value is not None and math.isfinite(value) and not passes(value):
+            yield f"{prefix}.{key}", reason
+
+
 def _check_gateway(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
     name = _typed(raw, "name", str)
     if name is not None and not name.strip():
@@ -329,16 +364,7 @@ def _check_gateway(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
     naming = _typed(raw, "tool_names", str)
     if naming is not None and naming not in TOOL_NAMING:
         yield "gateway.tool_names", f"{naming!r} is not one of {', '.join(map(repr, TOOL_NAMING))}"
-    for key in ("request_timeout_s", "startup_timeout_s", "shutdown_s"):
-        value = _typed(raw, key, (int, float))
-        if value is not None and value <= 0:
-            yield f"gateway.{key}", "must be greater than 0"
-    size = _typed(raw, "max_message_bytes", int)
-    if size is not None and size < MIN_MESSAGE_BYTES:
-        yield "gateway.max_message_bytes", f"must be at least {MIN_MESSAGE_BYTES}"
-    page = _typed(raw, "page_size", int)
-    if page is not None and page < 1:
-        yield "gateway.page_size", "must be 1 or more"
+    yield from _in_range(raw, "gateway", GATEWAY_RANGES)
 
 
 def _check_names(raw: list[Any]) -> Iterator[tuple[str, str]]:
@@ -372,43 +398,20 @@ def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
     for header, variable in _table(raw.get("headers_env")).items():
         if isinstance(variable, str) and not os.environ.get(variable):
             yield f"{key}.headers_env.{header}", f"environment variable {variable} is not set or empty"
-    for field in ("request_timeout_s", "startup_timeout_s"):
-        value = _typed(raw, field, (int, float))
-        if value is not None and value <= 0:
-            yield f"{key}.{field}", "must be greater than 0"
+    yield from _in_range(raw, key, BACKEND_RANGES)
     yield from _check_restart(_table(raw.get("restart")), f"{key}.restart")
-    yield from _check_health(_table(raw.get("health")), f"{key}.health")
+    yield from _in_range(_table(raw.get("health")), f"{key}.health", HEALTH_RANGES)
     for old, new in _table(_table(raw.get("tools")).get("rename")).items():
         if isinstance(new, str) and not new.strip():
             yield f"{key}.tools.rename.{old}", "must not be empty"
-
-
-def _check_health(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
-    interval = _typed(raw, "interval_s", (int, float))
-    if interval is not None and interval < 0:
-        yield f"{key}.interval_s", "must be 0 (off) or more"
-    timeout = _typed(raw, "timeout_s", (int, float))
-    if timeout is not None and timeout <= 0:
-        yield f"{key}.timeout_s", "must be greater than 0"
-    failures = _typed(raw, "failures", int)
-    if failures is not None and failures < 1:
-        yield f"{key}.failures", "must be 1 or more"
 
 
 def _check_restart(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
     policy = _typed(raw, "policy", str)
     if policy is not None and policy not in RESTART_POLICIES:
         yield f"{key}.policy", f"{policy!r} is not one of {', '.join(map(repr, RESTART_POLICIES))}"
-    restarts = _typed(raw, "max_restarts", int)
-    if restarts is not None and restarts < 0:
-        yield f"{key}.max_restarts", "must be 0 or more"
-    for field in ("window_s", "stable_after_s"):
-        value = _typed(raw, field, (int, float))
-        if value is not None and value <= 0:
-            yield f"{key}.{field}", "must be greater than 0"
+    yield from _in_range(raw, key, RESTART_RANGES)
     initial = _typed(raw, "backoff_initial_s", (int, float))
-    if initial is not None and initial < 0:
-        yield f"{key}.backoff_initial_s", "must be 0 or more"
     longest = _typed(raw, "backoff_max_s", (int, float))
     if longest is not None and longest < (DEFAULT_BACKOFF_INITIAL_S if initial is None else initial):
         yield f"{key}.backoff_max_s", "must not be less than backoff_initial_s"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.broadcast import Broadcast
-from actors.catalog import BackendState, BackendStatus, CatalogView, Route
+from actors.catalog import BackendStatus, CatalogView, Route
 from actors.envelopes import BackendEvent, Call, Cancel, Reply, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
@@ -403,7 +403,7 @@ class Dispatcher:
                 request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", uri=uri)
             )
         status = view.backends[route.backend]
-        if status.state is not BackendState.READY or status.calls is None:
+        if not status.ready:
             return ErrorResponse(request_id, _backend_down(uri, status, "resource"))
         return status, route.tool, uri
 
@@ -422,45 +422,39 @@ class Dispatcher:
             message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
             return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
         status = view.backends[route.backend]
-        if status.state is not BackendState.READY or status.calls is None:
+        if not status.ready:
             return ErrorResponse(
                 request_id, _backend_down(str(ref.get("name") or ref.get("uri")), status, "ref")
             )
         return await self._forward(status, "completion/complete", {**params, "ref": own_ref}, request_id)
 
     async def _get_prompt(self, request_id: RequestId, params: Params) -> Message:
-        name = params.get("name")
-        if not isinstance(name, str):
-            return ErrorResponse(
-                request_id, rpc_error(INVALID_PARAMS, "Invalid params: prompts/get needs a name")
-            )
-        view = self.catalog.value
-        route = view.prompt_routes.get(name)
-        if route is None:
-            return ErrorResponse(
-                request_id, rpc_error(INVALID_PARAMS, f"Unknown prompt: {name}", prompt=name)
-            )
-        status = view.backends[route.backend]
-        if status.state is not BackendState.READY or status.calls is None:
-            return ErrorResponse(request_id, _backend_down(name, status, "prompt"))
-        forwarded = params if route.tool == name else {**params, "name": route.tool}
-        return await self._forward(status, "prompts/get", forwarded, request_id)
+        return await self._forward_named(
+            request_id, params, "prompts/get", "prompt", self.catalog.value.prompt_routes
+        )
 
     async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
+        return await self._forward_named(request_id, params, "tools/call", "tool", self.catalog.value.routes)
+
+    async def _forward_named(
+        self, request_id: RequestId, params: Params, method: str, kind: str, routes: Mapping[str, Route]
+    ) -> Message:
+        """A request naming a tool or prompt by its public name: to the owner, under the owner's name."""
         name = params.get("name")
         if not isinstance(name, str):
             return ErrorResponse(
-                request_id, rpc_error(INVALID_PARAMS, "Invalid params: tools/call needs a name")
+                request_id, rpc_error(INVALID_PARAMS, f"Invalid params: {method} needs a name")
             )
-        view = self.catalog.value
-        route = view.routes.get(name)
+        route = routes.get(name)
         if route is None:
-            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, f"Unknown tool: {name}", tool=name))
-        status = view.backends[route.backend]
-        if status.state is not BackendState.READY or status.calls is None:
-            return ErrorResponse(request_id, _backend_down(name, status))
+            return ErrorResponse(
+                request_id, rpc_error(INVALID_PARAMS, f"Unknown {kind}: {name}", **{kind: name})
+            )
+        status = self.catalog.value.backends[route.backend]
+        if not status.ready:
+            return ErrorResponse(request_id, _backend_down(name, status, kind))
         forwarded = params if route.tool == name else {**params, "name": route.tool}
-        return await self._forward(status, "tools/call", forwarded, request_id)
+        return await self._forward(status, method, forwarded, request_id)
 
     # -- forwarding -----------------------------------------------------------------------------------------
 

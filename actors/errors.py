@@ -63,9 +63,5 @@ class BackendStartError(BackendError):
     """The backend could not be started or did not finish its handshake."""
 
 
-class BackendTimeoutError(BackendError):
-    """The backend did not answer within its deadline."""
-
-
 class BackendHungError(BackendError):
     """The backend stopped answering health pings: alive, perhaps, but of no use."""
