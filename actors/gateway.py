@@ -133,9 +133,7 @@ class Gateway:
         )
         self._sessions.add(session)
         try:
-            await session.run()
-        except Exception:  # a session is a temporary child: it dies alone, logged, never restarted
-            logger.opt(exception=True).error("session stdio crashed")
+            await session.run_temporary()
         finally:
             self._sessions.discard(session)
         if self.listener is None:

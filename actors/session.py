@@ -56,6 +56,14 @@ class Session:
                     await self.transport.aclose()
             logger.info("session ended")
 
+    async def run_temporary(self) -> None:
+        """run(), as a temporary child: a crash ends this session alone, logged, and is never restarted."""
+        try:
+            await self.run()
+        except Exception:
+            with logger.contextualize(session=self.id):
+                logger.opt(exception=True).error("session crashed")
+
     async def _read(self, reader: Reader) -> None:
         with self._reader_scope:
             await reader.run()

@@ -152,10 +152,8 @@ class WebSocketListener:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._keep_alive, transport)
-                await session.run()
+                await session.run_temporary()
                 nursery.cancel_scope.cancel()
-        except Exception:  # a session is a temporary child: it dies alone, logged, never restarted
-            logger.opt(exception=True).error("session crashed")
         finally:
             del self._sessions[session]
 

@@ -7,6 +7,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loguru import logger
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.dispatch import SessionSettings
@@ -125,3 +126,31 @@ def test_every_request_gets_exactly_one_response_whatever_surrounds_it(
     answered = [message["id"] for message in output if isinstance(message.get("id"), int)]
     assert sorted(answered) == list(range(len(requests)))  # each exactly once
     assert all("method" not in message for message in output)  # notifications are never answered
+
+
+class _BrokenTransport:
+    """A transport whose stream fails in a way nobody planned for."""
+
+    async def receive(self) -> bytes | None:
+        raise RuntimeError("the stream exploded")
+
+    async def send(self, frame: bytes) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="ERROR")
+    _, events = trio.open_memory_channel[CatalogEvent](0)
+    catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
+    session = Session("doomed", _BrokenTransport(), catalog.watch, SessionSettings("g", 1.0, 1.0))
+    try:
+        with trio.fail_after(5):
+            await session.run_temporary()  # returns instead of raising into its parent
+    finally:
+        logger.remove(sink)
+    assert session.done.is_set()
+    assert any("session crashed" in line and "the stream exploded" in line for line in lines)
