@@ -18,8 +18,9 @@ from loguru import logger
 from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
+from actors.clients import ClientDirectory
 from actors.config import BackendConfig, resolve_command
-from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, ListChanged, Reply
+from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
@@ -44,6 +45,13 @@ CHANGES: Final = {  # a list_changed notification -> the kinds to list again
 }
 EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
 LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
+# What the gateway offers backends as their client: everything it can pass on to some client session.
+# Whether the session a request goes to can take it is checked per request.
+CLIENT_CAPABILITIES: Final = {
+    "roots": {"listChanged": True},
+    "sampling": {},
+    "elicitation": {"form": {}, "url": {}},
+}
 
 
 @attrs.define
@@ -65,6 +73,7 @@ class Backend:
     shutdown_s: float
     max_message_bytes: int
     events: Broadcast[BackendEvent] | None = None  # log messages and resource updates, to the sessions
+    clients: ClientDirectory | None = None  # sessions its requests for a client may go to
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
 
@@ -77,7 +86,9 @@ class Backend:
     async def _run(self, connection: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await self._open(connection)
-        link = BackendLink(self.config.name, transport, self._on_notification, trio.CancelScope())
+        link = BackendLink(
+            self.config.name, transport, self._on_notification, trio.CancelScope(), clients=self.clients
+        )
         self._changed = {kind: trio.Event() for kind in LISTS}
         started, error = False, None
         try:
@@ -154,7 +165,8 @@ class Backend:
                 version = init.get("protocolVersion") if isinstance(init, dict) else init
                 raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
             await link.send(Notification("notifications/initialized"))
-            capabilities = init.get("capabilities") or {}
+            capabilities = init.get("capabilities")
+            capabilities = capabilities if isinstance(capabilities, dict) else {}
             self._kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
             lists = {kind: await self._list_all(link, kind) for kind in self._kinds}
         if deadline.cancelled_caught:
@@ -175,12 +187,13 @@ class Backend:
             lists.get("prompts", ()),
             lists.get("resources", ()),
             lists.get("templates", ()),
+            capabilities,
         )
 
     def _initialize_params(self) -> dict[str, Any]:
         return {
             "protocolVersion": LATEST_VERSION,
-            "capabilities": {},
+            "capabilities": CLIENT_CAPABILITIES,
             "clientInfo": {"name": self.gateway_name, "version": __version__},
         }
 
@@ -258,8 +271,12 @@ class Backend:
         async for command in inbox:
             if isinstance(command, Call):
                 await link.forward(command)
-            else:
+            elif isinstance(command, Cancel):
                 await link.cancel(command)
+            else:
+                if command.asks_to is not None:
+                    link.roots_hint = command.asks_to
+                await link.send(command.notification)
 
 
 def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:

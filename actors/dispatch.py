@@ -20,7 +20,9 @@ from loguru import logger
 from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import BackendStatus, CatalogView, Route
-from actors.envelopes import BackendEvent, Call, Cancel, Reply, next_call_id
+from actors.client_asks import ClientAsks
+from actors.clients import ClientDirectory
+from actors.envelopes import BackendEvent, Call, Cancel, Notify, Reply, ToClient, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INVALID_PARAMS,
@@ -60,6 +62,7 @@ class SessionSettings:
     drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
     page_size: int = 100  # entries per page of an aggregated list
     events: Broadcast[BackendEvent] | None = None  # backends' log messages and resource updates
+    clients: ClientDirectory | None = None  # where backends find the only session connected
 
 
 @attrs.define(eq=False)
@@ -88,6 +91,8 @@ class Dispatcher:
     catalog: Watch[CatalogView]
     settings: SessionSettings
     stop: trio.Event
+    asks: trio.MemoryReceiveChannel[ToClient] | None = None  # backends' requests for this client
+    asks_to: trio.MemorySendChannel[ToClient] | None = None  # the other end, carried by every Call
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
     _subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
@@ -98,8 +103,10 @@ class Dispatcher:
     _announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
     _handlers: dict[str, Handler] = attrs.field(init=False)
     _background: trio.Nursery = attrs.field(init=False)
+    _client_asks: ClientAsks = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self._client_asks = ClientAsks(self._send)
         self._handlers = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -117,20 +124,31 @@ class Dispatcher:
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with self.outbox:
-            async with trio.open_nursery() as background:
-                self._background = background
-                background.start_soon(self._announce_tool_changes)
-                if self.settings.events is not None:
-                    background.start_soon(self._forward_events, self.settings.events)
-                async with trio.open_nursery() as requests:
-                    background.start_soon(self._cancel_all_after, self.stop.wait)
-                    task_status.started()
-                    with self.inbox:
-                        async for message in self.inbox:
-                            await self._receive(message, requests)
-                    background.start_soon(self._cancel_all_after, partial(trio.sleep, self.settings.drain_s))
-                background.cancel_scope.cancel()
+        try:
+            with self.outbox:
+                async with trio.open_nursery() as background:
+                    self._background = background
+                    background.start_soon(self._announce_tool_changes)
+                    if self.settings.events is not None:
+                        background.start_soon(self._forward_events, self.settings.events)
+                    if self.asks is not None:
+                        background.start_soon(self._serve_asks, self.asks)
+                    async with trio.open_nursery() as requests:
+                        background.start_soon(self._cancel_all_after, self.stop.wait)
+                        task_status.started()
+                        with self.inbox:
+                            async for message in self.inbox:
+                                await self._receive(message, requests)
+                        background.start_soon(
+                            self._cancel_all_after, partial(trio.sleep, self.settings.drain_s)
+                        )
+                    background.cancel_scope.cancel()
+        finally:
+            if self.settings.clients is not None:
+                self.settings.clients.leave(self.session)
+            if self.asks is not None:
+                self.asks.close()  # backends asking from now on learn the session is gone
+            self._client_asks.fail_all("the client session ended before answering")
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
@@ -147,8 +165,10 @@ class Dispatcher:
                 self._notified(message)
             case Batch():
                 await self._receive_batch(message, requests)
+            case Response() | ErrorResponse() if self._client_asks.settle(message):
+                pass
             case _:
-                logger.debug("ignored a response from the client: {}", message)
+                logger.debug("ignored a response to nothing the gateway asked: {}", message)
 
     async def _receive_batch(self, batch: Batch, requests: trio.Nursery) -> None:
         """Protocol 2025-03-26 allows JSON-RPC batches: each request is served as if alone (concurrently),
@@ -239,9 +259,11 @@ class Dispatcher:
         params = notification.params if isinstance(notification.params, dict) else {}
         match notification.method:
             case "notifications/initialized" if self._state is SessionState.OPERATING:
-                self._client_ready.set()
+                self._set_client_ready()
             case "notifications/initialized" if self._state is SessionState.INITIALIZING:
                 self._background.start_soon(self._ready_once_operating)
+            case "notifications/roots/list_changed" if self._state is SessionState.OPERATING:
+                self._tell_backends(notification)
             case "notifications/cancelled":
                 entry = self._inflight.get(params.get("requestId"))  # type: ignore[arg-type]
                 if entry is not None and self._state is SessionState.OPERATING:
@@ -291,6 +313,8 @@ class Dispatcher:
             "resources": view.resources_version,
         }
         client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        capabilities = params.get("capabilities")
+        self._client_asks.capabilities = capabilities if isinstance(capabilities, dict) else {}
         logger.info(
             "client {} {} initialized (protocol {})", client.get("name"), client.get("version"), version
         )
@@ -312,7 +336,24 @@ class Dispatcher:
 
     async def _ready_once_operating(self) -> None:
         await self._operating.wait()
+        self._set_client_ready()
+
+    def _set_client_ready(self) -> None:
         self._client_ready.set()
+        if self.settings.clients is not None and self.asks_to is not None:
+            self.settings.clients.join(self.session, self.asks_to)
+
+    def _tell_backends(self, notification: Notification) -> None:
+        """A client's notification every ready backend should hear (its roots changed)."""
+        command = Notify(notification, self.asks_to)
+        for status in self.catalog.value.backends.values():
+            if status.ready:
+                assert status.calls is not None
+                self._send_to_backend(status.calls, command)
+
+    async def _serve_asks(self, asks: trio.MemoryReceiveChannel[ToClient]) -> None:
+        async for item in asks:
+            await self._client_asks.take(item, self._state is SessionState.OPERATING)
 
     async def _settled_view(self) -> CatalogView:
         """Hold the first initialize until every backend is ready or has ended its first start, so a client
@@ -467,7 +508,14 @@ class Dispatcher:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         reply_to, reply_from = trio.open_memory_channel[Reply](1)
         call = Call(
-            call_id, method, params, self.session, reply_to, self.outbox if token is not None else None, token
+            call_id,
+            method,
+            params,
+            self.session,
+            reply_to,
+            self.outbox if token is not None else None,
+            token,
+            self.asks_to,
         )
         entry = self._inflight.get(request_id)
         cancel = partial(self._cancel_at_backend, backend, call_id)
@@ -506,11 +554,14 @@ class Dispatcher:
 
     def _cancel_at_backend(self, backend: BackendStatus, call_id: int, reason: str) -> None:
         assert backend.calls is not None
-        cancel = Cancel(call_id, reason)
+        self._send_to_backend(backend.calls, Cancel(call_id, reason))
+
+    def _send_to_backend(self, calls: trio.MemorySendChannel[Any], command: Cancel | Notify) -> None:
+        """Now when there is room, so it keeps its place before later calls; else as soon as there is."""
         try:
-            backend.calls.send_nowait(cancel)
+            calls.send_nowait(command)
         except trio.WouldBlock:
-            self._background.start_soon(_send_quietly, backend.calls, cancel)
+            self._background.start_soon(_send_quietly, calls, command)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 

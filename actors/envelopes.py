@@ -39,6 +39,34 @@ class Call:
     reply_to: trio.MemorySendChannel[Reply] = attrs.field(repr=False)
     notify_to: trio.MemorySendChannel[Message] | None = attrs.field(default=None, repr=False)
     progress_token: RequestId | None = None  # the client's token; the backend sees call_id instead
+    asks_to: trio.MemorySendChannel[ToClient] | None = attrs.field(default=None, repr=False)  # its session
+
+
+@attrs.frozen(slots=True, eq=False)
+class Ask:
+    """Backend -> session: a request from a backend for the client (sampling/createMessage,
+    elicitation/create, roots/list). The session answers on `reply_to` exactly once: with the client's
+    answer, or with an error when it cannot take it or ends first. `ask_id` is the id the client sees."""
+
+    ask_id: int
+    backend: str
+    method: str
+    params: dict[str, Any] | None
+    reply_to: trio.MemorySendChannel[Reply] = attrs.field(repr=False)
+
+
+@attrs.frozen(slots=True)
+class Withdraw:
+    """Backend -> session: the backend cancelled its request `ask_id`; the client is told and its answer,
+    if one still comes, is dropped."""
+
+    ask_id: int
+    reason: str
+
+
+# What a backend sends straight to one session: its requests for the client, their withdrawals, and
+# notifications about them (notifications/elicitation/complete).
+ToClient = Ask | Withdraw | Notification
 
 
 @attrs.frozen(slots=True)
@@ -50,7 +78,16 @@ class Cancel:
     reason: str
 
 
-BackendCommand = Call | Cancel
+@attrs.frozen(slots=True)
+class Notify:
+    """Requester -> Backend: pass a client's notification on (notifications/roots/list_changed). `asks_to`
+    is the session it came from, the likely addressee of the backend's next roots/list."""
+
+    notification: Notification
+    asks_to: trio.MemorySendChannel[ToClient] | None = attrs.field(default=None, eq=False, repr=False)
+
+
+BackendCommand = Call | Cancel | Notify
 
 
 @attrs.frozen(slots=True)
@@ -65,6 +102,7 @@ class BackendReady:
     prompts: tuple[dict[str, Any], ...] = ()
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()  # resource templates
+    capabilities: dict[str, Any] = attrs.field(factory=dict, eq=False)  # what the server offers
 
 
 @attrs.frozen(slots=True)

@@ -21,6 +21,7 @@ BACKEND_UNAVAILABLE: Final = -32000
 REQUEST_TIMEOUT: Final = -32001
 NOT_INITIALIZED: Final = -32002
 RESOURCE_NOT_FOUND: Final = -32002  # the MCP specification gives resources/read misses this code too
+URL_ELICITATION_REQUIRED: Final = -32042  # a tool needs the user to open a URL first (2025-11-25)
 
 
 def rpc_error(code: int, message: str, **data: Any) -> RpcError:

@@ -22,6 +22,7 @@ from loguru import logger
 from actors.backend import Backend
 from actors.broadcast import Broadcast
 from actors.catalog import Catalog, CatalogEvent, CatalogView
+from actors.clients import ClientDirectory
 from actors.config import BackendConfig, Config
 from actors.dispatch import SessionSettings
 from actors.envelopes import BackendEvent
@@ -55,6 +56,7 @@ class Gateway:
     _sessions: set[Session] = attrs.field(factory=set)
     listener: WebSocketListener | None = None
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
+    clients: ClientDirectory = attrs.field(factory=ClientDirectory)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -111,6 +113,7 @@ class Gateway:
             settings.shutdown_s,
             settings.max_message_bytes,
             self.events,
+            self.clients,
         )
 
     def _session_settings(self) -> SessionSettings:
@@ -122,6 +125,7 @@ class Gateway:
             settings.shutdown_s,
             settings.page_size,
             self.events,
+            self.clients,
         )
 
     async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:

@@ -8,6 +8,7 @@ or by `fail_all` when the run ends.
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -16,22 +17,35 @@ import trio
 from loguru import logger
 
 from actors import codec
-from actors.envelopes import Call, Cancel, Reply, next_call_id
+from actors.clients import ClientDirectory
+from actors.envelopes import Ask, Call, Cancel, Reply, ToClient, Withdraw, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
     BackendError,
     BackendExitedError,
     MessageError,
     MessageTooLargeError,
 )
 from actors.log import RateLimiter
-from actors.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
+from actors.messages import (
+    Batch,
+    ErrorResponse,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+)
 from actors.transports.base import Transport
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
 PREVIEW_CHARS: Final = 200  # how much of a bad frame the log shows
+CLIENT_METHODS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
+MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
 
 
 class BackendRequestError(BackendError):
@@ -65,6 +79,12 @@ class BackendLink:
     cancel_scope: trio.CancelScope
     inflight: dict[int, Call] = attrs.field(factory=dict)
     lost: BackendError | None = None
+    clients: ClientDirectory | None = None  # sessions a request for the client may go to
+    roots_hint: trio.MemorySendChannel[ToClient] | None = None  # the last session to change its roots
+    _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[ToClient], trio.CancelScope]] = attrs.field(
+        factory=dict
+    )
+    _elicitations: OrderedDict[str, trio.MemorySendChannel[ToClient]] = attrs.field(factory=OrderedDict)
     _garbage: RateLimiter = attrs.field(factory=lambda: RateLimiter(GARBAGE_LOG_RATE))
 
     def lose(self, error: BackendError) -> None:
@@ -74,12 +94,16 @@ class BackendLink:
         self.cancel_scope.cancel()
 
     def fail_all(self, reason: str) -> None:
-        """Answer every call still in flight with an error naming this backend. Synchronous: nothing can
-        slip in between."""
+        """Answer every call still in flight with an error naming this backend, and withdraw its requests
+        to clients. Synchronous: nothing can slip in between."""
         calls, self.inflight = self.inflight, {}
         error = unavailable(self.name, reason)
         for call in calls.values():
             answer(call, Reply(error=error))
+        asked, self._asked = self._asked, {}
+        for ask_id, target, _ in asked.values():  # its questions to clients will never be wanted now
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                target.send_nowait(Withdraw(ask_id, f"backend '{self.name}' is unavailable: {reason}"))
 
     async def send(self, message: Request | Notification | Response | ErrorResponse) -> None:
         try:
@@ -148,10 +172,16 @@ class BackendLink:
                 self._settle(request_id, Reply(error=error))
             case Notification(method="notifications/progress", params=params):
                 self._progress(params)
+            case Notification(method="notifications/cancelled", params=params):
+                self._withdraw(params)
+            case Notification(method="notifications/elicitation/complete", params=params):
+                self._elicitation_complete(message)
             case Notification():
                 self.on_notification(message)
             case Request(id=request_id, method="ping"):
                 nursery.start_soon(self.send, Response(request_id, {}))
+            case Request(method=method) if method in CLIENT_METHODS:
+                self._ask_client(message, nursery)
             case Request(id=request_id, method=method):
                 error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {method} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
@@ -161,6 +191,12 @@ class BackendLink:
         if call is None:
             self._drop(f"dropped a response to unknown or cancelled request id {request_id!r}")
             return
+        if reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED and call.asks_to:
+            # The client is to open a URL; the backend's notice that it is done goes to the same session.
+            data = reply.error.data if isinstance(reply.error.data, dict) else {}
+            for elicitation in data.get("elicitations") or ():
+                if isinstance(elicitation, dict):
+                    self._remember_elicitation(elicitation.get("elicitationId"), call.asks_to)
         answer(call, reply)
 
     def _too_large(self, exc: MessageTooLargeError) -> None:
@@ -190,8 +226,108 @@ class BackendLink:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
+    # -- requests from the backend for a client ---------------------------------------------------------
+
+    def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[ToClient] | None, str]:
+        """The session a backend's request is for: the one whose calls are in flight here; with none, for
+        roots/list the session that last announced new roots; else the only session connected. Never a
+        guess between two sessions: a sampling or elicitation request shown to the wrong user is worse than
+        an error."""
+        callers = {id(c.asks_to): c.asks_to for c in self.inflight.values() if c.asks_to is not None}
+        if len(callers) == 1:
+            return next(iter(callers.values())), ""
+        if len(callers) > 1:
+            return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
+        hint, self.roots_hint = self.roots_hint, None
+        if method == "roots/list" and hint is not None and not _closed(hint):
+            return hint, ""
+        only = self.clients.only() if self.clients is not None else None
+        if only is not None:
+            return only, ""
+        connected = len(self.clients) if self.clients is not None else 0
+        return None, (
+            "no client session is connected"
+            if connected == 0
+            else f"no call is in progress on it and {connected} client sessions are connected"
+        )
+
+    def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
+        params = request.params if isinstance(request.params, dict) else None
+        target, why_not = self._addressee(request.method)
+        if target is None:
+            self._refuse(request, why_not, nursery)
+            return
+        reply_to, reply_from = trio.open_memory_channel[Reply](1)
+        ask = Ask(next_call_id(), self.name, request.method, params, reply_to)
+        try:
+            target.send_nowait(ask)
+        except trio.WouldBlock:
+            self._refuse(request, "the client session has too many requests pending", nursery)
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._refuse(request, "the client session has ended", nursery)
+            return
+        if request.method == "elicitation/create" and params and params.get("mode") == "url":
+            self._remember_elicitation(params.get("elicitationId"), target)
+        scope = trio.CancelScope()
+        self._asked[request.id] = (ask.ask_id, target, scope)
+        nursery.start_soon(self._relay_answer, request, reply_from, scope)
+
+    async def _relay_answer(
+        self, request: Request, reply_from: trio.MemoryReceiveChannel[Reply], scope: trio.CancelScope
+    ) -> None:
+        """The client's answer (or the session's error) back to the backend under the backend's own id."""
+        with reply_from, scope:
+            try:
+                reply = await reply_from.receive()
+            except trio.EndOfChannel:
+                reply = Reply(error=RpcError(INTERNAL_ERROR, "the client session ended before answering"))
+            self._asked.pop(request.id, None)
+            if reply.error is not None:
+                await self.send(ErrorResponse(request.id, reply.error))
+            else:
+                await self.send(Response(request.id, reply.result))
+
+    def _refuse(self, request: Request, why_not: str, nursery: trio.Nursery) -> None:
+        logger.warning("refused its {}: {}", request.method, why_not)
+        message = f"the gateway cannot pass {request.method} to a client: {why_not}"
+        nursery.start_soon(self.send, ErrorResponse(request.id, RpcError(METHOD_NOT_FOUND, message)))
+
+    def _withdraw(self, params: Any) -> None:
+        """The backend cancelled one of its requests: tell the session, and stop waiting for its answer."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        asked = self._asked.pop(request_id, None) if isinstance(request_id, int | str) else None
+        if asked is None:
+            logger.debug("ignored a cancellation of unknown request {!r}", request_id)
+            return
+        ask_id, target, scope = asked
+        scope.cancel()
+        reason = params.get("reason") if isinstance(params.get("reason"), str) else "cancelled by the server"
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            target.send_nowait(Withdraw(ask_id, reason))
+
+    def _remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[ToClient]) -> None:
+        if isinstance(elicitation_id, str):
+            self._elicitations[elicitation_id] = target
+            while len(self._elicitations) > MAX_ELICITATIONS:
+                self._elicitations.popitem(last=False)
+
+    def _elicitation_complete(self, notification: Notification) -> None:
+        params = notification.params if isinstance(notification.params, dict) else {}
+        target = self._elicitations.pop(params.get("elicitationId"), None)  # type: ignore[arg-type]
+        if target is None:
+            self._drop(f"dropped an elicitation/complete for unknown id {params.get('elicitationId')!r}")
+            return
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            target.send_nowait(notification)
+
     def _drop(self, text: str) -> None:
         suppressed = self._garbage.suppressed
         if self._garbage.allow():
             more = f" ({suppressed} more not logged)" if suppressed else ""
             logger.warning("{}{}", text, more)
+
+
+def _closed(channel: trio.MemorySendChannel[ToClient]) -> bool:
+    """The receiving session is gone (its end of the channel is closed)."""
+    return channel.statistics().open_receive_channels == 0

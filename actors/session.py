@@ -13,6 +13,7 @@ from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.dispatch import Dispatcher, SessionSettings
+from actors.envelopes import ToClient
 from actors.messages import Message
 from actors.reader import Reader
 from actors.transports.base import Transport
@@ -21,6 +22,7 @@ from actors.writer import Writer
 
 INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
 OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before their senders wait
+ASKS_SIZE: Final = 16  # backends' requests for the client queued; more are refused at once
 
 
 @attrs.define(eq=False)
@@ -44,8 +46,16 @@ class Session:
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel).run)
+                    asks_to, asks = trio.open_memory_channel[ToClient](ASKS_SIZE)
                     dispatcher = Dispatcher(
-                        self.id, inbox_recv, outbox_send.clone(), self.catalog, self.settings, self._stop
+                        self.id,
+                        inbox_recv,
+                        outbox_send.clone(),
+                        self.catalog,
+                        self.settings,
+                        self._stop,
+                        asks,
+                        asks_to,
                     )
                     await nursery.start(dispatcher.run)
                     nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))

@@ -20,6 +20,9 @@ import orjson
 import trio
 from mcp import Client, StdioServerParameters
 
+from actors.config import load_config
+from actors.gateway import Gateway
+
 ROOT: Final = Path(__file__).resolve().parent.parent
 TEST_BACKEND: Final = ROOT / "scripts" / "backends" / "testbackend.py"
 DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
@@ -287,3 +290,27 @@ def kill_quietly(pids: Iterable[int]) -> None:
     for pid in pids:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+# --- a gateway in this process, with a WebSocket listener -----------------------------------------------
+
+
+def with_websocket(config: Path, **settings: Any) -> Path:
+    """Append a [websocket] table (port 0: any free port) and its [websocket.auth] if given."""
+    auth = settings.pop("auth", None)
+    lines = ["", "[websocket]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
+    if auth:
+        lines += ["[websocket.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    return config
+
+
+@asynccontextmanager
+async def running(config: Path) -> AsyncIterator[Gateway]:
+    gateway = Gateway(load_config(config))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        try:
+            yield gateway
+        finally:
+            gateway.stop()

@@ -15,7 +15,14 @@ import orjson
 import pytest
 import trio
 from loguru import logger
-from support import DEADLINE_S, JsonRpcWriter, backend_entry, toml_value, write_config
+from support import (
+    DEADLINE_S,
+    JsonRpcWriter,
+    backend_entry,
+    running,
+    with_websocket,
+    write_config,
+)
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
@@ -27,27 +34,6 @@ from actors.config import load_config
 from actors.gateway import Gateway
 
 SECRET = "test-secret-that-is-long-enough-for-hs256"
-
-
-def with_websocket(config: Path, **settings: Any) -> Path:
-    """Append a [websocket] table (port 0: any free port) and its [websocket.auth] if given."""
-    auth = settings.pop("auth", None)
-    lines = ["", "[websocket]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
-    if auth:
-        lines += ["[websocket.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
-    config.write_text(config.read_text() + "\n".join(lines) + "\n")
-    return config
-
-
-@asynccontextmanager
-async def running(config: Path) -> AsyncIterator[Gateway]:
-    gateway = Gateway(load_config(config))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(lambda task_status: gateway.run(task_status=task_status))
-        try:
-            yield gateway
-        finally:
-            gateway.stop()
 
 
 @attrs.define

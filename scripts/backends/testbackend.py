@@ -127,8 +127,19 @@ async def set_tools(ctx: Context, arguments: JsonObject) -> JsonObject:
 
 
 async def ask_client(ctx: Context, arguments: JsonObject) -> JsonObject:
-    answer = await ctx.request_client(arguments["method"], arguments.get("params", {}))
+    timeout_s = arguments.get("timeout_s")
+    answer = await ctx.request_client(arguments["method"], arguments.get("params", {}), timeout_s)
     return text_result(orjson.dumps(answer).decode(), answer)
+
+
+def relist_roots_on_change(server: ToolServer) -> None:
+    """On notifications/roots/list_changed: ask the client for its roots and log what came back."""
+
+    async def relist(params: JsonObject) -> None:
+        answer = await server.request_client("roots/list")
+        await server.notify("notifications/message", {"level": "info", "logger": "roots", "data": answer})
+
+    server.notification_handlers["notifications/roots/list_changed"] = relist
 
 
 async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -271,8 +282,12 @@ TOOLS: Final[dict[str, ToolSpec]] = {
     ),
     "ask_client": (
         ask_client,
-        "Send a request to the client; answer its response as JSON text and structuredContent.",
-        _schema({"method": STRING, "params": {"type": "object", "default": {}}}, ("method",)),
+        "Send a request to the client; answer its response as JSON text and structuredContent. With "
+        "`timeout_s`, stop waiting then and tell the client with notifications/cancelled.",
+        _schema(
+            {"method": STRING, "params": {"type": "object", "default": {}}, "timeout_s": {"type": "number"}},
+            ("method",),
+        ),
         None,
     ),
     "spawn_child": (
@@ -451,6 +466,7 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         serve_prompts(server)
     if args.resources:
         serve_resources(server)
+    relist_roots_on_change(server)
     return server
 
 

@@ -49,6 +49,7 @@ LOG_LEVEL_ENV: Final = "TOOLSERVER_LOG_LEVEL"
 
 ToolHandler = Callable[["Context", JsonObject], Awaitable[JsonObject]]
 MethodHandler = Callable[["Context", JsonObject], Awaitable[JsonObject]]
+NotificationHandler = Callable[[JsonObject], Awaitable[None]]
 
 
 class ToolError(Exception):
@@ -225,9 +226,11 @@ class Context:
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
         await self.server.notify(method, params)
 
-    async def request_client(self, method: str, params: JsonObject | None = None) -> JsonObject:
+    async def request_client(
+        self, method: str, params: JsonObject | None = None, timeout_s: float | None = None
+    ) -> JsonObject:
         """Send a request to the client and wait for its answer: {"result": ...} or {"error": ...}."""
-        return await self.server.request_client(method, params)
+        return await self.server.request_client(method, params, timeout_s)
 
     async def reply(self, result: JsonObject) -> None:
         """Answer this request now (the handler may go on); its return value is then ignored."""
@@ -274,6 +277,7 @@ class ToolServer:
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
         }
+        self.notification_handlers: dict[str, NotificationHandler] = {}  # run as a task each
         self._in_flight: dict[RequestId, trio.CancelScope] = {}
         self._pending: dict[RequestId, _Pending] = {}
         self._next_id = 0
@@ -384,8 +388,12 @@ class ToolServer:
         """Tell the client the tool list changed (notifications/tools/list_changed)."""
         await self.notify("notifications/tools/list_changed")
 
-    async def request_client(self, method: str, params: JsonObject | None = None) -> JsonObject:
-        """Send a request to the client; wait for {"result": ...} or {"error": ...}."""
+    async def request_client(
+        self, method: str, params: JsonObject | None = None, timeout_s: float | None = None
+    ) -> JsonObject:
+        """Send a request to the client; wait for {"result": ...} or {"error": ...}. When the wait ends
+        early (timeout_s passed, or the caller was cancelled) the client is told with
+        notifications/cancelled."""
         self._next_id += 1
         request_id = self._next_id
         pending = _Pending()
@@ -395,10 +403,21 @@ class ToolServer:
             message["params"] = params
         try:
             await self.send(message)
-            await pending.done.wait()
+            with trio.move_on_after(math.inf if timeout_s is None else timeout_s) as waited:
+                await pending.done.wait()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self._withdraw(request_id, "the request that needed it was cancelled")
+            raise
         finally:
             self._pending.pop(request_id, None)
+        if waited.cancelled_caught:
+            await self._withdraw(request_id, f"no answer within {timeout_s}s")
+            return {"error": {"code": -32001, "message": f"no answer within {timeout_s}s"}}
         return pending.answer
+
+    async def _withdraw(self, request_id: RequestId, reason: str) -> None:
+        await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
     def stop(self, code: int = 0) -> None:
         """Cancel everything; `run()` returns `code`."""
@@ -484,6 +503,8 @@ class ToolServer:
             self.initialized = True
         elif method == "notifications/cancelled":
             self._cancel(params.get("requestId") if isinstance(params, dict) else None)
+        elif method in self.notification_handlers and self._nursery is not None:
+            self._nursery.start_soon(self.notification_handlers[method], params)
         else:
             log.debug("ignored notification %s", method)
 

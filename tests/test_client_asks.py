@@ -1,0 +1,110 @@
+"""Who a backend's request for a client goes to, and what a session does with it: unit tests with memory
+channels (the integration tests with real SDK clients are in test_client_requests.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from actors.client_asks import ClientAsks, refusal
+from actors.clients import ClientDirectory
+from actors.envelopes import Ask, Call, Reply, ToClient, Withdraw
+from actors.errors import INVALID_PARAMS, METHOD_NOT_FOUND
+from actors.link import BackendLink
+from actors.messages import Message, Notification, Request, Response
+
+
+def session_channel() -> tuple[trio.MemorySendChannel[ToClient], trio.MemoryReceiveChannel[ToClient]]:
+    return trio.open_memory_channel[ToClient](4)
+
+
+def link(clients: ClientDirectory) -> BackendLink:
+    return BackendLink("alpha", None, lambda _: None, trio.CancelScope(), clients=clients)  # type: ignore[arg-type]
+
+
+def call_from(call_id: int, asks_to: trio.MemorySendChannel[ToClient]) -> Call:
+    reply_to, _ = trio.open_memory_channel[Reply](1)
+    return Call(call_id, "tools/call", {}, "s", reply_to, asks_to=asks_to)
+
+
+async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_never_a_guess() -> None:
+    clients = ClientDirectory()
+    backend = link(clients)
+    (a, a_inbox), (b, _b_inbox) = session_channel(), session_channel()
+    target, why = backend._addressee("sampling/createMessage")
+    assert target is None and why == "no client session is connected"
+    clients.join("a", a)
+    assert backend._addressee("sampling/createMessage") == (a, "")  # the only session
+    clients.join("b", b)
+    target, why = backend._addressee("sampling/createMessage")
+    assert target is None and "2 client sessions are connected" in why
+    backend.inflight[1] = call_from(1, b)
+    assert backend._addressee("sampling/createMessage") == (b, "")  # the one calling
+    backend.inflight[2] = call_from(2, b)
+    assert backend._addressee("elicitation/create") == (b, "")  # two calls, one session
+    backend.inflight[3] = call_from(3, a)
+    target, why = backend._addressee("sampling/createMessage")
+    assert target is None and "ambiguous" in why
+    backend.inflight.clear()
+    backend.roots_hint = a
+    assert backend._addressee("roots/list") == (a, "")  # it just announced new roots
+    assert backend._addressee("roots/list")[0] is None  # the hint is used once
+    a_inbox.close()
+    backend.roots_hint = a
+    assert backend._addressee("roots/list")[0] is None  # a session that has ended is nobody's addressee
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "capabilities", "code"),
+    [
+        ("sampling/createMessage", {}, {"sampling": {}}, None),
+        ("sampling/createMessage", {}, {"roots": {}}, METHOD_NOT_FOUND),
+        ("sampling/createMessage", {"tools": [{"name": "t"}]}, {"sampling": {}}, METHOD_NOT_FOUND),
+        ("sampling/createMessage", {"tools": [{"name": "t"}]}, {"sampling": {"tools": {}}}, None),
+        ("elicitation/create", {"mode": "form"}, {"elicitation": {}}, None),  # 2025-06-18: form only
+        ("elicitation/create", {}, {"elicitation": {"form": {}}}, None),
+        ("elicitation/create", {"mode": "url"}, {"elicitation": {}}, INVALID_PARAMS),
+        ("elicitation/create", {"mode": "url"}, {"elicitation": {"form": {}}}, INVALID_PARAMS),
+        ("elicitation/create", {"mode": "url"}, {"elicitation": {"url": {}}}, None),
+        ("elicitation/create", {"mode": "form"}, {"elicitation": {"url": {}}}, INVALID_PARAMS),
+        ("elicitation/create", {}, {}, METHOD_NOT_FOUND),
+        ("roots/list", {}, {"roots": {"listChanged": True}}, None),
+        ("roots/list", {}, {"sampling": {}}, METHOD_NOT_FOUND),
+    ],
+)
+def test_a_request_is_refused_when_the_client_did_not_declare_what_it_needs(
+    method: str, params: dict[str, Any], capabilities: dict[str, Any], code: int | None
+) -> None:
+    refused = refusal(method, params, capabilities)
+    assert (refused.code if refused else None) == code
+
+
+async def test_the_session_answers_every_ask_once_even_when_it_ends_first() -> None:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asks = ClientAsks(send, {"sampling": {}})
+    replies = []
+    for ask_id in (7, 8, 9):
+        reply_to, reply_from = trio.open_memory_channel[Reply](1)
+        replies.append(reply_from)
+        await asks.take(Ask(ask_id, "alpha", "sampling/createMessage", {}, reply_to), operating=True)
+    assert [m.id for m in sent] == [7, 8, 9] and all(isinstance(m, Request) for m in sent)  # type: ignore[union-attr]
+    assert asks.settle(Response(7, {"role": "assistant"}))
+    assert (await replies[0].receive()).result == {"role": "assistant"}
+    assert not asks.settle(Response(7, {}))  # answered already: not ours any more
+    await asks.take(Withdraw(8, "the server gave up"), operating=True)
+    assert sent[-1] == Notification(
+        "notifications/cancelled", {"requestId": 8, "reason": "the server gave up"}
+    )
+    asks.fail_all("the client session ended before answering")
+    reply = await replies[2].receive()
+    assert reply.error is not None and "ended" in reply.error.message
+    reply_to, reply_from = trio.open_memory_channel[Reply](1)
+    await asks.take(Ask(10, "alpha", "sampling/createMessage", {}, reply_to), operating=False)
+    reply = await reply_from.receive()
+    assert reply.error is not None and "initializing" in reply.error.message

@@ -1,0 +1,213 @@
+"""Requests from backends to clients (sampling, elicitation, roots) through a real gateway: official SDK
+clients with real callbacks over real WebSockets, real backend processes, several sessions at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import trio
+from mcp import Client
+from sdk_websocket import websocket_client
+from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
+
+ASK = "ask_client"
+
+
+def sampler(name: str, entered: trio.Event | None = None, release: trio.Event | None = None) -> Any:
+    """A sampling callback that answers with its client's name (after `release`, when given)."""
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        if entered is not None:
+            entered.set()
+        if release is not None:
+            await release.wait()
+        prompt = params.messages[0].content.text  # type: ignore[union-attr]
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"{name} answers {prompt}"),
+            model=f"model-of-{name}",
+        )
+
+    return sample
+
+
+def sampling_request(text: str) -> dict[str, Any]:
+    return {
+        "method": "sampling/createMessage",
+        "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "maxTokens": 10,
+        },
+    }
+
+
+async def ask(
+    client: Client, tool: str, method: str, params: dict[str, Any] | None = None, **more: Any
+) -> Any:
+    """Have the backend send `method` to the client; the backend's view of the answer."""
+    result = await client.call_tool(tool, {"method": method, "params": params or {}, **more})
+    assert not result.is_error, result
+    return result.structured_content
+
+
+async def test_sampling_goes_to_the_client_whose_call_asked_for_it(tmp_path: Path) -> None:
+    backends = [backend_entry("alpha", f"--only={ASK}"), backend_entry("beta", f"--only={ASK}")]
+    config = with_websocket(write_config(tmp_path / "g.toml", backends))
+    a_entered, b_entered = trio.Event(), trio.Event()
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with (
+            websocket_client(url, sampling_callback=sampler("A", a_entered, release=b_entered)) as a,
+            websocket_client(url, sampling_callback=sampler("B", b_entered)) as b,
+        ):
+            answers: dict[str, Any] = {}
+
+            async def call(name: str, client: Client, tool: str) -> None:
+                answers[name] = await ask(client, tool, **sampling_request(f"from {name}"))
+
+            with trio.fail_after(DEADLINE_S):
+                async with trio.open_nursery() as nursery:  # both in flight at once, on different backends
+                    nursery.start_soon(call, "A", a, ASK)
+                    nursery.start_soon(call, "B", b, f"beta__{ASK}")
+            assert answers["A"]["result"]["content"]["text"] == "A answers from A"
+            assert answers["A"]["result"]["model"] == "model-of-A"
+            assert answers["B"]["result"]["content"]["text"] == "B answers from B"
+            # Now B alone asks alpha, which A just used: it is B's call, so B's client answers.
+            again = await ask(b, ASK, **sampling_request("again"))
+            assert again["result"]["content"]["text"] == "B answers again"
+
+
+async def test_elicitation_in_form_and_url_mode_and_its_completion_notice(tmp_path: Path) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    seen: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params)
+        if isinstance(params, types.ElicitRequestURLParams):
+            return types.ElicitResult(action="accept")
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url, elicitation_callback=elicit) as client:
+            form = {
+                "mode": "form",
+                "message": "Your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            }
+            answer = await ask(client, ASK, "elicitation/create", form)
+            assert answer["result"] == {"action": "accept", "content": {"name": "Ada"}}
+            url_mode = {
+                "mode": "url",
+                "message": "Sign in",
+                "url": "https://example.com/x",
+                "elicitationId": "e1",
+            }
+            answer = await ask(client, ASK, "elicitation/create", url_mode)
+            assert answer["result"] == {"action": "accept"}
+            assert [type(p).__name__ for p in seen] == ["ElicitRequestFormParams", "ElicitRequestURLParams"]
+
+
+async def test_a_client_without_the_capability_is_not_asked(tmp_path: Path) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url) as client:  # no callbacks: no capabilities
+            for method, capability in [
+                ("sampling/createMessage", "sampling"),
+                ("elicitation/create", "elicitation"),
+                ("roots/list", "roots"),
+            ]:
+                answer = await ask(client, ASK, method, sampling_request("x")["params"])
+                assert answer["error"]["code"] == -32601
+                assert f"did not declare the {capability} capability" in answer["error"]["message"]
+
+
+async def test_roots_come_from_the_right_client_and_list_changed_reaches_the_backend(tmp_path: Path) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    roots = {"A": ["file:///a"], "B": ["file:///b"]}
+    asked = {"A": 0, "B": 0}
+    logged: list[Any] = []
+    relisted = trio.Event()
+
+    def lister(name: str) -> Any:
+        async def list_roots(context: Any) -> types.ListRootsResult:
+            asked[name] += 1
+            return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in roots[name]])  # type: ignore[arg-type]
+
+        return list_roots
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+        relisted.set()
+
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with (
+            websocket_client(gateway.websocket_url, list_roots_callback=lister("A")) as a,
+            websocket_client(
+                gateway.websocket_url, list_roots_callback=lister("B"), logging_callback=on_log
+            ) as b,
+        ):
+            answer = await ask(a, ASK, "roots/list")
+            assert [root["uri"] for root in answer["result"]["roots"]] == ["file:///a"]
+            roots["B"] = ["file:///b2"]
+            await b.send_roots_list_changed()
+            with trio.fail_after(DEADLINE_S):
+                await relisted.wait()
+            assert asked == {"A": 1, "B": 1}
+            assert logged[0]["result"]["roots"][0]["uri"].startswith("file:///b2")
+
+
+async def test_a_request_that_could_be_for_either_of_two_sessions_is_refused(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK},sleep")])
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with (
+            websocket_client(url, sampling_callback=sampler("A")) as a,
+            websocket_client(url, sampling_callback=sampler("B")) as b,
+            trio.open_nursery() as nursery,
+        ):
+            sleeping = trio.Event()
+
+            async def sleep_in_a() -> None:
+                sleeping.set()
+                await a.call_tool("sleep", {"seconds": 3600})
+
+            nursery.start_soon(sleep_in_a)
+            await sleeping.wait()
+            with trio.fail_after(DEADLINE_S):
+                while True:  # until a's call has reached the backend
+                    answer = await ask(b, ASK, **sampling_request("whose?"))
+                    if "error" in answer:
+                        break
+            assert answer["error"]["code"] == -32601
+            assert "ambiguous" in answer["error"]["message"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_request_the_backend_withdraws_is_cancelled_at_the_client(tmp_path: Path) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    cancelled = trio.Event()
+
+    async def never_answer(
+        context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url, sampling_callback=never_answer) as client:
+            answer = await ask(client, ASK, **sampling_request("slow"), timeout_s=0.5)
+            assert answer["error"]["code"] == -32001
+            with trio.fail_after(DEADLINE_S):
+                await cancelled.wait()
