@@ -61,6 +61,7 @@ class BackendStatus:
     reason: str | None = None
     instructions: str | None = None
     settled: bool = False  # it has become ready or ended its first start
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, eq=False)  # what its server offered
 
     @property
     def ready(self) -> bool:
@@ -93,6 +94,34 @@ class CatalogView:
     def settled(self) -> bool:
         """Every backend has become ready or ended its first start."""
         return all(status.settled for status in self.backends.values())
+
+    def server_capabilities(self) -> dict[str, Any]:
+        """What the gateway can route now, as initialize's capabilities: a feature is offered when a ready
+        backend offers it (resource subscriptions too). Tools always: the gateway's catalog is made of
+        them, and a client told of no tools would ignore the list_changed sent when a backend comes up."""
+        offered = [status.capabilities for status in self.backends.values() if status.ready]
+        capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+        if any("prompts" in c for c in offered):
+            capabilities["prompts"] = {"listChanged": True}
+        if any("resources" in c for c in offered):
+            subscribe = any(
+                isinstance(c["resources"], dict) and c["resources"].get("subscribe")
+                for c in offered
+                if "resources" in c
+            )
+            capabilities["resources"] = {"listChanged": True, "subscribe": subscribe}
+        for feature in ("completions", "logging"):
+            if any(feature in c for c in offered):
+                capabilities[feature] = {}
+        return capabilities
+
+    def instructions(self) -> str:
+        """The ready backends' instructions, each under its backend's name."""
+        return "\n\n".join(
+            f"## {name}\n{status.instructions}"
+            for name, status in self.backends.items()
+            if status.ready and status.instructions
+        )
 
 
 def assign_public_names(
@@ -204,6 +233,7 @@ class Catalog:
                     reason=None,
                     instructions=instructions,
                     settled=True,
+                    capabilities=event.capabilities,
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ListChanged(kind="tools", items=tools):

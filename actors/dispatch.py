@@ -320,16 +320,10 @@ class Dispatcher:
         )
         result: dict[str, Any] = {
             "protocolVersion": self._version,
-            "capabilities": {
-                "tools": {"listChanged": True},
-                "prompts": {"listChanged": True},
-                "resources": {"listChanged": True, "subscribe": True},
-                "completions": {},
-                "logging": {},
-            },
+            "capabilities": view.server_capabilities(),
             "serverInfo": {"name": self.settings.server_name, "version": __version__},
         }
-        instructions = _instructions(view)
+        instructions = view.instructions()
         if instructions:
             result["instructions"] = instructions
         return Response(request_id, result)
@@ -671,10 +665,3 @@ def _backend_down(name: str, status: BackendStatus, kind: str = "tool") -> Any:
     return rpc_error(
         BACKEND_UNAVAILABLE, message, backend=status.name, state=status.state.value, **{kind: name}
     )
-
-
-def _instructions(view: CatalogView) -> str:
-    parts = [
-        f"## {name}\n{status.instructions}" for name, status in view.backends.items() if status.instructions
-    ]
-    return "\n\n".join(parts)

@@ -93,15 +93,44 @@ async def test_version_negotiation() -> None:
             answer = await h.initialize(requested)
             assert isinstance(answer, Response)
             assert answer.result["protocolVersion"] == agreed
-            assert answer.result["capabilities"] == {
-                "tools": {"listChanged": True},
-                "prompts": {"listChanged": True},
-                "resources": {"listChanged": True, "subscribe": True},
-                "completions": {},
-                "logging": {},
-            }
+            assert answer.result["capabilities"] == {"tools": {"listChanged": True}}  # all the backends offer
             assert answer.result["serverInfo"]["name"] == "test-gateway"
             assert error_code(await h.ask(5, "initialize", {"protocolVersion": requested})) == INVALID_REQUEST
+
+
+async def test_capabilities_and_instructions_are_those_of_the_backends_that_are_up() -> None:
+    everything = {
+        "tools": {},
+        "prompts": {},
+        "resources": {"subscribe": True},
+        "completions": {},
+        "logging": {},
+    }
+    async with dispatcher(ready=False) as h:
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        h.publish(BackendReady("one", (), calls, instructions="one's advice", capabilities=everything))
+        h.publish(ChildRestarting("two", RuntimeError("crashed"), 0.1))
+        answer = await h.initialize()
+        assert isinstance(answer, Response)
+        assert answer.result["capabilities"] == {
+            "tools": {"listChanged": True},
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "completions": {},
+            "logging": {},
+        }
+        assert answer.result["instructions"] == "## one\none's advice"
+    async with dispatcher(ready=False) as h:
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        h.publish(BackendReady("one", (), calls, capabilities={"tools": {}, "resources": {}}))
+        h.publish(BackendReady("two", (), calls, instructions="two's", capabilities={"tools": {}}))
+        h.publish(
+            ChildRestarting("one", RuntimeError("crashed"), 0.1)
+        )  # down: its resources are not routable
+        answer = await h.initialize()
+        assert isinstance(answer, Response)
+        assert answer.result["capabilities"] == {"tools": {"listChanged": True}}
+        assert answer.result["instructions"] == "## two\ntwo's"
 
 
 async def test_initialize_waits_for_backends_to_settle() -> None:

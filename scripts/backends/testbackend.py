@@ -467,7 +467,14 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     if args.resources:
         serve_resources(server)
     relist_roots_on_change(server)
+    server.set_method("logging/setLevel", set_log_level)
+    server.extra_capabilities["logging"] = {}
     return server
+
+
+async def set_log_level(ctx: Context, params: JsonObject) -> JsonObject:
+    """Accepted and ignored: the log tool sends whatever level it is told to."""
+    return {}
 
 
 PROMPTS: Final = [
