@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import trio
@@ -13,7 +13,8 @@ from loguru import logger
 
 from actors import __version__
 from actors.catalog import CatalogView
-from actors.config import Config, ConfigError, load_config
+from actors.config import ConfigError, load_config
+from actors.errors import GatewayStartError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.log import configure_logging
 
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_file)
     try:
         config = load_config(args.config)
+        gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":
-            return trio.run(_print_tools, config)
+            return _run(_print_tools, gateway)
         if not args.stdio and config.websocket is None:
             print(
                 f"{config.path}: nothing to serve: add a [websocket] table or pass --stdio", file=sys.stderr
@@ -73,22 +75,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.stdio and sys.stdin.isatty():
             logger.info("waiting for an MCP client on stdin (one JSON-RPC message per line); Ctrl-C stops")
-        trio.run(_serve, config, args.stdio)
-        return 0
+        return _run(_serve, gateway, args.stdio)
     except KeyboardInterrupt:
         return 130
+
+
+def _run(main: Callable[..., Awaitable[int]], *args: object) -> int:
+    """trio.run, with a gateway that cannot start saying why in one line and exiting 1."""
+    code = 1
+    try:
+        code = trio.run(main, *args)
+    except* GatewayStartError as failed:
+        for error in failed.exceptions:
+            print(f"mcp-gateway: {error}", file=sys.stderr)
+    return code
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-async def _serve(config: Config, stdio: bool) -> None:
-    await Gateway(config).run(stdio=stdio)
+async def _serve(gateway: Gateway, stdio: bool) -> int:
+    await gateway.run(stdio=stdio)
+    return 0
 
 
-async def _print_tools(config: Config) -> int:
-    gateway = Gateway(config)
+async def _print_tools(gateway: Gateway) -> int:
+    config = gateway.config
     async with trio.open_nursery() as nursery:
         watch = await nursery.start(lambda task_status: gateway.run(websocket=False, task_status=task_status))
         longest = max(config.startup_timeout_s(b) for b in config.backends) + SETTLE_MARGIN_S

@@ -6,6 +6,7 @@ A bad file fails before anything starts. Every problem is reported, not just the
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -35,6 +36,13 @@ MIN_MESSAGE_BYTES: Final = 1024
 DEFAULT_BACKOFF_INITIAL_S: Final = 0.5
 
 _T = TypeVar("_T")
+TOP_LEVEL: Final = {
+    "gateway": "[gateway]",
+    "backends": "[[backends]]",
+    "websocket": "[websocket]",
+    "audit": "[audit]",
+    "middleware": "[[middleware]]",
+}
 
 
 @attrs.frozen
@@ -131,11 +139,40 @@ class WebSocketSettings:
 
 
 @attrs.frozen
+class AuditSettings:
+    """[audit]: the built-in audit middleware, on when the table is present."""
+
+    path: Path = Path("audit.sqlite3")  # relative to the config file's folder
+    max_bytes: int = 10 * 1024 * 1024  # rotate once the file is larger than this
+    backups: int = 3  # rotated files kept: audit.sqlite3.1 (newest) ... .N
+    include_arguments: bool = False  # argument values in the records (sizes always)
+
+
+@attrs.frozen
+class MiddlewareTable:
+    """[[middleware]] as written."""
+
+    use: (
+        str  # dotted path of a Middleware subclass or factory: "package.module.Name" or "package.module:Name"
+    )
+    options: Mapping[str, Any] = attrs.field(factory=dict)  # keyword arguments for it
+
+
+@attrs.frozen
+class MiddlewareSpec:
+    use: str
+    factory: Callable[..., Any] = attrs.field(eq=False, repr=False)
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
 class Config:
     path: Path
     gateway: GatewaySettings
     backends: tuple[BackendConfig, ...]
     websocket: WebSocketSettings | None = None
+    audit: AuditSettings | None = None
+    middleware: tuple[MiddlewareSpec, ...] = ()
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         return (
@@ -214,8 +251,8 @@ def resolve_command(backend: BackendConfig) -> str | None:
 
 def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, str]]) -> Config | None:
     for key in document:
-        if key not in ("gateway", "backends", "websocket"):
-            problems.append((key, "unknown key; the top level has [gateway], [[backends]] and [websocket]"))
+        if key not in TOP_LEVEL:
+            problems.append((key, f"unknown key; the top level has {', '.join(TOP_LEVEL.values())}"))
     gateway = GatewaySettings()
     if "gateway" in document:
         raw_gateway = document["gateway"]
@@ -250,9 +287,61 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
         problems.extend(_check_websocket(_table(raw_websocket)))
         if table is not None:
             websocket = _websocket_settings(table, file.parent, problems)
+    audit = None
+    if "audit" in document:
+        audit = _convert(document["audit"], AuditSettings, "audit", problems)
+        problems.extend(_in_range(_table(document["audit"]), "audit", AUDIT_RANGES))
+        if audit is not None:
+            audit = attrs.evolve(audit, path=(file.parent / audit.path.expanduser()).resolve())
+            if audit.path.is_dir():
+                problems.append(("audit.path", f"{audit.path} is a directory; name a file"))
+    middleware = _middleware(document.get("middleware"), file.parent, problems)
     if problems:
         return None
-    return Config(file, gateway, tuple(backends), websocket)
+    return Config(file, gateway, tuple(backends), websocket, audit, middleware)
+
+
+def _middleware(raw: Any, folder: Path, problems: list[tuple[str, str]]) -> tuple[MiddlewareSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append(("middleware", f"expected an array of tables ([[middleware]]), got {_kind(raw)}"))
+        return ()
+    specs = []
+    for index, entry in enumerate(raw):
+        table = _convert(entry, MiddlewareTable, f"middleware[{index}]", problems)
+        if table is None:
+            continue
+        factory = resolve_dotted(table.use, folder)
+        if isinstance(factory, str):
+            problems.append((f"middleware[{index}].use", factory))
+            continue
+        specs.append(MiddlewareSpec(table.use, factory, dict(table.options)))
+    return tuple(specs)
+
+
+def resolve_dotted(path: str, folder: Path) -> Callable[..., Any] | str:
+    """The callable that `package.module.Name` (or `package.module:Name`) names, or why there is none.
+    Modules are imported with the config file's folder on sys.path, so a middleware may sit beside it."""
+    module_name, colon, attribute = path.partition(":")
+    if not colon:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        return f"{path!r} is not a dotted path like 'package.module.Name'"
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any error while importing the operator's module is this key's problem
+        return f"cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+    target = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            return f"module {module_name!r} has no {attribute!r}"
+        target = getattr(target, part)
+    if not callable(target):
+        return f"{path!r} is not a class or function"
+    return target  # type: ignore[no-any-return]
 
 
 def _websocket_settings(
@@ -340,6 +429,7 @@ HEALTH_RANGES: Final[dict[str, Range]] = {
     "timeout_s": POSITIVE,
     "failures": _at_least(1),
 }
+AUDIT_RANGES: Final[dict[str, Range]] = {"max_bytes": _at_least(4096), "backups": _at_least(0)}
 WEBSOCKET_RANGES: Final[dict[str, Range]] = {
     "port": (int, lambda port: 0 <= port <= 65535, "must be between 0 and 65535 (0: any free port)"),
     "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
@@ -525,6 +615,18 @@ def _environment(value: Any, _: type) -> Mapping[str, str]:
     return dict(value)
 
 
+def _boolean(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {_kind(value)}")
+    return value
+
+
+def _options(value: Any, _: type) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table, got {_kind(value)}")
+    return value
+
+
 def _path(value: Any, _: type) -> Path:
     return Path(_string(value, str))
 
@@ -541,6 +643,8 @@ def _make_converter() -> cattrs.Converter:
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
     converter.register_structure_hook(Path, _path)
+    converter.register_structure_hook(bool, _boolean)
+    converter.register_structure_hook_func(lambda t: t == Mapping[str, Any], _options)
     converter.register_structure_hook_func(lambda t: t == tuple[str, ...] | None, _optional_strings)
     converter.register_structure_hook_func(lambda t: t == Mapping[str, Mapping[str, bool]], _hint_overrides)
     for table, name in (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import enum
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
@@ -34,7 +35,19 @@ from actors.errors import (
     rpc_error,
 )
 from actors.link import unavailable
-from actors.messages import Batch, ErrorResponse, Message, Notification, Params, Request, RequestId, Response
+from actors.messages import (
+    Batch,
+    ErrorResponse,
+    Message,
+    Notification,
+    Params,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+)
+from actors.middleware import ClientInfo, Middleware, ToolCall
+from actors.middleware.chain import MiddlewareChain
 from actors.protocol import negotiate_version
 from actors.uris import PREFIX_SEPARATOR
 from actors.watch import Watch
@@ -63,6 +76,7 @@ class SessionSettings:
     page_size: int = 100  # entries per page of an aggregated list
     events: Broadcast[BackendEvent] | None = None  # backends' log messages and resource updates
     clients: ClientDirectory | None = None  # where backends find the only session connected
+    middleware: tuple[Middleware, ...] = ()  # around tools/list and tools/call, in config order
 
 
 @attrs.define(eq=False)
@@ -93,6 +107,7 @@ class Dispatcher:
     stop: trio.Event
     asks: trio.MemoryReceiveChannel[ToClient] | None = None  # backends' requests for this client
     asks_to: trio.MemorySendChannel[ToClient] | None = None  # the other end, carried by every Call
+    subject: str | None = None  # the client's bearer token subject
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
     _subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
@@ -104,6 +119,7 @@ class Dispatcher:
     _handlers: dict[str, Handler] = attrs.field(init=False)
     _background: trio.Nursery = attrs.field(init=False)
     _client_asks: ClientAsks = attrs.field(init=False)
+    _chain: MiddlewareChain | None = None  # made at initialize, when there is middleware
 
     def __attrs_post_init__(self) -> None:
         self._client_asks = ClientAsks(self._send)
@@ -313,6 +329,11 @@ class Dispatcher:
             "resources": view.resources_version,
         }
         client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        if self.settings.middleware:
+            name = client.get("name") if isinstance(client.get("name"), str) else None
+            self._chain = MiddlewareChain(
+                self.settings.middleware, ClientInfo(self.session, self.subject, name)
+            )
         capabilities = params.get("capabilities")
         self._client_asks.capabilities = capabilities if isinstance(capabilities, dict) else {}
         logger.info(
@@ -363,7 +384,10 @@ class Dispatcher:
 
     async def _list_tools(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
-        return self._page(request_id, params, "tools", view.tools, view.tools_version)
+        tools = view.tools if self._chain is None else self._chain.tools(view.tools_version, view.tools)
+        if isinstance(tools, RpcError):
+            return ErrorResponse(request_id, tools)
+        return self._page(request_id, params, "tools", tools, view.tools_version)
 
     async def _list_prompts(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
@@ -469,7 +493,35 @@ class Dispatcher:
         )
 
     async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
-        return await self._forward_named(request_id, params, "tools/call", "tool", self.catalog.value.routes)
+        view = self.catalog.value
+        if self._chain is None:
+            return await self._forward_named(request_id, params, "tools/call", "tool", view.routes)
+        name = params.get("name")
+        route = view.routes.get(name) if isinstance(name, str) else None
+        if isinstance(name, str) and self._chain.hides(view.tools_version, view.tools, name):
+            route = None  # filtered out for this client: as unknown as a name nobody has
+        call = ToolCall(
+            self._chain.client,
+            name if isinstance(name, str) else "",
+            route.backend if route else None,
+            route.tool if route else None,
+            params.get("arguments"),
+            time.time(),
+        )
+
+        async def forward(call: ToolCall) -> Message:
+            if route is None and isinstance(name, str):
+                return ErrorResponse(
+                    request_id, rpc_error(INVALID_PARAMS, f"Unknown tool: {name}", tool=name)
+                )
+            changed = (
+                params
+                if call.arguments is params.get("arguments")
+                else {**params, "arguments": call.arguments}
+            )
+            return await self._forward_named(request_id, changed, "tools/call", "tool", view.routes)
+
+        return await self._chain.call(request_id, call, forward)
 
     async def _forward_named(
         self, request_id: RequestId, params: Params, method: str, kind: str, routes: Mapping[str, Route]

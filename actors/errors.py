@@ -66,3 +66,8 @@ class BackendStartError(BackendError):
 
 class BackendHungError(BackendError):
     """The backend stopped answering health pings: alive, perhaps, but of no use."""
+
+
+class GatewayStartError(GatewayError):
+    """Something the gateway needs cannot be set up (the audit file cannot be opened, say): it does not
+    start, and says why in one line."""

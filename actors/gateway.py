@@ -26,6 +26,8 @@ from actors.clients import ClientDirectory
 from actors.config import BackendConfig, Config
 from actors.dispatch import SessionSettings
 from actors.envelopes import BackendEvent
+from actors.middleware import Middleware
+from actors.middleware.loading import build_middleware
 from actors.session import Session
 from actors.supervisor import ChildSpec, Restart, RestartPolicy, supervise
 from actors.transports.stdio import open_stdio_transport
@@ -57,6 +59,10 @@ class Gateway:
     listener: WebSocketListener | None = None
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
+    middleware: tuple[Middleware, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
 
     def stop(self) -> None:
         self._stopping.set()
@@ -86,6 +92,8 @@ class Gateway:
         async with trio.open_nursery() as root:
             root.start_soon(self._watch_signals, root.cancel_scope)
             await root.start(catalog.run)
+            for middleware in self.middleware:
+                await root.start(middleware.run)
             with events:
                 specs = [
                     ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b), kind="backend")
@@ -126,6 +134,7 @@ class Gateway:
             settings.page_size,
             self.events,
             self.clients,
+            self.middleware,
         )
 
     async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:

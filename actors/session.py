@@ -35,6 +35,7 @@ class Session:
     transport: Transport
     catalog: Watch[CatalogView]
     settings: SessionSettings
+    subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
     done: trio.Event = attrs.field(factory=trio.Event)
     _stop: trio.Event = attrs.field(factory=trio.Event)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -56,6 +57,7 @@ class Session:
                         self._stop,
                         asks,
                         asks_to,
+                        self.subject,
                     )
                     await nursery.start(dispatcher.run)
                     nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))

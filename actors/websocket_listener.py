@@ -129,7 +129,7 @@ class WebSocketListener:
         session_id = f"ws-{next(self._numbers)}"
         with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
             logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
-            await self._serve(session_id, connection)
+            await self._serve(session_id, connection, subject)
 
     def _admit(self, request: WebSocketRequest, headers: dict[str, str]) -> str | None:
         """The token's subject when auth is on; HandshakeRefused for a connection that may not go on."""
@@ -145,9 +145,9 @@ class WebSocketListener:
             raise HandshakeRefused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
         return subject
 
-    async def _serve(self, session_id: str, connection: WebSocketConnection) -> None:
+    async def _serve(self, session_id: str, connection: WebSocketConnection, subject: str | None) -> None:
         transport = WebSocketTransport(connection, self.settings.send_timeout_s)
-        session = Session(session_id, transport, self.catalog, self.session_settings)
+        session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
         self._sessions[session] = transport
         try:
             async with trio.open_nursery() as nursery:

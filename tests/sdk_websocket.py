@@ -61,7 +61,10 @@ async def websocket_transport(url: str, **options: Any) -> AsyncIterator[Transpo
 
 
 @asynccontextmanager
-async def websocket_client(url: str, **options: Any) -> AsyncIterator[Client]:
+async def websocket_client(
+    url: str, headers: list[tuple[str, str]] | None = None, **options: Any
+) -> AsyncIterator[Client]:
     """An SDK Client over a WebSocket; `options` go to Client (callbacks, message_handler, ...)."""
-    async with Client(websocket_transport(url), mode="legacy", **options) as client:  # type: ignore[arg-type]
+    transport = websocket_transport(url, extra_headers=headers or [])
+    async with Client(transport, mode="legacy", **options) as client:  # type: ignore[arg-type]
         yield client

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from actors.cli import main
-from actors.config import BackendConfig, ConfigError, RestartConfig, load_config, resolve_command
+from actors.config import (
+    AuditSettings,
+    BackendConfig,
+    ConfigError,
+    RestartConfig,
+    load_config,
+    resolve_command,
+)
+from actors.middleware.examples import ReadOnlyForGuests
+from actors.middleware.loading import build_middleware
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,6 +85,9 @@ def test_the_example_config_sets_every_key_and_overrides() -> None:
     assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
     assert notes.restart == RestartConfig("permanent", 5, 60.0, 0.5, 30.0, 120.0)
     assert config.websocket is not None and config.websocket.auth is None
+    assert config.audit == AuditSettings(ROOT / "config" / "audit.sqlite3", 10485760, 3, False)
+    (guests,) = build_middleware(config)[1:]
+    assert isinstance(guests, ReadOnlyForGuests) and guests.writers == {"alice"}
 
 
 def test_the_examples_commented_out_time_backend_is_valid(tmp_path: Path) -> None:

@@ -1,0 +1,86 @@
+"""The middleware interface: code of the operator's that sees every session's tool list and every tool call.
+
+Subclass Middleware and override what you need; name the class (or any factory returning one) by dotted path
+in the config's [[middleware]] tables. Hooks run in the session's task, in config order for `filter_tools`
+and `before_call` and in reverse order for `after_call`, so the first middleware wraps all the others.
+A hook that raises is logged with its traceback; the call it was for gets an internal error, and other
+sessions and calls go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from actors.messages import RpcError
+
+Tool = dict[str, Any]
+
+
+@attrs.frozen(slots=True)
+class ClientInfo:
+    """Who is on the other end of a session."""
+
+    session: str  # the gateway's session id ("stdio", or a WebSocket session's id)
+    subject: str | None = None  # the bearer token's `sub` when the frontend checks tokens
+    name: str | None = None  # clientInfo.name from initialize
+
+
+@attrs.define(slots=True)
+class ToolCall:
+    """One tools/call as the gateway routes it. `arguments` may be changed by before_call."""
+
+    client: ClientInfo
+    tool: str  # the public name the client called
+    backend: str | None  # the owner; None when no backend has a tool of that name
+    backend_tool: str | None  # the owner's own name for it
+    arguments: Any
+    started_at: float  # wall clock (time.time()) when the gateway received it
+
+
+@attrs.define(slots=True)
+class CallOutcome:
+    """How a call ended: `result` or `error`, or `cancelled` by the client. after_call may replace either."""
+
+    result: Any = None
+    error: RpcError | None = None
+    cancelled: bool = False
+    rejected: bool = False  # a before_call refused it; it never reached the backend
+    duration_s: float = 0.0
+
+    @property
+    def status(self) -> str:
+        """ok, tool_error (the tool answered with isError), error, rejected or cancelled."""
+        if self.cancelled:
+            return "cancelled"
+        if self.rejected:
+            return "rejected"
+        if self.error is not None:
+            return "error"
+        if isinstance(self.result, dict) and self.result.get("isError") is True:
+            return "tool_error"
+        return "ok"
+
+
+class Middleware:
+    """Every hook is optional; the defaults change nothing."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Background work for the gateway's lifetime (the audit log's writer, say); started before any
+        session, cancelled at shutdown after every session has ended."""
+        task_status.started()
+
+    def filter_tools(self, client: ClientInfo, tools: Sequence[Tool]) -> Sequence[Tool]:
+        """The tools this client may see and call (a tool filtered out is refused as unknown)."""
+        return tools
+
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        """Return an error to refuse the call; it is then not forwarded."""
+        return None
+
+    async def after_call(self, call: ToolCall, outcome: CallOutcome) -> CallOutcome:
+        """See how a call ended (also refused or cancelled ones) and return the outcome, or a new one."""
+        return outcome

@@ -1,0 +1,98 @@
+"""Running the configured middleware around one session's tool listing and tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.errors import INTERNAL_ERROR
+from actors.messages import ErrorResponse, Message, RequestId, Response, RpcError
+from actors.middleware.base import CallOutcome, ClientInfo, Middleware, Tool, ToolCall
+
+AFTER_CANCEL_S = 1.0  # how long after_call hooks may take for a call the client cancelled
+
+
+def _name(middleware: Middleware) -> str:
+    return type(middleware).__qualname__
+
+
+def _failed(middleware: Middleware, hook: str) -> RpcError:
+    logger.opt(exception=True).error("middleware {}.{} failed", _name(middleware), hook)
+    return RpcError(INTERNAL_ERROR, f"Internal error: middleware {_name(middleware)} failed in {hook}")
+
+
+@attrs.define
+class MiddlewareChain:
+    """The middleware of one session, with the tool list it filtered for the catalog version it last saw."""
+
+    middleware: Sequence[Middleware]
+    client: ClientInfo
+    _filtered: tuple[int, tuple[Tool, ...], frozenset[str]] | None = None
+
+    def tools(self, version: int, tools: tuple[Tool, ...]) -> tuple[Tool, ...] | RpcError:
+        """The tools this client may see; computed once per catalog version."""
+        if self._filtered is None or self._filtered[0] != version:
+            visible: Sequence[Tool] = tools
+            for middleware in self.middleware:
+                try:
+                    visible = middleware.filter_tools(self.client, visible)
+                except Exception:
+                    return _failed(middleware, "filter_tools")
+            kept = tuple(visible)
+            self._filtered = (version, kept, frozenset(t.get("name") for t in kept))  # type: ignore[misc]
+        return self._filtered[1]
+
+    def hides(self, version: int, tools: tuple[Tool, ...], name: str) -> bool:
+        """True when the filters hide this tool from this client (or fail: then everything is hidden)."""
+        if isinstance(self.tools(version, tools), RpcError):
+            return True
+        assert self._filtered is not None
+        return name not in self._filtered[2]
+
+    async def call(
+        self, request_id: RequestId, call: ToolCall, forward: Callable[[ToolCall], Awaitable[Message]]
+    ) -> Message:
+        """before_call in order, the call (unless refused), then after_call in reverse order."""
+        started = trio.current_time()
+        entered: list[Middleware] = []
+        outcome: CallOutcome | None = None
+        try:
+            for middleware in self.middleware:
+                entered.append(middleware)
+                try:
+                    refusal = await middleware.before_call(call)
+                except Exception:
+                    refusal = _failed(middleware, "before_call")
+                if refusal is not None:
+                    outcome = CallOutcome(error=refusal, rejected=True)
+                    break
+            if outcome is None:
+                outcome = _outcome(await forward(call))
+        except trio.Cancelled:
+            cancelled = CallOutcome(cancelled=True, duration_s=trio.current_time() - started)
+            with trio.CancelScope(shield=True), trio.move_on_after(AFTER_CANCEL_S):
+                await self._after(entered, call, cancelled)
+            raise
+        outcome.duration_s = trio.current_time() - started
+        outcome = await self._after(entered, call, outcome)
+        if outcome.error is not None:
+            return ErrorResponse(request_id, outcome.error)
+        return Response(request_id, outcome.result)
+
+    async def _after(self, entered: list[Middleware], call: ToolCall, outcome: CallOutcome) -> CallOutcome:
+        for middleware in reversed(entered):
+            try:
+                outcome = await middleware.after_call(call, outcome)
+            except Exception:
+                outcome = attrs.evolve(outcome, result=None, error=_failed(middleware, "after_call"))
+        return outcome
+
+
+def _outcome(message: Message) -> CallOutcome:
+    if isinstance(message, ErrorResponse):
+        return CallOutcome(error=message.error)
+    assert isinstance(message, Response)
+    return CallOutcome(result=message.result)

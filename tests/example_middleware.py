@@ -1,0 +1,56 @@
+"""Middleware the tests configure by dotted path (tests/ is on sys.path under pytest)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from actors.messages import RpcError
+from actors.middleware import CallOutcome, ClientInfo, Middleware, ToolCall
+
+REFUSED = -32010
+
+
+class Policy(Middleware):
+    """Hides `hidden`, refuses `refused`, prefixes echo's text with `prefix` on the way in and shouts it on
+    the way out."""
+
+    def __init__(self, hidden: Sequence[str] = (), refused: Sequence[str] = (), prefix: str = "") -> None:
+        self.hidden, self.refused, self.prefix = set(hidden), set(refused), prefix
+
+    def filter_tools(self, client: ClientInfo, tools: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+        return [tool for tool in tools if tool["name"] not in self.hidden]
+
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        if call.tool in self.refused:
+            return RpcError(
+                REFUSED, f"{call.tool} is refused by policy for {call.client.subject or 'anyone'}"
+            )
+        if call.tool == "echo" and isinstance(call.arguments, dict):
+            call.arguments = {**call.arguments, "text": self.prefix + str(call.arguments.get("text"))}
+        return None
+
+    async def after_call(self, call: ToolCall, outcome: CallOutcome) -> CallOutcome:
+        if call.tool == "echo" and outcome.result is not None:
+            content = [{**item, "text": item["text"].upper()} for item in outcome.result["content"]]
+            return attrs.evolve(outcome, result={**outcome.result, "content": content})
+        return outcome
+
+
+class BrokenBeforeCall(Middleware):
+    """Raises for tool `add`, as buggy operator code would."""
+
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        if call.tool == "add":
+            raise RuntimeError("bug in the operator's middleware")
+        return None
+
+
+def not_a_middleware(**options: Any) -> object:
+    return options
+
+
+def failing_factory() -> Middleware:
+    raise ValueError("missing licence key")
