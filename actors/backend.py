@@ -19,6 +19,7 @@ from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
+from actors.subscriptions import Subscriptions
 from actors.config import BackendConfig, resolve_command
 from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
@@ -74,6 +75,7 @@ class Backend:
     max_message_bytes: int
     events: Broadcast[BackendEvent] | None = None  # log messages and resource updates, to the sessions
     clients: ClientDirectory | None = None  # sessions its requests for a client may go to
+    subscriptions: Subscriptions | None = None  # URIs sessions want updates of, renewed at each start
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
 
@@ -169,6 +171,7 @@ class Backend:
             capabilities = capabilities if isinstance(capabilities, dict) else {}
             self._kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
             lists = {kind: await self._list_all(link, kind) for kind in self._kinds}
+            await self._renew_subscriptions(link)
         if deadline.cancelled_caught:
             raise BackendStartError(
                 f"initialize and tools/list did not finish within {self.startup_timeout_s}s"
@@ -189,6 +192,17 @@ class Backend:
             lists.get("templates", ()),
             capabilities,
         )
+
+    async def _renew_subscriptions(self, link: BackendLink) -> None:
+        """A restarted server has forgotten what the sessions subscribed to: subscribe again."""
+        uris = self.subscriptions.uris_of(self.config.name) if self.subscriptions is not None else []
+        for uri in uris:
+            try:
+                await link.request("resources/subscribe", {"uri": uri})
+            except BackendRequestError as exc:
+                logger.warning("could not renew the subscription to {}: {}", uri, exc)
+        if uris:
+            logger.info("renewed {} resource subscriptions", len(uris))
 
     def _initialize_params(self) -> dict[str, Any]:
         return {

@@ -49,6 +49,7 @@ from actors.messages import (
 from actors.middleware import ClientInfo, Middleware, ToolCall
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol import negotiate_version
+from actors.subscriptions import Subscriptions
 from actors.uris import PREFIX_SEPARATOR
 from actors.watch import Watch
 
@@ -77,6 +78,7 @@ class SessionSettings:
     events: Broadcast[BackendEvent] | None = None  # backends' log messages and resource updates
     clients: ClientDirectory | None = None  # where backends find the only session connected
     middleware: tuple[Middleware, ...] = ()  # around tools/list and tools/call, in config order
+    subscriptions: Subscriptions = attrs.field(factory=Subscriptions)  # shared by the gateway's sessions
 
 
 @attrs.define(eq=False)
@@ -160,6 +162,7 @@ class Dispatcher:
                         )
                     background.cancel_scope.cancel()
         finally:
+            self._release_subscriptions()
             if self.settings.clients is not None:
                 self.settings.clients.leave(self.session)
             if self.asks is not None:
@@ -427,26 +430,46 @@ class Dispatcher:
         return answer
 
     async def _subscribe(self, request_id: RequestId, params: Params) -> Message:
-        """Forwarded to the owner; on success this session gets notifications/resources/updated for the
-        URI, under the form it used."""
+        """The first session to subscribe to a URI subscribes the gateway at the owner; the others only
+        join. This session then gets notifications/resources/updated for it, under the form it used."""
         routed = self._resource_owner(request_id, params)
         if isinstance(routed, ErrorResponse):
             return routed
         status, own, uri = routed
-        answer = await self._forward(status, "resources/subscribe", {**params, "uri": own}, request_id)
-        if isinstance(answer, Response):
-            self._subscriptions[(status.name, own)] = uri
+        table = self.settings.subscriptions
+        answer: Message = Response(request_id, {})
+        if table.add(status.name, own, self.session):
+            answer = await self._forward(status, "resources/subscribe", {**params, "uri": own}, request_id)
+            if not isinstance(answer, Response):
+                table.remove(status.name, own, self.session)
+                return answer
+        self._subscriptions[(status.name, own)] = uri
         return answer
 
     async def _unsubscribe(self, request_id: RequestId, params: Params) -> Message:
-        """Answered here: other sessions may still be subscribed at the backend, so it stays subscribed
-        and this session simply stops forwarding the updates."""
+        """This session stops getting the updates; the last session to leave unsubscribes the gateway."""
         routed = self._resource_owner(request_id, params)
         if isinstance(routed, ErrorResponse):
             return routed
         status, own, _ = routed
         self._subscriptions.pop((status.name, own), None)
+        if self.settings.subscriptions.remove(status.name, own, self.session):
+            return await self._forward(status, "resources/unsubscribe", {**params, "uri": own}, request_id)
         return Response(request_id, {})
+
+    def _release_subscriptions(self) -> None:
+        """At the end of the session: unsubscribe at the backends from what nobody else wants."""
+        view = self.catalog.value
+        for backend, uri in self.settings.subscriptions.drop_session(self.session):
+            status = view.backends.get(backend)
+            if status is None or not status.ready:
+                continue  # down: it forgot its subscriptions, and will not be given this one again
+            assert status.calls is not None
+            reply_to, reply_from = trio.open_memory_channel[Reply](1)
+            reply_from.close()  # nobody waits for the answer
+            call = Call(next_call_id(), "resources/unsubscribe", {"uri": uri}, self.session, reply_to)
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                status.calls.send_nowait(call)
 
     def _resource_owner(
         self, request_id: RequestId, params: Params

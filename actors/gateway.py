@@ -29,6 +29,7 @@ from actors.envelopes import BackendEvent
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.session import Session
+from actors.subscriptions import Subscriptions
 from actors.supervisor import ChildSpec, Restart, RestartPolicy, supervise
 from actors.transports.stdio import open_stdio_transport
 from actors.watch import Watch
@@ -59,6 +60,7 @@ class Gateway:
     listener: WebSocketListener | None = None
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
+    subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -122,6 +124,7 @@ class Gateway:
             settings.max_message_bytes,
             self.events,
             self.clients,
+            self.subscriptions,
         )
 
     def _session_settings(self) -> SessionSettings:
@@ -135,6 +138,7 @@ class Gateway:
             self.events,
             self.clients,
             self.middleware,
+            self.subscriptions,
         )
 
     async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:

@@ -19,6 +19,7 @@ from support import (
     DEADLINE_S,
     JsonRpcWriter,
     backend_entry,
+    fast_restarts,
     running,
     with_websocket,
     write_config,
@@ -417,33 +418,60 @@ async def test_resource_updates_reach_only_the_sessions_that_subscribed(tmp_path
         backend_entry("beta", "--only=add", "--resources"),
     ]
     config = with_websocket(write_config(tmp_path / "g.toml", backends))
+    shared = "beta+test://shared"
+    update = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": shared}}
     async with running(config) as gateway:
         url = gateway.websocket_url
         assert url is not None
         async with connect(url) as watcher, connect(url) as bystander:
-            await watcher.request(1, "resources/subscribe", {"uri": "beta+test://shared"})
-            assert (await watcher.answer_to(1))["result"] == {}
-            await bystander.call(2, "beta__touch", uri="test://shared")  # beta's own URI, as beta knows it
-            assert (await bystander.answer_to(2))["result"]["structuredContent"] == {"notified": True}
-            update = await watcher.receive()
-            assert update == {
-                "jsonrpc": "2.0",
-                "method": "notifications/resources/updated",
-                "params": {"uri": "beta+test://shared"},
-            }
-            await watcher.request(3, "resources/unsubscribe", {"uri": "beta+test://shared"})
-            assert (await watcher.answer_to(3))["result"] == {}
-            await bystander.call(
-                4, "beta__touch", uri="test://shared"
-            )  # beta stays subscribed (others may be)
-            assert (await bystander.answer_to(4))["result"]["structuredContent"] == {"notified": True}
-            await bystander.call(7, "touch", uri="test://shared")  # alpha's: nobody subscribed
-            assert (await bystander.answer_to(7))["result"]["structuredContent"] == {"notified": False}
-            await watcher.request(5, "ping")
+
+            async def touch(request_id: int, tool: str = "beta__touch") -> bool:
+                await bystander.call(
+                    request_id, tool, uri="test://shared"
+                )  # beta's own URI, as beta knows it
+                return (await bystander.answer_to(request_id))["result"]["structuredContent"]["notified"]
+
+            async with connect(url) as second:
+                for client in (watcher, second):
+                    await client.request(1, "resources/subscribe", {"uri": shared})
+                    assert (await client.answer_to(1))["result"] == {}
+                assert await touch(2)
+                assert await watcher.receive() == update
+                assert await second.receive() == update
+                await watcher.request(3, "resources/unsubscribe", {"uri": shared})
+                assert (await watcher.answer_to(3))["result"] == {}
+                assert await touch(4)  # `second` still wants it: beta stays subscribed
+                assert await second.receive() == update
+                assert not await touch(5, "touch")  # alpha's URI of that name: nobody subscribed
+            # `second` has gone: nobody wants the updates, so the gateway unsubscribes at beta.
+            with trio.fail_after(DEADLINE_S):
+                request_id = 6
+                while await touch(request_id):
+                    request_id += 1
+            await watcher.request(99, "ping")
             assert await watcher.receive() == {
                 "jsonrpc": "2.0",
-                "id": 5,
+                "id": 99,
                 "result": {},
             }  # no update came first
-            await bystander.request(6, "ping")
-            assert await bystander.receive() == {"jsonrpc": "2.0", "id": 6, "result": {}}  # it never got one
+
+
+async def test_subscriptions_are_renewed_when_the_backend_restarts(tmp_path: Path) -> None:
+    entry = backend_entry("alpha", "--only=crash", "--resources", restart=fast_restarts())
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry]))
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with connect(gateway.websocket_url) as client:
+            await client.request(1, "resources/subscribe", {"uri": "test://shared"})
+            assert (await client.answer_to(1))["result"] == {}
+            await client.call(2, "crash")
+            assert "error" in await client.answer_to(2)
+            with trio.fail_after(DEADLINE_S):  # the tools leave, then come back with the new process
+                while (await client.receive()).get("method") != "notifications/tools/list_changed":
+                    pass
+                while True:
+                    await client.call(3, "touch", uri="test://shared")
+                    answer = await client.answer_to(3)
+                    if "result" in answer:
+                        break
+            assert answer["result"]["structuredContent"] == {"notified": True}
