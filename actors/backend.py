@@ -19,13 +19,13 @@ from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
-from actors.subscriptions import Subscriptions
 from actors.config import BackendConfig, resolve_command
 from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
 from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
+from actors.subscriptions import Subscriptions
 from actors.transports.base import BackendTransport
 from actors.transports.process import ProcessTransport
 from actors.transports.websocket_backend import WebSocketBackendTransport

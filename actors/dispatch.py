@@ -6,7 +6,6 @@ OPERATING. Each request runs in its own task, so a slow call never blocks a ping
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import enum
 import time
@@ -48,9 +47,10 @@ from actors.messages import (
 )
 from actors.middleware import ClientInfo, Middleware, ToolCall
 from actors.middleware.chain import MiddlewareChain
+from actors.pages import page
 from actors.protocol import negotiate_version
+from actors.resource_routes import resource_route, template_owner, with_public_uri
 from actors.subscriptions import Subscriptions
-from actors.uris import PREFIX_SEPARATOR
 from actors.watch import Watch
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
@@ -390,34 +390,30 @@ class Dispatcher:
         tools = view.tools if self._chain is None else self._chain.tools(view.tools_version, view.tools)
         if isinstance(tools, RpcError):
             return ErrorResponse(request_id, tools)
-        return self._page(request_id, params, "tools", tools, view.tools_version)
+        return page(request_id, params, "tools", tools, view.tools_version, self.settings.page_size)
 
     async def _list_prompts(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
-        return self._page(request_id, params, "prompts", view.prompts, view.prompts_version)
-
-    def _page(
-        self, request_id: RequestId, params: Params, key: str, items: tuple[Any, ...], version: int
-    ) -> Message:
-        start = 0
-        if params.get("cursor") is not None:
-            start = _read_cursor(params["cursor"], version)
-            if start is None or start > len(items):
-                message = f"Invalid params: unknown cursor, or the {key} changed since; list from the start"
-                return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
-        end = start + self.settings.page_size
-        result: dict[str, Any] = {key: items[start:end]}
-        if end < len(items):
-            result["nextCursor"] = _make_cursor(version, end)
-        return Response(request_id, result)
+        return page(
+            request_id, params, "prompts", view.prompts, view.prompts_version, self.settings.page_size
+        )
 
     async def _list_resources(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
-        return self._page(request_id, params, "resources", view.resources, view.resources_version)
+        return page(
+            request_id, params, "resources", view.resources, view.resources_version, self.settings.page_size
+        )
 
     async def _list_templates(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
-        return self._page(request_id, params, "resourceTemplates", view.templates, view.resources_version)
+        return page(
+            request_id,
+            params,
+            "resourceTemplates",
+            view.templates,
+            view.resources_version,
+            self.settings.page_size,
+        )
 
     async def _read_resource(self, request_id: RequestId, params: Params) -> Message:
         routed = self._resource_owner(request_id, params)
@@ -426,7 +422,7 @@ class Dispatcher:
         status, own, uri = routed
         answer = await self._forward(status, "resources/read", {**params, "uri": own}, request_id)
         if own != uri and isinstance(answer, Response) and isinstance(answer.result, dict):
-            answer = Response(request_id, _with_public_uri(answer.result, own, uri))
+            answer = Response(request_id, with_public_uri(answer.result, own, uri))
         return answer
 
     async def _subscribe(self, request_id: RequestId, params: Params) -> Message:
@@ -479,7 +475,7 @@ class Dispatcher:
         if not isinstance(uri, str):
             return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, "Invalid params: a uri is required"))
         view = self.catalog.value
-        route = _resource_route(view, uri)
+        route = resource_route(view, uri)
         if route is None:
             return ErrorResponse(
                 request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", uri=uri)
@@ -498,7 +494,7 @@ class Dispatcher:
             route = view.prompt_routes.get(ref["name"])
             own_ref = {**ref, "name": route.tool} if route else ref
         elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
-            route, own = _template_owner(view, ref["uri"])
+            route, own = template_owner(view, ref["uri"])
             own_ref = {**ref, "uri": own}
         if route is None:
             message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
@@ -679,54 +675,6 @@ class Dispatcher:
 async def _send_quietly(channel: trio.MemorySendChannel[Any], item: object) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         await channel.send(item)
-
-
-def _resource_route(view: CatalogView, uri: str) -> Route | None:
-    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix."""
-    route = view.resource_routes.get(uri)
-    if route is not None:
-        return route
-    for template in view.template_routes:
-        own = template.owns(uri)
-        if own is not None:
-            return Route(template.backend, own)
-    backend, separator, own = uri.partition(PREFIX_SEPARATOR)
-    return Route(backend, own) if separator and backend in view.backends else None
-
-
-def _template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:
-    """The backend whose resource template is published as `published`, and the template's own form."""
-    for template in view.template_routes:
-        if published.startswith(template.prefix) and template.template == published[len(template.prefix) :]:
-            return Route(template.backend, template.template), template.template
-    return None, published
-
-
-def _with_public_uri(result: dict[str, Any], own: str, public: str) -> dict[str, Any]:
-    """The read result with the backend's URI replaced by the one the client asked for."""
-    contents = result.get("contents")
-    if not isinstance(contents, list):
-        return result
-    renamed = [
-        {**item, "uri": public} if isinstance(item, dict) and item.get("uri") == own else item
-        for item in contents
-    ]
-    return {**result, "contents": renamed}
-
-
-def _make_cursor(version: int, offset: int) -> str:
-    """Opaque to clients; valid while the list it pages through does not change."""
-    return base64.urlsafe_b64encode(f"{version}:{offset}".encode()).decode()
-
-
-def _read_cursor(cursor: object, version: int) -> int | None:
-    if not isinstance(cursor, str):
-        return None
-    try:
-        made_for, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
-        return int(offset) if int(made_for) == version and int(offset) >= 0 else None
-    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-        return None
 
 
 def _progress_token(params: Params) -> RequestId | None:
