@@ -15,7 +15,7 @@ import attrs
 import trio
 from loguru import logger
 
-from actors import __version__
+from actors import __version__, codec
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
@@ -31,6 +31,7 @@ from actors.transports.process import ProcessTransport
 from actors.transports.websocket_backend import WebSocketBackendTransport
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
+BATCH_MAX: Final = 64  # queued commands written to the backend together
 MAX_PAGES: Final = 1000  # a server that never stops paginating is broken
 # The lists the gateway aggregates: kind -> (method, result key, the capability that offers it).
 LISTS: Final = {
@@ -282,15 +283,27 @@ class Backend:
                 return
 
     async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:
-        async for command in inbox:
-            if isinstance(command, Call):
-                await link.forward(command)
-            elif isinstance(command, Cancel):
-                await link.cancel(command)
-            else:
-                if command.asks_to is not None:
-                    link.roots_hint = command.asks_to
-                await link.send(command.notification)
+        async for first in inbox:
+            commands = [first]
+            while len(commands) < BATCH_MAX:  # what else is queued goes in the same write
+                try:
+                    commands.append(inbox.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            frames = []
+            for command in commands:
+                if isinstance(command, Call):
+                    frames.append(link.frame_for(command))
+                elif isinstance(command, Cancel):
+                    frame = link.cancel_frame(command)
+                    if frame is not None:
+                        frames.append(frame)
+                else:
+                    if command.asks_to is not None:
+                        link.roots_hint = command.asks_to
+                    frames.append(codec.encode(command.notification))
+            if frames:
+                await link.send_frames(frames)
 
 
 def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:

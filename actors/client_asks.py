@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import trio
 from loguru import logger
 
 from actors.envelopes import Ask, Reply, ToClient, Withdraw
@@ -96,6 +97,16 @@ class ClientAsks:
         else:
             answer(ask, Reply(error=message.error))
         return True
+
+    def refuse_queued(self, asks: trio.MemoryReceiveChannel[ToClient], reason: str) -> None:
+        """Answer the Asks still queued for a session that will not read them."""
+        while True:
+            try:
+                item = asks.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            if isinstance(item, Ask):
+                answer(item, Reply(error=RpcError(INTERNAL_ERROR, reason)))
 
     def fail_all(self, reason: str) -> None:
         asked, self._asked = self._asked, {}

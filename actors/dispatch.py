@@ -22,7 +22,7 @@ from actors.broadcast import Broadcast
 from actors.catalog import BackendStatus, CatalogView, Route
 from actors.client_asks import ClientAsks
 from actors.clients import ClientDirectory
-from actors.envelopes import BackendEvent, Call, Cancel, Notify, Reply, ToClient, next_call_id
+from actors.envelopes import BackendEvent, Call, Cancel, Notify, Reply, ReplySlot, ToClient, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INVALID_PARAMS,
@@ -85,7 +85,7 @@ class SessionSettings:
 class _InFlight:
     scope: trio.CancelScope
     silent: bool = False  # cancelled by the client: the spec says send nothing
-    cancel_at_backend: Callable[[str], None] | None = None  # while the request is forwarded: tell the backend
+    forwarded: tuple[BackendStatus, int] | None = None  # while forwarded: the backend and its call id
 
 
 Handler = Callable[[RequestId, Params], Awaitable[Message]]
@@ -166,6 +166,7 @@ class Dispatcher:
             if self.settings.clients is not None:
                 self.settings.clients.leave(self.session)
             if self.asks is not None:
+                self._client_asks.refuse_queued(self.asks, "the client session ended")
                 self.asks.close()  # backends asking from now on learn the session is gone
             self._client_asks.fail_all("the client session ended before answering")
 
@@ -287,14 +288,11 @@ class Dispatcher:
                 entry = self._inflight.get(params.get("requestId"))  # type: ignore[arg-type]
                 if entry is not None and self._state is SessionState.OPERATING:
                     entry.silent = True
-                    if (
-                        entry.cancel_at_backend is not None
-                    ):  # now, so it reaches the backend before later calls
+                    if entry.forwarded is not None:  # now, so it reaches the backend before later calls
                         reason = params.get("reason")
-                        entry.cancel_at_backend(
-                            reason if isinstance(reason, str) else "cancelled by the client"
-                        )
-                        entry.cancel_at_backend = None
+                        reason = reason if isinstance(reason, str) else "cancelled by the client"
+                        self._cancel_at_backend(*entry.forwarded, reason)
+                        entry.forwarded = None
                     entry.scope.cancel()
             case method:
                 logger.debug("ignored notification {}", method)
@@ -461,9 +459,7 @@ class Dispatcher:
             if status is None or not status.ready:
                 continue  # down: it forgot its subscriptions, and will not be given this one again
             assert status.calls is not None
-            reply_to, reply_from = trio.open_memory_channel[Reply](1)
-            reply_from.close()  # nobody waits for the answer
-            call = Call(next_call_id(), "resources/unsubscribe", {"uri": uri}, self.session, reply_to)
+            call = Call(next_call_id(), "resources/unsubscribe", {"uri": uri}, self.session, ReplySlot())
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 status.calls.send_nowait(call)
 
@@ -571,51 +567,38 @@ class Dispatcher:
         call_id, token = next_call_id(), _progress_token(params)
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
-        reply_to, reply_from = trio.open_memory_channel[Reply](1)
-        call = Call(
-            call_id,
-            method,
-            params,
-            self.session,
-            reply_to,
-            self.outbox if token is not None else None,
-            token,
-            self.asks_to,
-        )
+        notify_to = self.outbox if token is not None else None
+        call = Call(call_id, method, params, self.session, ReplySlot(), notify_to, token, self.asks_to)
         entry = self._inflight.get(request_id)
-        cancel = partial(self._cancel_at_backend, backend, call_id)
         if entry is not None:
-            entry.cancel_at_backend = cancel
-        with reply_from:
-            try:
-                with trio.move_on_after(backend.request_timeout_s) as timer:
-                    reply = await self._exchange(backend, call, reply_from)
-            except trio.Cancelled:
-                if entry is None or entry.cancel_at_backend is not None:  # no client cancel has told it yet
-                    cancel("the gateway is shutting down")
-                raise
-            finally:
-                if entry is not None:
-                    entry.cancel_at_backend = None
+            entry.forwarded = (backend, call_id)
+        try:
+            with trio.move_on_after(backend.request_timeout_s) as timer:
+                reply = await self._exchange(backend, call)
+        except trio.Cancelled:
+            if entry is None or entry.forwarded is not None:  # no client cancel has told the backend yet
+                self._cancel_at_backend(backend, call_id, "the gateway is shutting down")
+            raise
+        finally:
+            if entry is not None:
+                entry.forwarded = None
         if timer.cancelled_caught:
-            cancel(f"no answer within {backend.request_timeout_s}s")
+            self._cancel_at_backend(backend, call_id, f"no answer within {backend.request_timeout_s}s")
             message = f"backend '{backend.name}' did not answer {method} within {backend.request_timeout_s}s"
             return ErrorResponse(request_id, rpc_error(REQUEST_TIMEOUT, message, backend=backend.name))
         if reply.error is not None:
             return ErrorResponse(request_id, reply.error)
         return Response(request_id, reply.result)
 
-    async def _exchange(
-        self, backend: BackendStatus, call: Call, reply_from: trio.MemoryReceiveChannel[Reply]
-    ) -> Reply:
+    async def _exchange(self, backend: BackendStatus, call: Call) -> Reply:
         assert backend.calls is not None
         try:
             await backend.calls.send(call)
-            return await reply_from.receive()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
             now = self.catalog.value.backends[backend.name]
             reason = f"it is {now.describe()}" if now.reason else "it went down as the call was sent"
             return Reply(error=unavailable(backend.name, reason))
+        return await call.reply_to.wait()
 
     def _cancel_at_backend(self, backend: BackendStatus, call_id: int, reason: str) -> None:
         assert backend.calls is not None

@@ -27,6 +27,32 @@ class Reply:
     error: RpcError | None = None
 
 
+class ReplySlot:
+    """Where the one reply to a Call or an Ask goes: filled once by whoever answers, awaited by the one
+    requester. It does a memory channel's job for a single item at a fraction of the cost (it is on every
+    call's path), and `fill` never blocks. A second fill is ignored: the first answer wins."""
+
+    __slots__ = ("_filled", "_reply")
+
+    def __init__(self) -> None:
+        self._reply: Reply | None = None
+        self._filled = trio.Event()
+
+    def fill(self, reply: Reply) -> None:
+        if self._reply is None:
+            self._reply = reply
+            self._filled.set()
+
+    @property
+    def filled(self) -> bool:
+        return self._reply is not None
+
+    async def wait(self) -> Reply:
+        await self._filled.wait()
+        assert self._reply is not None
+        return self._reply
+
+
 @attrs.frozen(slots=True, eq=False)
 class Call:
     """Requester -> Backend: forward one request. The backend answers on `reply_to` exactly once, even when it
@@ -36,7 +62,7 @@ class Call:
     method: str
     params: dict[str, Any] | None
     session: str
-    reply_to: trio.MemorySendChannel[Reply] = attrs.field(repr=False)
+    reply_to: ReplySlot = attrs.field(repr=False)
     notify_to: trio.MemorySendChannel[Message] | None = attrs.field(default=None, repr=False)
     progress_token: RequestId | None = None  # the client's token; the backend sees call_id instead
     asks_to: trio.MemorySendChannel[ToClient] | None = attrs.field(default=None, repr=False)  # its session
@@ -52,7 +78,7 @@ class Ask:
     backend: str
     method: str
     params: dict[str, Any] | None
-    reply_to: trio.MemorySendChannel[Reply] = attrs.field(repr=False)
+    reply_to: ReplySlot = attrs.field(repr=False)
 
 
 @attrs.frozen(slots=True)

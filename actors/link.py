@@ -18,7 +18,7 @@ from loguru import logger
 
 from actors import codec
 from actors.clients import ClientDirectory
-from actors.envelopes import Ask, Call, Cancel, Reply, ToClient, Withdraw, next_call_id
+from actors.envelopes import Ask, Call, Cancel, Reply, ReplySlot, ToClient, Withdraw, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -64,11 +64,9 @@ def unavailable(backend: str, reason: str) -> RpcError:
     )
 
 
-def answer(call: Call, reply: Reply) -> None:
-    """Deliver the one reply of a call. Never blocks: reply_to has room for exactly this one item."""
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
-        call.reply_to.send_nowait(reply)
-    call.reply_to.close()
+def answer(call: Call | Ask, reply: Reply) -> None:
+    """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
+    call.reply_to.fill(reply)
 
 
 @attrs.define
@@ -106,31 +104,38 @@ class BackendLink:
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.name}' is unavailable: {reason}"))
 
     async def send(self, message: Request | Notification | Response | ErrorResponse) -> None:
+        await self.send_frames([codec.encode(message)])
+
+    async def send_frames(self, frames: list[bytes]) -> None:
         try:
-            await self.transport.send(codec.encode(message))
+            await self.transport.send_many(frames)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.lose(BackendExitedError(f"connection lost while writing: {exc or type(exc).__name__}"))
             await trio.sleep_forever()  # the scope is cancelled; this only waits for it
 
     async def forward(self, call: Call) -> None:
-        self.inflight[call.call_id] = call
-        await self.send(Request(call.call_id, call.method, call.params))
+        await self.send_frames([self.frame_for(call)])
 
-    async def cancel(self, cancel: Cancel) -> None:
-        if self.inflight.pop(cancel.call_id, None) is not None:
-            params = {"requestId": cancel.call_id, "reason": cancel.reason}
-            await self.send(Notification("notifications/cancelled", params))
+    def frame_for(self, call: Call) -> bytes:
+        """The request frame of a call, which is in flight from now on."""
+        self.inflight[call.call_id] = call
+        return codec.encode(Request(call.call_id, call.method, call.params))
+
+    def cancel_frame(self, cancel: Cancel) -> bytes | None:
+        """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""
+        if self.inflight.pop(cancel.call_id, None) is None:
+            return None
+        params = {"requestId": cancel.call_id, "reason": cancel.reason}
+        return codec.encode(Notification("notifications/cancelled", params))
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """The gateway's own request to this backend; returns the result or raises BackendRequestError."""
-        reply_to, reply_from = trio.open_memory_channel[Reply](1)
-        call = Call(next_call_id(), method, params, "gateway", reply_to)
-        with reply_from:
-            await self.forward(call)
-            try:
-                reply = await reply_from.receive()
-            finally:
-                self.inflight.pop(call.call_id, None)
+        call = Call(next_call_id(), method, params, "gateway", ReplySlot())
+        await self.forward(call)
+        try:
+            reply = await call.reply_to.wait()
+        finally:
+            self.inflight.pop(call.call_id, None)
         if reply.error is not None:
             raise BackendRequestError(method, reply.error)
         return reply.result
@@ -257,8 +262,7 @@ class BackendLink:
         if target is None:
             self._refuse(request, why_not, nursery)
             return
-        reply_to, reply_from = trio.open_memory_channel[Reply](1)
-        ask = Ask(next_call_id(), self.name, request.method, params, reply_to)
+        ask = Ask(next_call_id(), self.name, request.method, params, ReplySlot())
         try:
             target.send_nowait(ask)
         except trio.WouldBlock:
@@ -271,17 +275,12 @@ class BackendLink:
             self._remember_elicitation(params.get("elicitationId"), target)
         scope = trio.CancelScope()
         self._asked[request.id] = (ask.ask_id, target, scope)
-        nursery.start_soon(self._relay_answer, request, reply_from, scope)
+        nursery.start_soon(self._relay_answer, request, ask.reply_to, scope)
 
-    async def _relay_answer(
-        self, request: Request, reply_from: trio.MemoryReceiveChannel[Reply], scope: trio.CancelScope
-    ) -> None:
+    async def _relay_answer(self, request: Request, slot: ReplySlot, scope: trio.CancelScope) -> None:
         """The client's answer (or the session's error) back to the backend under the backend's own id."""
-        with reply_from, scope:
-            try:
-                reply = await reply_from.receive()
-            except trio.EndOfChannel:
-                reply = Reply(error=RpcError(INTERNAL_ERROR, "the client session ended before answering"))
+        with scope:
+            reply = await slot.wait()
             self._asked.pop(request.id, None)
             if reply.error is not None:
                 await self.send(ErrorResponse(request.id, reply.error))

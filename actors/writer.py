@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 import attrs
 import trio
@@ -11,6 +12,8 @@ from loguru import logger
 from actors import codec
 from actors.messages import Message
 from actors.transports.base import Transport
+
+BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
 
 
 @attrs.define
@@ -31,8 +34,14 @@ class Writer:
         with self.outbox:
             task_status.started()
             async for message in self.outbox:
+                frames = [codec.encode(message)]
+                while len(frames) < BATCH_MAX:  # what else is ready goes in the same write
+                    try:
+                        frames.append(codec.encode(self.outbox.receive_nowait()))
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
                 try:
-                    await self.transport.send(codec.encode(message))
+                    await self.transport.send_many(frames)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     logger.info("client is gone; closing the session")
                     self.on_peer_gone()

@@ -10,7 +10,7 @@ import trio
 
 from actors.client_asks import ClientAsks, refusal
 from actors.clients import ClientDirectory
-from actors.envelopes import Ask, Call, Reply, ToClient, Withdraw
+from actors.envelopes import Ask, Call, ReplySlot, ToClient, Withdraw
 from actors.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.link import BackendLink
 from actors.messages import Message, Notification, Request, Response
@@ -25,8 +25,7 @@ def link(clients: ClientDirectory) -> BackendLink:
 
 
 def call_from(call_id: int, asks_to: trio.MemorySendChannel[ToClient]) -> Call:
-    reply_to, _ = trio.open_memory_channel[Reply](1)
-    return Call(call_id, "tools/call", {}, "s", reply_to, asks_to=asks_to)
+    return Call(call_id, "tools/call", {}, "s", ReplySlot(), asks_to=asks_to)
 
 
 async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_never_a_guess() -> None:
@@ -90,21 +89,21 @@ async def test_the_session_answers_every_ask_once_even_when_it_ends_first() -> N
     asks = ClientAsks(send, {"sampling": {}})
     replies = []
     for ask_id in (7, 8, 9):
-        reply_to, reply_from = trio.open_memory_channel[Reply](1)
-        replies.append(reply_from)
-        await asks.take(Ask(ask_id, "alpha", "sampling/createMessage", {}, reply_to), operating=True)
+        slot = ReplySlot()
+        replies.append(slot)
+        await asks.take(Ask(ask_id, "alpha", "sampling/createMessage", {}, slot), operating=True)
     assert [m.id for m in sent] == [7, 8, 9] and all(isinstance(m, Request) for m in sent)  # type: ignore[union-attr]
     assert asks.settle(Response(7, {"role": "assistant"}))
-    assert (await replies[0].receive()).result == {"role": "assistant"}
+    assert (await replies[0].wait()).result == {"role": "assistant"}
     assert not asks.settle(Response(7, {}))  # answered already: not ours any more
     await asks.take(Withdraw(8, "the server gave up"), operating=True)
     assert sent[-1] == Notification(
         "notifications/cancelled", {"requestId": 8, "reason": "the server gave up"}
     )
     asks.fail_all("the client session ended before answering")
-    reply = await replies[2].receive()
+    reply = await replies[2].wait()
     assert reply.error is not None and "ended" in reply.error.message
-    reply_to, reply_from = trio.open_memory_channel[Reply](1)
-    await asks.take(Ask(10, "alpha", "sampling/createMessage", {}, reply_to), operating=False)
-    reply = await reply_from.receive()
+    slot = ReplySlot()
+    await asks.take(Ask(10, "alpha", "sampling/createMessage", {}, slot), operating=False)
+    reply = await slot.wait()
     assert reply.error is not None and "initializing" in reply.error.message

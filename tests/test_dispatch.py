@@ -158,7 +158,7 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         call = await h.backend.receive()
         assert isinstance(call, Call)
         assert call.params == {"name": "echo", "arguments": {"text": "hi"}}
-        call.reply_to.send_nowait(Reply(result={"content": [], "isError": False}))
+        call.reply_to.fill(Reply(result={"content": [], "isError": False}))
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})
 
 
@@ -193,9 +193,9 @@ async def test_slow_call_blocks_neither_ping_nor_other_calls() -> None:
         await h.inbox.send(Request("fast", "tools/call", {"name": "echo"}))
         fast = await h.backend.receive()
         assert isinstance(fast, Call) and isinstance(slow, Call)
-        fast.reply_to.send_nowait(Reply(result={"n": 2}))
+        fast.reply_to.fill(Reply(result={"n": 2}))
         assert await h.outbox.receive() == Response("fast", {"n": 2})
-        slow.reply_to.send_nowait(Reply(result={"n": 1}))
+        slow.reply_to.fill(Reply(result={"n": 1}))
         assert await h.outbox.receive() == Response("slow", {"n": 1})
 
 
@@ -270,7 +270,7 @@ async def test_end_of_input_lets_in_flight_requests_finish() -> None:
         call = await h.backend.receive()
         await h.inbox.aclose()
         assert isinstance(call, Call)
-        call.reply_to.send_nowait(Reply(result={"late": True}))
+        call.reply_to.fill(Reply(result={"late": True}))
         assert await h.outbox.receive() == Response(1, {"late": True})
         with trio.fail_after(1):  # the outbox ends: the dispatcher finished
             async for extra in h.outbox:

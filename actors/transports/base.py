@@ -6,6 +6,7 @@ HTTP) adds a module here and no branch in any actor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import trio
@@ -21,6 +22,11 @@ class Transport(Protocol):
     async def send(self, frame: bytes) -> None:
         """Send one frame. Safe to call from several tasks; frames never interleave.
         Raises trio.BrokenResourceError or trio.ClosedResourceError when the peer is gone."""
+        ...
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        """Send frames in order, in as few writes as the transport allows (one, for newline framing).
+        Otherwise as `send`."""
         ...
 
     async def aclose(self) -> None: ...

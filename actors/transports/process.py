@@ -84,6 +84,9 @@ class ProcessTransport:
     async def send(self, frame: bytes) -> None:
         await self._lines.send(frame)
 
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        await self._lines.send_many(frames)
+
     async def aclose(self) -> None:
         await self.stop(close_wait_s=0.0, term_wait_s=0.0)
 

@@ -7,6 +7,7 @@ stops reading, 1001 when the gateway shuts down, 1011 for a peer that stops answ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import trio
@@ -60,6 +61,10 @@ class WebSocketTransport:
             logger.warning("closing with 1008: the client read nothing for {}s", self.send_timeout_s)
             await self.close(CLOSE_POLICY_VIOLATION, "the client is not reading its messages")
             raise trio.BrokenResourceError("the client is not reading")
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        for frame in frames:  # a WebSocket message per frame
+            await self.send(frame)
 
     async def close(self, code: int, reason: str | None = None) -> None:
         with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_WAIT_S):
