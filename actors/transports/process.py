@@ -26,6 +26,7 @@ from loguru import logger
 from actors.errors import BackendStartError
 from actors.log import RateLimiter
 from actors.transports.lines import READ_SIZE, LineStream
+from actors.transports.pipes import PipeStream
 
 STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
@@ -39,7 +40,9 @@ class ProcessTransport:
     def __init__(self, process: trio.Process, max_bytes: int) -> None:
         assert process.stdin and process.stdout and process.stderr
         self.process = process
-        self._lines = LineStream(process.stdout, process.stdin, max_bytes)
+        stdout, stdin = process.stdout, process.stdin
+        assert isinstance(stdout, trio.lowlevel.FdStream) and isinstance(stdin, trio.lowlevel.FdStream)
+        self._lines = LineStream(PipeStream(stdout), PipeStream(stdin), max_bytes)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self.ended = trio.Event()  # stderr has closed: the process has gone and its last words are in
 

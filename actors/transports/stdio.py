@@ -8,6 +8,7 @@ import stat
 import trio
 
 from actors.transports.lines import LineStream
+from actors.transports.pipes import PipeStream
 
 
 class _RegularFileStream(trio.abc.HalfCloseableStream):
@@ -42,7 +43,7 @@ def _stream(fd: int) -> trio.abc.HalfCloseableStream:
     own = os.dup(fd)
     if stat.S_ISREG(os.fstat(own).st_mode):
         return _RegularFileStream(own)
-    return trio.lowlevel.FdStream(own)
+    return PipeStream(trio.lowlevel.FdStream(own))
 
 
 def open_stdio_transport(max_bytes: int) -> LineStream:
