@@ -1,4 +1,5 @@
-"""Benchmark: the same backend reached directly, through the gateway over stdio and over WebSocket.
+"""Benchmark: the same backend reached directly, through the gateway over stdio and over WebSocket, and
+through FastMCP's proxy when `fastmcp` can be imported (by --fastmcp-python, default this interpreter).
 
 Rounds are interleaved (direct, stdio, websocket, direct, ...) so the ratios hold on a noisy machine. The
 client is a lean one of ours (orjson over pipes or a WebSocket, many calls in flight on one connection), so
@@ -6,6 +7,7 @@ what is measured is the path, not a client library. Two backends: the official S
 run) and a lean one that answers from a template (so the gateway's own cost is visible).
 
     scripts/bench [--concurrency 1,8,64] [--seconds S] [--rounds R] [--backends sdk,lean] [--json FILE]
+                  [--fastmcp-python PYTHON]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ BACKENDS: Final = {
     "sdk": ROOT / "scripts/backends/sdk_echo.py",
     "lean": ROOT / "scripts/backends/lean_echo.py",
 }
+FASTMCP_PROXY: Final = ROOT / "scripts/backends/fastmcp_proxy.py"
 STARTED: Final[list[trio.Process]] = []  # every process this run started, stopped at the end
 INITIALIZE: Final = {
     "protocolVersion": "2025-11-25",
@@ -221,7 +224,12 @@ def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:
 
 async def run(args: argparse.Namespace) -> int:
     levels = [int(level) for level in args.concurrency.split(",")]
-    report: dict[str, Any] = {"machine": machine(), "results": [], "gateway_peak_rss_mib": {}}
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "results": [],
+        "gateway_peak_rss_mib": {},
+        "fastmcp": fastmcp_version(args.fastmcp_python),
+    }
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         try:
             await _measure_all(args, levels, report, Path(folder))
@@ -268,6 +276,9 @@ async def _measure_all(
                     port,
                 ),
             }
+            if report["fastmcp"]:
+                proxy = [args.fastmcp_python, str(FASTMCP_PROXY), sys.executable, str(backend)]
+                peers["fastmcp proxy"] = await stdio_peer(nursery, proxy, True)
             for level in levels:
                 samples = {name: Sample() for name in peers}
                 for _ in range(args.rounds):
@@ -280,6 +291,21 @@ async def _measure_all(
                 if peer.gateway_pid:
                     report["gateway_peak_rss_mib"][f"{backend_name} {name}"] = peak_rss_mib(peer.gateway_pid)
         nursery.cancel_scope.cancel()
+
+
+def fastmcp_version(python: str) -> str | None:
+    """fastmcp's version as `python` imports it, or None when it cannot."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import fastmcp; print(fastmcp.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def machine() -> str:
@@ -312,10 +338,13 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         )
     for name, rss in report["gateway_peak_rss_mib"].items():
         print(f"gateway peak RSS ({name}): {rss:.1f} MiB")
-    try:
-        import fastmcp  # noqa: F401
-    except ImportError:
-        print("FastMCP's proxy: skipped (pip install fastmcp to compare with it)")
+    if report["fastmcp"]:
+        print(f"FastMCP's proxy: fastmcp {report['fastmcp']} under {args.fastmcp_python}")
+    else:
+        print(
+            f"FastMCP's proxy: skipped ({args.fastmcp_python} cannot import fastmcp; pip install fastmcp, "
+            "or point --fastmcp-python at a Python that can)"
+        )
 
 
 def main() -> int:
@@ -327,6 +356,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--backends", default="sdk,lean", help="sdk, lean or both (default)")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument(
+        "--fastmcp-python",
+        default=os.environ.get("FASTMCP_PYTHON", sys.executable),
+        help="a Python that can import fastmcp, for the FastMCP proxy rows (default: this one)",
+    )
     return trio.run(run, parser.parse_args())
 
 
