@@ -27,6 +27,13 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
+from bench_scenarios import (
+    backend_kill,
+    big_catalog,
+    catalog_rebuild,
+    idle_memory,
+    idle_websocket_sessions,
+)
 from proctools import children, cpu_seconds, peak_rss_mib
 from trio_websocket import WebSocketConnection, connect_websocket_url
 
@@ -235,10 +242,12 @@ async def run(args: argparse.Namespace) -> int:
             await _measure_all(args, levels, report, Path(folder))
         finally:
             await stop_all()
+        report["scenarios"] = await _scenarios(args, Path(folder))
     print_report(report, args)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
-    return 1 if any(entry["errors"] for entry in report["results"]) else 0
+    lost = report["scenarios"].get("kill", {}).get("unanswered", 0)
+    return 1 if lost or any(entry["errors"] for entry in report["results"]) else 0
 
 
 async def stop_all() -> None:
@@ -308,6 +317,51 @@ def fastmcp_version(python: str) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    chosen = set(args.scenarios.split(",")) - {"none", ""}
+    results: dict[str, Any] = {}
+    if "catalog" in chosen:
+        results["catalog"] = await big_catalog(folder, args.catalog_backends, args.tools_per_backend)
+        results["catalog_rebuild"] = catalog_rebuild(args.catalog_backends, args.tools_per_backend)
+    if "memory" in chosen:
+        results["memory"] = await idle_memory(folder, args.memory_backends)
+    if "sessions" in chosen:
+        results["sessions"] = await idle_websocket_sessions(folder, args.sessions, free_port())
+    if "kill" in chosen:
+        results["kill"] = await backend_kill(folder, args.kills, args.kill_in_flight)
+    return results
+
+
+def print_scenarios(scenarios: dict[str, Any]) -> None:
+    if "catalog" in scenarios:
+        c, r = scenarios["catalog"], scenarios["catalog_rebuild"]
+        print(
+            f"catalog: {c['tools']} tools from {c['backends']} backends: "
+            f"ready {c['startup_to_ready_s']:.2f}s "
+            f"after start; tools/list page of {c['page_size']}: p50 {c['list_page']['p50_ms']:.2f} ms, "
+            f"p99 {c['list_page']['p99_ms']:.2f} ms; rebuild after one backend's restart: p50 "
+            f"{r['rebuild']['p50_ms']:.2f} ms, p99 {r['rebuild']['p99_ms']:.2f} ms; gateway RSS "
+            f"{c['gateway_rss_mib']:.1f} MiB"
+        )
+    if "memory" in scenarios:
+        m = scenarios["memory"]
+        print(f"idle: gateway RSS {m['gateway_rss_mib']:.1f} MiB with {m['backends']} backends")
+    if "sessions" in scenarios:
+        s = scenarios["sessions"]
+        print(
+            f"sessions: {s['sessions']} idle WebSocket sessions: "
+            f"gateway RSS {s['gateway_rss_mib_before']:.1f} "
+            f"-> {s['gateway_rss_mib_after']:.1f} MiB, {s['kib_per_session']:.1f} KiB per session"
+        )
+    if "kill" in scenarios:
+        k = scenarios["kill"]
+        print(
+            f"kill: {k['kills']} SIGKILLs with {k['calls_in_flight_each']} calls in flight: answered after "
+            f"p50 {k['in_flight_answered']['p50_ms']:.1f} ms, p99 {k['in_flight_answered']['p99_ms']:.1f} ms "
+            f"({k['unanswered']} unanswered); tools back after p50 {k['tools_back']['p50_ms']:.0f} ms"
+        )
+
+
 def machine() -> str:
     cpu = next(
         (
@@ -338,6 +392,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         )
     for name, rss in report["gateway_peak_rss_mib"].items():
         print(f"gateway peak RSS ({name}): {rss:.1f} MiB")
+    print_scenarios(report.get("scenarios", {}))
     if report["fastmcp"]:
         print(f"FastMCP's proxy: fastmcp {report['fastmcp']} under {args.fastmcp_python}")
     else:
@@ -356,6 +411,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--backends", default="sdk,lean", help="sdk, lean or both (default)")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument(
+        "--scenarios",
+        default="catalog,memory,sessions,kill",
+        help="extra scenarios, comma-separated, or none (default: all four)",
+    )
+    parser.add_argument("--catalog-backends", type=int, default=50, help="backends of the big catalog")
+    parser.add_argument("--tools-per-backend", type=int, default=200, help="tools each (default 200)")
+    parser.add_argument("--memory-backends", type=int, default=10, help="backends of the idle-RSS run")
+    parser.add_argument("--sessions", type=int, default=1000, help="idle WebSocket sessions (default 1000)")
+    parser.add_argument("--kills", type=int, default=5, help="backend kills (default 5)")
+    parser.add_argument("--kill-in-flight", type=int, default=20, help="calls in flight at each kill")
     parser.add_argument(
         "--fastmcp-python",
         default=os.environ.get("FASTMCP_PYTHON", sys.executable),

@@ -55,10 +55,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 def peak_rss_mib(pid: int) -> float:
+    return _status_kib(pid, "VmHWM:") / 1024
+
+
+def rss_kib(pid: int) -> float:
+    """Resident memory now."""
+    return _status_kib(pid, "VmRSS:")
+
+
+def _status_kib(pid: int, key: str) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(key):
+                return float(line.split()[1])
     except OSError:
         pass
     return float("nan")

@@ -1,4 +1,5 @@
-"""scripts/bench still runs and reports every path (a smoke run; speed is judged by a real run, not here)."""
+"""scripts/bench still runs and reports every path and scenario (a smoke run at tiny sizes; speed is judged
+by a real run, not here)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,18 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
         "lean",
         "--json",
         str(out),
+        "--catalog-backends",
+        "3",
+        "--tools-per-backend",
+        "20",
+        "--memory-backends",
+        "2",
+        "--sessions",
+        "10",
+        "--kills",
+        "1",
+        "--kill-in-flight",
+        "5",
     ]
     done = subprocess.run(
         [sys.executable, "scripts/bench.py", *argv],
@@ -43,3 +56,11 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
         if entry["path"] != "direct":
             assert entry["gateway_cpu_us_per_call"] > 0 and "calls_ratio" in entry
     assert "gateway stdio" in done.stdout and "MiB" in done.stdout
+    scenarios = report["scenarios"]
+    assert scenarios["catalog"]["tools"] == 60 and scenarios["catalog"]["list_page"]["p50_ms"] > 0
+    assert scenarios["catalog_rebuild"]["tools"] == 60
+    assert scenarios["memory"]["gateway_rss_mib"] > 0
+    assert scenarios["sessions"]["sessions"] == 10
+    assert scenarios["kill"]["unanswered"] == 0 and scenarios["kill"]["tools_back"]["p50_ms"] > 0
+    for line in ("catalog: 60 tools from 3 backends", "idle WebSocket sessions", "SIGKILLs"):
+        assert line in done.stdout

@@ -1,6 +1,6 @@
 """FastMCP's proxy in front of one stdio backend, for scripts/bench's comparison (needs `fastmcp`).
 
-    python scripts/backends/fastmcp_proxy.py COMMAND [ARGS...]
+python scripts/backends/fastmcp_proxy.py COMMAND [ARGS...]
 """
 
 from __future__ import annotations

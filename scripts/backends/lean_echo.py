@@ -28,7 +28,18 @@ def answer(request_id: object, result: bytes) -> bytes:
     return b'{"jsonrpc":"2.0","id":' + orjson.dumps(request_id) + b',"result":' + result + b"}\n"
 
 
+def catalog(extra: int) -> bytes:
+    """tools/list with echo and `extra` more tools (for the bench's big-catalog scenario)."""
+    tools = orjson.loads(TOOLS)["tools"]
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+    for n in range(extra):
+        tools.append({"name": f"tool_{n}", "description": f"Extra tool number {n}.", "inputSchema": schema})
+    return orjson.dumps({"tools": tools})
+
+
 def main() -> int:
+    """lean_echo.py [--tools N]: N more tools beside echo (each answers like echo)."""
+    listing = catalog(int(sys.argv[2])) if sys.argv[1:2] == ["--tools"] else TOOLS
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         if not line.strip():
@@ -45,7 +56,7 @@ def main() -> int:
             info = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": server}
             out.write(answer(request_id, orjson.dumps(info)))
         elif method == "tools/list":
-            out.write(answer(request_id, TOOLS))
+            out.write(answer(request_id, listing))
         elif method == "ping":
             out.write(answer(request_id, b"{}"))
         else:
