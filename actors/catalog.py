@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
@@ -168,9 +169,23 @@ class _Entry:
     templates: tuple[Tool, ...] = ()
     originals: dict[str, str] = attrs.field(factory=dict)  # renamed by the policy -> the backend's own name
     policy: ToolPolicy = attrs.field(factory=ToolPolicy)
+    # Rebuilding a big catalog after one backend's restart should cost what changed, not everything:
+    # what was computed from this backend's list and public names, kept while neither changes.
+    _memo: dict[str, tuple[tuple[Tool, ...], Mapping[str, str], Any]] = attrs.field(factory=dict)
 
     def take(self, tools: tuple[Tool, ...]) -> None:
         self.tools, self.originals = self.policy.apply(tools)
+
+    def memo(
+        self, kind: str, items: tuple[Tool, ...], names: Mapping[str, str], make: Callable[[], Any]
+    ) -> Any:
+        """make(), or what it gave last time for the same list (the same tuple) and the same names."""
+        cached = self._memo.get(kind)
+        if cached is not None and cached[0] is items and cached[1] == names:
+            return cached[2]
+        made = make()
+        self._memo[kind] = (items, names, made)
+        return made
 
 
 @attrs.define
@@ -255,9 +270,11 @@ class Catalog:
     def _warn_about_names(self, routes: Mapping[str, Route]) -> None:
         """Clients may refuse tool names over 64 characters or outside [A-Za-z0-9_.-]: say so, once each."""
         for public, route in routes.items():
-            if public in self._warned or (len(public) <= MAX_NAME_LENGTH and PORTABLE_NAME.fullmatch(public)):
+            if public in self._warned:
                 continue
-            self._warned.add(public)
+            self._warned.add(public)  # checked: each name once
+            if len(public) <= MAX_NAME_LENGTH and PORTABLE_NAME.fullmatch(public):
+                continue
             logger.bind(backend=route.backend).warning(
                 "tool name {!r} is longer than {} characters or uses characters outside [A-Za-z0-9_.-]; "
                 "some clients refuse it (rename it in [backends.tools])",
@@ -267,13 +284,14 @@ class Catalog:
 
     def view(self) -> CatalogView:
         names = assign_public_names(self.order, {n: e.tools for n, e in self._entries.items()}, self.rule)
-        routes = {
-            public: Route(backend, self._entries[backend].originals.get(tool, tool))
-            for backend, mine in names.items()
-            for tool, public in mine.items()
-        }
+        routes: dict[str, Route] = {}
+        for backend, mine in names.items():
+            entry = self._entries[backend]
+            routes.update(
+                entry.memo("routes", entry.tools, mine, partial(_routes, backend, mine, entry.originals))
+            )
         self._warn_about_names(routes)
-        tools = self._published(names, lambda entry: entry.tools)
+        tools = self._published(names, "tools")
         if tools != self._tools:
             self._tools, self._tools_version = tools, self._tools_version + 1
         prompt_names = assign_public_names(
@@ -284,7 +302,7 @@ class Catalog:
             for backend, mine in prompt_names.items()
             for prompt, public in mine.items()
         }
-        prompts = self._published(prompt_names, lambda entry: entry.prompts)
+        prompts = self._published(prompt_names, "prompts")
         if prompts != self._prompts:
             self._prompts, self._prompts_version = prompts, self._prompts_version + 1
         always = self.rule != PREFIX_ON_COLLISION
@@ -294,8 +312,8 @@ class Catalog:
         patterns = assign_public_uris(
             self.order, {n: e.templates for n, e in self._entries.items()}, "uriTemplate", always
         )
-        resources = self._published(uris, lambda entry: entry.resources, "uri")
-        templates = self._published(patterns, lambda entry: entry.templates, "uriTemplate")
+        resources = self._published(uris, "resources", "uri")
+        templates = self._published(patterns, "templates", "uriTemplate")
         if (resources, templates) != self._resources:
             self._resources, self._resources_version = (resources, templates), self._resources_version + 1
         return CatalogView(
@@ -325,16 +343,21 @@ class Catalog:
     def _published(
         self,
         names: Mapping[str, Mapping[str, str]],
-        items: Callable[[_Entry], tuple[Tool, ...]],
+        kind: str,  # the _Entry list: tools, prompts, resources or templates
         key: str = "name",
     ) -> tuple[Tool, ...]:
         """What ready backends offer, under their public names (or URIs)."""
-        return tuple(
-            item
-            for backend, entry in self._entries.items()
-            if entry.status.state is BackendState.READY
-            for item in _rename(items(entry), names[backend], key)
-        )
+        published: list[Tool] = []
+        for backend, entry in self._entries.items():
+            if entry.status.state is BackendState.READY:
+                mine, listed = names[backend], getattr(entry, kind)
+                published += entry.memo(kind, listed, mine, partial(_rename, listed, mine, key))
+        return tuple(published)
+
+
+def _routes(backend: str, names: Mapping[str, str], originals: Mapping[str, str]) -> dict[str, Route]:
+    """public name -> (backend, the backend's own name), for one backend."""
+    return {public: Route(backend, originals.get(tool, tool)) for tool, public in names.items()}
 
 
 def _down(status: BackendStatus, state: BackendState, reason: str) -> BackendStatus:

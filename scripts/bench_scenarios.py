@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import orjson
 import trio
+from loguru import logger
 from proctools import children, rss_kib
 from trio_websocket import HandshakeError, open_websocket_url
 
@@ -162,6 +163,7 @@ def catalog_rebuild(backends: int, tools_each: int, repeats: int = 20) -> dict[s
     from actors.envelopes import BackendReady
     from actors.supervisor import ChildRestarting
 
+    logger.disable("actors")  # the catalog's own work, not the log lines it writes
     names = [f"b{n}" for n in range(backends)]
     schema = {"type": "object", "properties": {"text": {"type": "string"}}}
     tools = tuple({"name": f"tool_{n}", "description": "x", "inputSchema": schema} for n in range(tools_each))
