@@ -62,5 +62,5 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
     assert scenarios["memory"]["gateway_rss_mib"] > 0
     assert scenarios["sessions"]["sessions"] == 10
     assert scenarios["kill"]["unanswered"] == 0 and scenarios["kill"]["tools_back"]["p50_ms"] > 0
-    for line in ("catalog: 60 tools from 3 backends", "idle WebSocket sessions", "SIGKILLs"):
+    for line in ("catalog: 60 tools from 3 backends", "rebuild after", "idle WebSocket sessions", "SIGKILLs"):
         assert line in done.stdout
