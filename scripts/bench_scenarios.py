@@ -16,7 +16,7 @@ from typing import Any, Final
 import orjson
 import trio
 from loguru import logger
-from proctools import children, rss_kib
+from proctools import children, rss_kib, terminate
 from trio_websocket import HandshakeError, open_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -235,11 +235,7 @@ async def idle_websocket_sessions(folder: Path, sessions: int, port: int) -> dic
             after = rss_kib(process.pid)
             done.set()
     finally:
-        process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(15):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
+        await terminate(process, 15)
     return {
         "sessions": sessions,
         "gateway_rss_mib_before": before / 1024,

@@ -28,7 +28,7 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
-from proctools import alive, descendants, peak_rss_mib
+from proctools import alive, descendants, peak_rss_mib, terminate
 from trio_websocket import ConnectionClosed, WebSocketConnection, connect_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -306,12 +306,7 @@ async def run(args: argparse.Namespace) -> int:
                 family = descendants(gateway.pid)
                 nursery.cancel_scope.cancel()
         finally:
-            gateway.send_signal(signal.SIGTERM)
-            with trio.move_on_after(10):
-                await gateway.wait()
-            if gateway.returncode is None:
-                gateway.kill()
-                await gateway.wait()
+            await terminate(gateway, 10)
         with trio.move_on_after(5):
             while any(alive(pid) for pid in family):  # noqa: ASYNC110 - not our children: nothing to wait on
                 await trio.sleep(0.1)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Final
+
+import trio
 
 TICK: Final = os.sysconf("SC_CLK_TCK")
 
@@ -46,6 +49,16 @@ def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     fields = _stat_fields(pid)
     return fields is not None and fields[0] not in ("Z", "X")
+
+
+async def terminate(process: trio.Process, wait_s: float) -> None:
+    """SIGTERM, up to `wait_s` for it to exit, then SIGKILL and reap."""
+    process.send_signal(signal.SIGTERM)
+    with trio.move_on_after(wait_s):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
 
 
 def cpu_seconds(pid: int) -> float:
