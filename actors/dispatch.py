@@ -512,9 +512,10 @@ class Dispatcher:
         if self._chain is None:
             return await self._forward_named(request_id, params, "tools/call", "tool", view.routes)
         name = params.get("name")
-        route = view.routes.get(name) if isinstance(name, str) else None
+        routes = view.routes
         if isinstance(name, str) and self._chain.hides(view.tools_version, view.tools, name):
-            route = None  # filtered out for this client: as unknown as a name nobody has
+            routes = {}  # filtered out for this client: as unknown as a name nobody has
+        route = routes.get(name) if isinstance(name, str) else None
         call = ToolCall(
             self._chain.client,
             name if isinstance(name, str) else "",
@@ -525,16 +526,12 @@ class Dispatcher:
         )
 
         async def forward(call: ToolCall) -> Message:
-            if route is None and isinstance(name, str):
-                return ErrorResponse(
-                    request_id, rpc_error(INVALID_PARAMS, f"Unknown tool: {name}", tool=name)
-                )
             changed = (
                 params
                 if call.arguments is params.get("arguments")
                 else {**params, "arguments": call.arguments}
             )
-            return await self._forward_named(request_id, changed, "tools/call", "tool", view.routes)
+            return await self._forward_named(request_id, changed, "tools/call", "tool", routes)
 
         return await self._chain.call(request_id, call, forward)
 

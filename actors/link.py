@@ -243,9 +243,10 @@ class BackendLink:
             return next(iter(callers.values())), ""
         if len(callers) > 1:
             return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
-        hint, self.roots_hint = self.roots_hint, None
-        if method == "roots/list" and hint is not None and not _closed(hint):
-            return hint, ""
+        if method == "roots/list" and self.roots_hint is not None:
+            hint, self.roots_hint = self.roots_hint, None  # used once
+            if not _closed(hint):
+                return hint, ""
         only = self.clients.only() if self.clients is not None else None
         if only is not None:
             return only, ""

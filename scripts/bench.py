@@ -33,6 +33,7 @@ from bench_scenarios import (
     catalog_rebuild,
     idle_memory,
     idle_websocket_sessions,
+    write_config,
 )
 from proctools import children, cpu_seconds, peak_rss_mib
 from trio_websocket import WebSocketConnection, connect_websocket_url
@@ -191,21 +192,8 @@ def free_port() -> int:
 
 
 def gateway_config(folder: Path, backend: Path, port: int | None) -> Path:
-    lines = [
-        "[gateway]",
-        'name = "bench-gateway"',
-        "[[backends]]",
-        'name = "echo"',
-        f"command = {orjson.dumps(sys.executable).decode()}",
-        f"args = [{orjson.dumps(str(backend)).decode()}]",
-        "[backends.health]",
-        "interval_s = 0",
-    ]
-    if port is not None:
-        lines += ["[websocket]", f"port = {port}"]
-    path = folder / f"bench-{backend.stem}-{port or 'stdio'}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    websocket = ["[websocket]", f"port = {port}"] if port is not None else []
+    return write_config(folder, f"bench-{backend.stem}-{port or 'stdio'}", [[str(backend)]], *websocket)
 
 
 def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:

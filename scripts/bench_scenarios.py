@@ -29,7 +29,9 @@ INITIALIZE: Final = {
 }
 
 
-def _config(folder: Path, name: str, backends: list[list[str]], *extra: str) -> Path:
+def write_config(folder: Path, name: str, backends: list[list[str]], *extra: str) -> Path:
+    """A gateway config with one backend per argv (run by this Python), health pings off, quick restarts;
+    `extra` lines are appended (a [websocket] table, say)."""
     lines = ["[gateway]", 'name = "bench-gateway"', "startup_timeout_s = 120", "page_size = 100"]
     for index, argv in enumerate(backends):
         lines += [
@@ -126,7 +128,7 @@ def _quantiles_ms(samples: list[float]) -> dict[str, float]:
 
 async def big_catalog(folder: Path, backends: int, tools_each: int, listings: int = 5) -> dict[str, Any]:
     """Start-up to ready with many backends, then tools/list page by page over the whole catalog."""
-    config = _config(folder, "catalog", [[str(LEAN), "--tools", str(tools_each - 1)]] * backends)
+    config = write_config(folder, "catalog", [[str(LEAN), "--tools", str(tools_each - 1)]] * backends)
     async with trio.open_nursery() as nursery:
         started = trio.current_time()
         gateway = await StdioGateway.start(nursery, config)
@@ -184,7 +186,7 @@ def catalog_rebuild(backends: int, tools_each: int, repeats: int = 20) -> dict[s
 
 
 async def idle_memory(folder: Path, backends: int) -> dict[str, Any]:
-    config = _config(folder, "idle", [[str(LEAN)]] * backends)
+    config = write_config(folder, "idle", [[str(LEAN)]] * backends)
     async with trio.open_nursery() as nursery:
         gateway = await StdioGateway.start(nursery, config)
         await gateway.initialize()
@@ -197,7 +199,7 @@ async def idle_memory(folder: Path, backends: int) -> dict[str, Any]:
 
 async def idle_websocket_sessions(folder: Path, sessions: int, port: int) -> dict[str, Any]:
     """Gateway RSS per idle, initialized WebSocket session."""
-    config = _config(
+    config = write_config(
         folder, "sessions", [[str(LEAN)]], "[websocket]", f"port = {port}", f"max_sessions = {sessions + 10}"
     )
     argv = [sys.executable, "-m", "actors", "serve", "--config", str(config)]
@@ -247,7 +249,7 @@ async def idle_websocket_sessions(folder: Path, sessions: int, port: int) -> dic
 async def backend_kill(folder: Path, kills: int, in_flight: int) -> dict[str, Any]:
     """SIGKILL a backend with calls in flight: time to each of those calls' answers, and to its tools'
     return in tools/list."""
-    config = _config(folder, "kill", [[str(TEST_BACKEND), "--only=sleep,echo"]])
+    config = write_config(folder, "kill", [[str(TEST_BACKEND), "--only=sleep,echo"]])
     answered: list[float] = []
     back: list[float] = []
     lost = 0

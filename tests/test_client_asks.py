@@ -11,9 +11,9 @@ import trio
 from actors.client_asks import ClientAsks, refusal
 from actors.clients import ClientDirectory
 from actors.envelopes import Ask, Call, ReplySlot, ToClient, Withdraw
-from actors.errors import INVALID_PARAMS, METHOD_NOT_FOUND
+from actors.errors import INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED
 from actors.link import BackendLink
-from actors.messages import Message, Notification, Request, Response
+from actors.messages import ErrorResponse, Message, Notification, Request, Response, RpcError
 
 
 def session_channel() -> tuple[trio.MemorySendChannel[ToClient], trio.MemoryReceiveChannel[ToClient]]:
@@ -48,6 +48,7 @@ async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_
     assert target is None and "ambiguous" in why
     backend.inflight.clear()
     backend.roots_hint = a
+    assert backend._addressee("sampling/createMessage")[0] is None  # the hint is for roots/list only
     assert backend._addressee("roots/list") == (a, "")  # it just announced new roots
     assert backend._addressee("roots/list")[0] is None  # the hint is used once
     a_inbox.close()
@@ -107,3 +108,35 @@ async def test_the_session_answers_every_ask_once_even_when_it_ends_first() -> N
     await asks.take(Ask(10, "alpha", "sampling/createMessage", {}, slot), operating=False)
     reply = await slot.wait()
     assert reply.error is not None and "initializing" in reply.error.message
+
+
+async def test_elicitation_complete_follows_its_session_and_a_dying_backend_withdraws_its_asks() -> None:
+    clients = ClientDirectory()
+    backend = link(clients)
+    (a, a_inbox), (b, b_inbox) = session_channel(), session_channel()
+    clients.join("a", a)
+    async with trio.open_nursery() as nursery:
+        # URL mode through elicitation/create: the only session is asked, and remembered for the notice.
+        params = {"mode": "url", "url": "https://example.com", "message": "m", "elicitationId": "e1"}
+        backend._dispatch(Request(7, "elicitation/create", params), nursery)
+        ask = a_inbox.receive_nowait()
+        assert isinstance(ask, Ask) and ask.method == "elicitation/create" and ask.params == params
+        # URL mode through a tool's -32042 error: the session whose call it was gets the notice.
+        backend.inflight[5] = call_from(5, b)
+        data = {"elicitations": [{"mode": "url", "elicitationId": "e2", "url": "https://x", "message": "m"}]}
+        backend._dispatch(ErrorResponse(5, RpcError(URL_ELICITATION_REQUIRED, "open it", data)), nursery)
+        for elicitation, inbox in (("e2", b_inbox), ("e1", a_inbox)):
+            done = Notification("notifications/elicitation/complete", {"elicitationId": elicitation})
+            backend._dispatch(done, nursery)
+            assert inbox.receive_nowait() == done
+        backend._dispatch(
+            Notification("notifications/elicitation/complete", {"elicitationId": "e1"}), nursery
+        )
+        with pytest.raises(trio.WouldBlock):
+            a_inbox.receive_nowait()  # delivered once, then forgotten
+        # The backend dies with its request to `a` still open: `a` is told to withdraw it.
+        backend.fail_all("it crashed")
+        withdraw = a_inbox.receive_nowait()
+        assert isinstance(withdraw, Withdraw) and withdraw.ask_id == ask.ask_id
+        assert "backend 'alpha' is unavailable: it crashed" in withdraw.reason
+        nursery.cancel_scope.cancel()
