@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--stdio",
         action="store_true",
-        help="serve one MCP client on stdin/stdout (besides [websocket], if any)",
+        help="serve one MCP client on stdin/stdout (besides [websocket] and [http], if any)",
     )
     check = commands.add_parser("check", help="validate a config file: exit 0, or every problem and exit 2")
     tools = commands.add_parser("tools", help="start the backends, print the aggregated tool catalog, exit")
@@ -62,14 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "tools":
             return _run(_print_tools, gateway)
-        if not args.stdio and config.websocket is None:
-            print(
-                f"{config.path}: nothing to serve: add a [websocket] table or pass --stdio", file=sys.stderr
-            )
+        if not args.stdio and config.websocket is None and config.http is None:
+            reason = "nothing to serve: add a [websocket] or [http] table, or pass --stdio"
+            print(f"{config.path}: {reason}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
-        frontends = " and ".join(
-            name for name, on in (("WebSocket", config.websocket), ("stdio", args.stdio)) if on
-        )
+        on = (("WebSocket", config.websocket), ("Streamable HTTP", config.http), ("stdio", args.stdio))
+        frontends = " and ".join(name for name, present in on if present)
         logger.info(
             "serving MCP over {}: {} from {}", frontends, _count(len(config.backends), "backend"), config.path
         )

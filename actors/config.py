@@ -40,6 +40,7 @@ TOP_LEVEL: Final = {
     "gateway": "[gateway]",
     "backends": "[[backends]]",
     "websocket": "[websocket]",
+    "http": "[http]",
     "audit": "[audit]",
     "middleware": "[[middleware]]",
 }
@@ -116,6 +117,20 @@ class WebSocketTable:
 
 
 @attrs.frozen
+class HttpTable:
+    host: str = "127.0.0.1"
+    port: int = 8766
+    path: str = "/mcp"
+    max_message_bytes: int = 4 * 1024 * 1024  # a larger POST body is refused with 413
+    max_sessions: int = 1000
+    allowed_origins: tuple[str, ...] = ()  # besides pages served from an allowed host
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")  # Host header names; "*" allows any
+    session_idle_s: float = 1800.0  # no request for this long: the session is closed and its id forgotten
+    resume_window_s: float = 5.0  # a dropped response stream may resume this long; then its call is cancelled
+    auth: AuthTable | None = None
+
+
+@attrs.frozen
 class JwtAuth:
     """What the handshake needs to verify a bearer token. `key` is secret: never logged, never repr'd."""
 
@@ -135,6 +150,20 @@ class WebSocketSettings:
     allowed_origins: tuple[str, ...]
     ping_interval_s: float
     send_timeout_s: float
+    auth: JwtAuth | None
+
+
+@attrs.frozen
+class HttpSettings:
+    host: str
+    port: int
+    path: str
+    max_message_bytes: int
+    max_sessions: int
+    allowed_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
+    session_idle_s: float
+    resume_window_s: float
     auth: JwtAuth | None
 
 
@@ -173,6 +202,7 @@ class Config:
     websocket: WebSocketSettings | None = None
     audit: AuditSettings | None = None
     middleware: tuple[MiddlewareSpec, ...] = ()
+    http: HttpSettings | None = None
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         return (
@@ -284,9 +314,16 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
     if "websocket" in document:
         raw_websocket = document["websocket"]
         table = _convert(raw_websocket, WebSocketTable, "websocket", problems)
-        problems.extend(_check_websocket(_table(raw_websocket)))
+        problems.extend(_check_listener(_table(raw_websocket), "websocket", WEBSOCKET_RANGES))
         if table is not None:
-            websocket = _websocket_settings(table, file.parent, problems)
+            websocket = _listener_settings(table, WebSocketSettings, "websocket", file.parent, problems)
+    http = None
+    if "http" in document:
+        raw_http = document["http"]
+        http_table = _convert(raw_http, HttpTable, "http", problems)
+        problems.extend(_check_listener(_table(raw_http), "http", HTTP_RANGES))
+        if http_table is not None:
+            http = _listener_settings(http_table, HttpSettings, "http", file.parent, problems)
     audit = None
     if "audit" in document:
         audit = _convert(document["audit"], AuditSettings, "audit", problems)
@@ -298,7 +335,7 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
     middleware = _middleware(document.get("middleware"), file.parent, problems)
     if problems:
         return None
-    return Config(file, gateway, tuple(backends), websocket, audit, middleware)
+    return Config(file, gateway, tuple(backends), websocket, audit, middleware, http)
 
 
 def _middleware(raw: Any, folder: Path, problems: list[tuple[str, str]]) -> tuple[MiddlewareSpec, ...]:
@@ -344,26 +381,31 @@ def resolve_dotted(path: str, folder: Path) -> Callable[..., Any] | str:
     return target  # type: ignore[no-any-return]
 
 
-def _websocket_settings(
-    table: WebSocketTable, folder: Path, problems: list[tuple[str, str]]
-) -> WebSocketSettings:
+def _listener_settings(
+    table: WebSocketTable | HttpTable,
+    settings: type[_T],
+    prefix: str,
+    folder: Path,
+    problems: list[tuple[str, str]],
+) -> _T:
+    """A listener's table as settings: the same fields, with [PREFIX.auth] turned into a loaded key."""
     auth = None
     if table.auth is not None:
-        auth = _jwt_auth(table.auth, folder, problems)
+        auth = _jwt_auth(table.auth, f"{prefix}.auth", folder, problems)
     fields = attrs.asdict(table, recurse=False)
     fields["auth"] = auth
-    return WebSocketSettings(**fields)
+    return settings(**fields)
 
 
-def _jwt_auth(table: AuthTable, folder: Path, problems: list[tuple[str, str]]) -> JwtAuth | None:
+def _jwt_auth(table: AuthTable, key: str, folder: Path, problems: list[tuple[str, str]]) -> JwtAuth | None:
     if (table.jwt_secret_env is None) == (table.jwt_public_key_file is None):
-        problems.append(("websocket.auth", "set exactly one of jwt_secret_env and jwt_public_key_file"))
+        problems.append((key, "set exactly one of jwt_secret_env and jwt_public_key_file"))
         return None
     if table.jwt_secret_env is not None:
         secret = os.environ.get(table.jwt_secret_env)
         if not secret:
             reason = f"environment variable {table.jwt_secret_env} is not set or empty"
-            problems.append(("websocket.auth.jwt_secret_env", reason))
+            problems.append((f"{key}.jwt_secret_env", reason))
             return None
         return JwtAuth(secret, ("HS256",), table.audience, table.issuer)
     assert table.jwt_public_key_file is not None
@@ -372,19 +414,21 @@ def _jwt_auth(table: AuthTable, folder: Path, problems: list[tuple[str, str]]) -
         pem = key_file.read_text(encoding="utf-8")
     except OSError as exc:
         reason = f"cannot read {key_file}: {exc.strerror or exc}"
-        problems.append(("websocket.auth.jwt_public_key_file", reason))
+        problems.append((f"{key}.jwt_public_key_file", reason))
         return None
     if "PUBLIC KEY" not in pem:
-        problems.append(("websocket.auth.jwt_public_key_file", f"{key_file} is not a PEM public key"))
+        problems.append((f"{key}.jwt_public_key_file", f"{key_file} is not a PEM public key"))
         return None
     return JwtAuth(pem, ("RS256", "ES256"), table.audience, table.issuer)
 
 
-def _check_websocket(raw: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    yield from _in_range(raw, "websocket", WEBSOCKET_RANGES)
+def _check_listener(
+    raw: dict[str, Any], prefix: str, ranges: Mapping[str, Range]
+) -> Iterator[tuple[str, str]]:
+    yield from _in_range(raw, prefix, ranges)
     path = _typed(raw, "path", str)
     if path is not None and not path.startswith("/"):
-        yield "websocket.path", "must start with '/'"
+        yield f"{prefix}.path", "must start with '/'"
 
 
 # Checks beyond types read the raw tables, so a table with a type error still has its other problems reported.
@@ -436,6 +480,13 @@ WEBSOCKET_RANGES: Final[dict[str, Range]] = {
     "max_sessions": _at_least(1),
     "ping_interval_s": POSITIVE,
     "send_timeout_s": POSITIVE,
+}
+HTTP_RANGES: Final[dict[str, Range]] = {
+    "port": WEBSOCKET_RANGES["port"],
+    "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
+    "max_sessions": _at_least(1),
+    "session_idle_s": POSITIVE,
+    "resume_window_s": _at_least(0, NUMBER, "must be 0 (no resuming) or more"),
 }
 
 
@@ -651,7 +702,7 @@ def _make_converter() -> cattrs.Converter:
         (RestartConfig, "backends.restart"),
         (HealthConfig, "backends.health"),
         (ToolPolicy, "backends.tools"),
-        (AuthTable, "websocket.auth"),
+        (AuthTable, "websocket.auth or http.auth"),
     ):
         converter.register_structure_hook(table, _sub_table(converter.get_structure_hook(table), name))
     return converter

@@ -3,7 +3,7 @@
     gateway (root nursery: config, catalog, shutdown)
     ├── catalog
     ├── backends supervisor (one_for_one) ── one Backend per [[backends]] entry
-    └── frontends ── the stdio session (WebSocket and HTTP listeners come later)
+    └── frontends ── the stdio session, the WebSocket listener, the Streamable HTTP listener
 
 Shutdown (SIGINT, SIGTERM, or the stdio client closing its stream): sessions stop reading and answer what is
 in flight, then the root is cancelled and each backend stops its process (stdin closed, SIGTERM, SIGKILL to
@@ -26,6 +26,7 @@ from actors.clients import ClientDirectory
 from actors.config import BackendConfig, Config
 from actors.dispatch import SessionSettings
 from actors.envelopes import BackendEvent
+from actors.http_listener import HttpListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.session import Session
@@ -58,6 +59,7 @@ class Gateway:
     _stopping: trio.Event = attrs.field(factory=trio.Event)
     _sessions: set[Session] = attrs.field(factory=set)
     listener: WebSocketListener | None = None
+    http_listener: HttpListener | None = None
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
@@ -73,6 +75,10 @@ class Gateway:
     def websocket_url(self) -> str | None:
         return self.listener.url if self.listener is not None else None
 
+    @property
+    def http_url(self) -> str | None:
+        return self.http_listener.url if self.http_listener is not None else None
+
     async def run(
         self,
         *,
@@ -81,7 +87,8 @@ class Gateway:
         task_status: trio.TaskStatus[Watch[CatalogView]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Run until stop() or a signal; `started()` hands back the catalog Watch once the backends are
-        starting and the WebSocket listener (with `websocket` and a [websocket] table) is bound."""
+        starting and, with `websocket` (network listeners on), the [websocket] and [http] listeners are
+        bound."""
         config, settings = self.config, self.config.gateway
         events, inbox = trio.open_memory_channel[CatalogEvent](CATALOG_INBOX_SIZE)
         catalog = Catalog(
@@ -105,6 +112,9 @@ class Gateway:
             if websocket and config.websocket is not None:
                 self.listener = WebSocketListener(config.websocket, catalog.watch, self._session_settings())
                 await root.start(self.listener.run)
+            if websocket and config.http is not None:
+                self.http_listener = HttpListener(config.http, catalog.watch, self._session_settings())
+                await root.start(self.http_listener.run)
             if stdio:
                 root.start_soon(self._serve_stdio, catalog.watch)
             task_status.started(catalog.watch)
@@ -153,23 +163,25 @@ class Gateway:
             await session.run_temporary()
         finally:
             self._sessions.discard(session)
-        if self.listener is None:
+        urls = [url for url in (self.websocket_url, self.http_url) if url]
+        if not urls:
             logger.info("stdio client is gone; stopping")
             self.stop()
         else:
-            logger.info("stdio client is gone; still serving {}", self.listener.url)
+            logger.info("stdio client is gone; still serving {}", " and ".join(urls))
 
     async def _stop_sessions(self) -> None:
         """Every session answers what it has in flight and closes, within its share of shutdown_s."""
         for session in list(self._sessions):
             session.stop()
-        if self.listener is not None:
-            self.listener.stop_sessions()
+        listeners = [listener for listener in (self.listener, self.http_listener) if listener is not None]
+        for listener in listeners:
+            listener.stop_sessions()
         with trio.move_on_after(self.config.gateway.shutdown_s * SESSIONS_SHARE):
             for session in list(self._sessions):
                 await session.done.wait()
-            if self.listener is not None:
-                await self.listener.wait_sessions_done()
+            for listener in listeners:
+                await listener.wait_sessions_done()
 
     async def _watch_signals(self, root: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

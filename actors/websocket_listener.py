@@ -11,13 +11,13 @@ from typing import Final
 from urllib.parse import urlsplit
 
 import attrs
-import jwt
 import trio
 from loguru import logger
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
+from actors.auth import Refused, check_bearer
 from actors.catalog import CatalogView
-from actors.config import JwtAuth, WebSocketSettings
+from actors.config import WebSocketSettings
 from actors.dispatch import SessionSettings
 from actors.session import Session
 from actors.transports.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
@@ -25,36 +25,6 @@ from actors.watch import Watch
 
 SUBPROTOCOL: Final = "mcp"
 HANDSHAKE_TIMEOUT_S: Final = 10.0
-
-
-class HandshakeRefused(Exception):
-    def __init__(self, status: int, reason: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.headers = headers or []
-
-
-def check_bearer(headers: dict[str, str], auth: JwtAuth) -> str:
-    """The token's subject (or "-"), or HandshakeRefused(401). The token itself is never logged."""
-    challenge = [(b"www-authenticate", b'Bearer realm="mcp-gateway"')]
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise HandshakeRefused(401, "a bearer token is required (Authorization: Bearer ...)", challenge)
-    try:
-        claims = jwt.decode(
-            token.strip(),
-            auth.key,
-            algorithms=list(auth.algorithms),
-            audience=auth.audience,
-            issuer=auth.issuer,
-            options={"verify_aud": auth.audience is not None},
-        )
-    except jwt.PyJWTError as exc:
-        invalid = [(b"www-authenticate", b'Bearer realm="mcp-gateway", error="invalid_token"')]
-        raise HandshakeRefused(401, f"invalid bearer token: {exc}", invalid) from None
-    subject = claims.get("sub")
-    return subject if isinstance(subject, str) and subject else "-"
 
 
 @attrs.define(eq=False)
@@ -114,7 +84,7 @@ class WebSocketListener:
         peer = _peer(request)
         try:
             subject = self._admit(request, headers)
-        except HandshakeRefused as refused:
+        except Refused as refused:
             status, reason = refused.status, refused.reason
             logger.warning("refused {} from {}: HTTP {}: {}", request.path, peer, status, reason)
             body = (refused.reason + "\n").encode()
@@ -132,17 +102,17 @@ class WebSocketListener:
             await self._serve(session_id, connection, subject)
 
     def _admit(self, request: WebSocketRequest, headers: dict[str, str]) -> str | None:
-        """The token's subject when auth is on; HandshakeRefused for a connection that may not go on."""
+        """The token's subject when auth is on; Refused for a connection that may not go on."""
         settings = self.settings
         path = urlsplit(request.path).path
         if path != settings.path:
-            raise HandshakeRefused(404, f"no MCP endpoint at {path}; try {settings.path}")
+            raise Refused(404, f"no MCP endpoint at {path}; try {settings.path}")
         origin = headers.get("origin")
         if origin is not None and origin not in settings.allowed_origins:
-            raise HandshakeRefused(403, f"origin {origin} is not allowed")
+            raise Refused(403, f"origin {origin} is not allowed")
         subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
         if len(self._sessions) >= settings.max_sessions:
-            raise HandshakeRefused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
+            raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
         return subject
 
     async def _serve(self, session_id: str, connection: WebSocketConnection, subject: str | None) -> None:

@@ -382,8 +382,8 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+    from actors.auth import Refused, check_bearer
     from actors.config import JwtAuth
-    from actors.websocket_listener import HandshakeRefused, check_bearer
 
     for private, algorithm in (
         (rsa.generate_private_key(65537, 2048), "RS256"),
@@ -407,7 +407,7 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             jwt.encode({**claims, "iss": "https://elsewhere.example"}, private, algorithm=algorithm),
             jwt.encode(claims, SECRET, algorithm="HS256"),  # HS256 is not an allowed algorithm here
         ):
-            with pytest.raises(HandshakeRefused) as refused:
+            with pytest.raises(Refused) as refused:
                 check_bearer({"authorization": f"Bearer {bad}"}, auth)
             assert refused.value.status == 401
 

@@ -1,0 +1,42 @@
+"""Admission checks shared by the network frontends: bearer tokens (JWT) and the refusal they raise.
+
+The token itself is never logged; only its subject is, once it is verified.
+"""
+
+from __future__ import annotations
+
+import jwt
+
+from actors.config import JwtAuth
+
+
+class Refused(Exception):
+    """A connection or request that may not go on: the HTTP status, why, and headers for the answer."""
+
+    def __init__(self, status: int, reason: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers or []
+
+
+def check_bearer(headers: dict[str, str], auth: JwtAuth) -> str:
+    """The token's subject (or "-"), or Refused(401). `headers` has lower-case names."""
+    challenge = [(b"www-authenticate", b'Bearer realm="mcp-gateway"')]
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Refused(401, "a bearer token is required (Authorization: Bearer ...)", challenge)
+    try:
+        claims = jwt.decode(
+            token.strip(),
+            auth.key,
+            algorithms=list(auth.algorithms),
+            audience=auth.audience,
+            issuer=auth.issuer,
+            options={"verify_aud": auth.audience is not None},
+        )
+    except jwt.PyJWTError as exc:
+        invalid = [(b"www-authenticate", b'Bearer realm="mcp-gateway", error="invalid_token"')]
+        raise Refused(401, f"invalid bearer token: {exc}", invalid) from None
+    subject = claims.get("sub")
+    return subject if isinstance(subject, str) and subject else "-"
