@@ -19,8 +19,8 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -263,12 +263,26 @@ class HttpListener:
         send: Send,
     ) -> None:
         """JSON when the response is the first thing for the client; otherwise an SSE stream."""
-        first = await _until_disconnect(receive, partial(stream.wait_beyond, 0))
-        if not first:
-            self._detached(entry, stream)
-            return
-        if stream.finished and stream.last_number <= 1:
+        with _reading(stream):
+            answered = await self._answer_read(session_id, entry, stream, request, extra, receive, send)
+        if answered:
             entry.transport.forget(stream)
+        else:
+            self._detached(entry, stream)
+
+    async def _answer_read(
+        self,
+        session_id: str,
+        entry: HttpSession,
+        stream: RequestStream,
+        request: Request,
+        extra: list[tuple[bytes, bytes]],
+        receive: Receive,
+        send: Send,
+    ) -> bool:
+        if not await _until_disconnect(receive, partial(stream.wait_beyond, 0)):
+            return False
+        if stream.finished and stream.last_number <= 1:
             if stream.last_number == 0:
                 raise Refused(404, "the session ended before answering; initialize a new one")
             frame = stream.events[0][1]
@@ -276,12 +290,10 @@ class HttpListener:
                 self._end(session_id, entry)  # no session for a client that did not get one started
                 extra = []
             await _respond(send, 200, frame, [*JSON_HEADERS, *extra])
-            return
+            stream.delivered = 1
+            return True
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
-        if await self._pump(stream, 0, receive, send, prime=True):
-            entry.transport.forget(stream)
-        else:
-            self._detached(entry, stream)
+        return await self._pump(stream, 0, receive, send, prime=True)
 
     # --- GET ----------------------------------------------------------------------------------------
 
@@ -305,7 +317,8 @@ class HttpListener:
         try:
             with logger.contextualize(session=entry.label):
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
+                with _reading(stream):
+                    finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
                 if isinstance(stream, RequestStream):
                     if finished:
                         transport.forget(stream)
@@ -345,11 +358,7 @@ class HttpListener:
                 stream.delivered = max(stream.delivered, cursor)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        stream.attached += 1
-        try:
-            return await _until_disconnect(receive, write)
-        finally:
-            stream.attached -= 1
+        return await _until_disconnect(receive, write)
 
     def _detached(self, entry: HttpSession, stream: RequestStream) -> None:
         """The client's connection to `stream` dropped before its response: the call is cancelled at the
@@ -427,6 +436,16 @@ class HttpListener:
 
 
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
+
+
+@contextmanager
+def _reading(stream: EventStream) -> Iterator[None]:
+    """A client is connected to `stream` meanwhile (messages about its call may go there)."""
+    stream.attached += 1
+    try:
+        yield
+    finally:
+        stream.attached -= 1
 
 
 async def _until_disconnect(receive: Receive, work: Callable[[], Awaitable[object]]) -> bool:
