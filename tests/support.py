@@ -292,15 +292,24 @@ def kill_quietly(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-# --- a gateway in this process, with a WebSocket listener -----------------------------------------------
+# --- a gateway in this process, with network listeners ---------------------------------------------------
 
 
 def with_websocket(config: Path, **settings: Any) -> Path:
     """Append a [websocket] table (port 0: any free port) and its [websocket.auth] if given."""
+    return with_listener(config, "websocket", **settings)
+
+
+def with_http(config: Path, **settings: Any) -> Path:
+    """Append an [http] table (port 0: any free port) and its [http.auth] if given."""
+    return with_listener(config, "http", **settings)
+
+
+def with_listener(config: Path, table: str, **settings: Any) -> Path:
     auth = settings.pop("auth", None)
-    lines = ["", "[websocket]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
+    lines = ["", f"[{table}]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
     if auth:
-        lines += ["[websocket.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
+        lines += [f"[{table}.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
     config.write_text(config.read_text() + "\n".join(lines) + "\n")
     return config
 
