@@ -85,6 +85,7 @@ def test_the_example_config_sets_every_key_and_overrides() -> None:
     assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
     assert notes.restart == RestartConfig("permanent", 5, 60.0, 0.5, 30.0, 120.0)
     assert config.websocket is not None and config.websocket.auth is None
+    assert config.http is not None and config.http.port == 8766 and config.http.resume_window_s == 5.0
     assert config.audit == AuditSettings(ROOT / "config" / "audit.sqlite3", 10485760, 3, False)
     (guests,) = build_middleware(config)[1:]
     assert isinstance(guests, ReadOnlyForGuests) and guests.writers == {"alice"}
@@ -410,6 +411,31 @@ def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pyte
     assert websocket is not None and websocket.port == 8765 and websocket.host == "127.0.0.1"
     assert websocket.auth is not None and websocket.auth.algorithms == ("HS256",)
     assert "s3cret" not in repr(websocket)  # the secret never shows up in a repr or a log line
+
+
+def test_http_settings_and_their_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    problems = problems_of(
+        tmp_path,
+        MINIMAL_BACKEND + '[http]\nport = -1\npath = "mcp"\nsession_idle_s = 0\nresume_window_s = -1\n'
+        'allowed_hosts = "localhost"\n',
+    )
+    assert problems == {
+        "http.port": "must be between 0 and 65535 (0: any free port)",
+        "http.path": "must start with '/'",
+        "http.session_idle_s": "must be greater than 0",
+        "http.resume_window_s": "must be 0 (no resuming) or more",
+        "http.allowed_hosts": "expected an array of strings, got a string",
+    }
+    unset = problems_of(tmp_path, MINIMAL_BACKEND + '[http.auth]\njwt_secret_env = "NOT_SET_ANYWHERE"\n')
+    assert unset == {"http.auth.jwt_secret_env": "environment variable NOT_SET_ANYWHERE is not set or empty"}
+    monkeypatch.setenv("GATEWAY_TEST_SECRET", "s3cret")
+    path = tmp_path / "ok.toml"
+    path.write_text(MINIMAL_BACKEND + '[http]\n[http.auth]\njwt_secret_env = "GATEWAY_TEST_SECRET"\n')
+    http = load_config(path).http
+    assert http is not None and (http.host, http.port, http.path) == ("127.0.0.1", 8766, "/mcp")
+    assert http.allowed_hosts == ("127.0.0.1", "localhost") and http.session_idle_s == 1800.0
+    assert http.auth is not None and "s3cret" not in repr(http)
 
 
 def test_websocket_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
