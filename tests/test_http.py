@@ -352,3 +352,40 @@ async def test_bearer_tokens_are_checked_on_every_request(
                 result = await client.call_tool("echo", {"text": "with a token"})
                 assert result.content[0].text == "with a token"  # type: ignore[union-attr]
         assert not any(alice in line or forged in line or session_id in line for line in log)
+
+
+async def test_shutdown_answers_calls_in_flight_and_ends_open_streams(tmp_path: Path) -> None:
+    async with httpx2.AsyncClient() as http:
+        async with running(gateway_config(tmp_path)) as gateway:
+            url = gateway.http_url
+            assert url is not None
+            session_id = await open_session(http, url)
+            headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
+            messages: list[dict[str, Any]] = []
+            running_at_backend, reading = trio.Event(), trio.Event()
+
+            async def slow_call() -> None:
+                body = orjson.dumps(call(2, "progress", {"steps": 2, "delay": 60}, token="t"))
+                async with http.stream("POST", url, content=body, headers=headers) as response:
+                    async for event in sse_events(response):
+                        if event["data"]:
+                            messages.append(orjson.loads(event["data"]))
+                            running_at_backend.set()
+
+            async def standalone_stream() -> None:
+                get = {"accept": "text/event-stream", "mcp-session-id": session_id}
+                async with http.stream("GET", url, headers=get) as response:
+                    reading.set()
+                    async for _ in sse_events(response):
+                        pass  # until the gateway ends the stream
+
+            with trio.fail_after(DEADLINE_S):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(slow_call)
+                    nursery.start_soon(standalone_stream)
+                    await reading.wait()
+                    await running_at_backend.wait()
+                    gateway.stop()
+        progress, answer = messages
+        assert progress["method"] == "notifications/progress"
+        assert answer["id"] == 2 and "error" in answer
