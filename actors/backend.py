@@ -27,6 +27,7 @@ from actors.messages import Notification
 from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 from actors.subscriptions import Subscriptions
 from actors.transports.base import BackendTransport
+from actors.transports.http_backend import HttpBackendTransport
 from actors.transports.process import ProcessTransport
 from actors.transports.websocket_backend import WebSocketBackendTransport
 
@@ -120,11 +121,13 @@ class Backend:
         await self._end_of_run(link, transport, started, error)
 
     async def _open(self, connection: trio.Nursery) -> BackendTransport:
-        if self.config.url is not None:
-            backend = await WebSocketBackendTransport.connect(
-                connection, self.config.url, self.config.headers, self.max_message_bytes
+        url = self.config.url
+        if url is not None:
+            kind = (
+                HttpBackendTransport if url.startswith(("http://", "https://")) else WebSocketBackendTransport
             )
-            logger.info("connected to {}", self.config.url)
+            backend = await kind.connect(connection, url, self.config.headers, self.max_message_bytes)
+            logger.info("connecting to {}", url)
             return backend
         return await self._spawn()
 

@@ -67,7 +67,7 @@ class HealthConfig:
 class BackendConfig:
     name: str
     command: str | None = None  # a stdio backend: this program, with args, env and cwd
-    url: str | None = None  # or a WebSocket backend: ws:// or wss://, with headers
+    url: str | None = None  # or a remote backend: ws(s):// (WebSocket) or http(s):// (Streamable HTTP)
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # values may be secrets
     headers_env: Mapping[str, str] = attrs.field(
         factory=dict
@@ -525,13 +525,16 @@ def _check_names(raw: list[Any]) -> Iterator[tuple[str, str]]:
 def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
     command, url = _typed(raw, "command", str), _typed(raw, "url", str)
     if "command" not in raw and "url" not in raw:
-        yield f"{key}.command", "required key is missing (or url, for a WebSocket backend)"
+        yield f"{key}.command", "required key is missing (or url, for a remote backend)"
     elif "command" in raw and "url" in raw:
-        yield f"{key}.url", "set either command (a stdio backend) or url (a WebSocket backend), not both"
+        yield f"{key}.url", "set either command (a stdio backend) or url (a remote backend), not both"
     if command is not None and not command.strip():
         yield f"{key}.command", "must not be empty"
-    if url is not None and not url.startswith(("ws://", "wss://")):
-        yield f"{key}.url", "must start with ws:// or wss://"
+    if url is not None and not url.startswith(("ws://", "wss://", "http://", "https://")):
+        yield (
+            f"{key}.url",
+            "must start with ws:// or wss:// (WebSocket) or http:// or https:// (Streamable HTTP)",
+        )
     if "url" in raw:
         for field in ("args", "env", "cwd"):
             if field in raw:

@@ -187,7 +187,7 @@ def test_required_keys_names_and_duplicates(tmp_path: Path) -> None:
         '[[backends]]\nname = "b"\ncommand = ""\n',
     )
     assert problems["backends[0].name"] == "required key is missing"
-    assert problems["backends[1].command"] == "required key is missing (or url, for a WebSocket backend)"
+    assert problems["backends[1].command"] == "required key is missing (or url, for a remote backend)"
     assert problems["backends[2].name"] == "duplicate name 'a' (also backends[1])"
     assert "letters, digits" in problems["backends[3].name"]
     assert problems["backends[4].command"] == "must not be empty"
@@ -304,7 +304,7 @@ def test_check_command_prints_every_problem_and_exits_2(
     out, err = capsys.readouterr()
     assert out == ""
     assert f"{bad}: gateway.name: expected a string, got an integer\n" in err
-    assert f"{bad}: backends[0].command: required key is missing (or url, for a WebSocket backend)\n" in err
+    assert f"{bad}: backends[0].command: required key is missing (or url, for a remote backend)\n" in err
 
     good = tmp_path / "good.toml"
     good.write_text(MINIMAL_BACKEND, encoding="utf-8")
@@ -455,11 +455,14 @@ def test_websocket_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     problems = problems_of(
         tmp_path,
         '[[backends]]\nname = "a"\ncommand = "python"\nurl = "ws://x"\n'
-        '[[backends]]\nname = "b"\nurl = "http://x"\nargs = ["-v"]\n'
+        '[[backends]]\nname = "b"\nurl = "ftp://x"\nargs = ["-v"]\n'
         '[[backends]]\nname = "c"\nurl = "ws://x"\nheaders_env = { Authorization = "NOT_SET_ANYWHERE" }\n',
     )
     assert "not both" in problems["backends[0].url"]
-    assert problems["backends[1].url"] == "must start with ws:// or wss://"
+    assert (
+        problems["backends[1].url"]
+        == "must start with ws:// or wss:// (WebSocket) or http:// or https:// (Streamable HTTP)"
+    )
     assert problems["backends[1].args"] == "applies to command backends only"
     assert problems["backends[2].headers_env.Authorization"] == (
         "environment variable NOT_SET_ANYWHERE is not set or empty"

@@ -156,8 +156,7 @@ def test_check_reports_problems_and_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert f"{bad}: gateway.tool_names: 'sometimes' is not one of" in done.stderr
     assert (
-        f"{bad}: backends[0].command: required key is missing (or url, for a WebSocket backend)"
-        in done.stderr
+        f"{bad}: backends[0].command: required key is missing (or url, for a remote backend)" in done.stderr
     )
     assert "Traceback" not in done.stderr
 

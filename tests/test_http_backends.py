@@ -1,0 +1,104 @@
+"""Streamable HTTP backends (`url = "http://..."`): the gateway as an HTTP client of real servers, the
+reference server-everything (npm) and another gateway, with its session kept, resumed after a 404 by a
+new initialize under the supervisor, and progress and backends' requests crossing the HTTP hop."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import trio
+from conftest import SERVER_EVERYTHING
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import DEADLINE_S, Notifications, backend_entry, running, with_http, write_config
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    reply = types.TextContent(type="text", text="sampled at the far end")
+    return types.CreateMessageResult(role="assistant", content=reply, model="m")
+
+
+async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(tmp_path: Path) -> None:
+    inner_config = with_http(write_config(tmp_path / "inner.toml", [backend_entry("t")]))
+    async with running(inner_config) as inner:
+        assert inner.http_url is not None and inner.http_listener is not None
+        outer_config = with_http(
+            write_config(tmp_path / "outer.toml", [{"name": "remote", "url": inner.http_url}])
+        )
+        async with running(outer_config) as outer:
+            assert outer.http_url is not None
+            notifications = Notifications()
+            client_cm = Client(
+                streamable_http_client(outer.http_url),
+                mode="legacy",
+                sampling_callback=sample,
+                message_handler=notifications.handle,
+            )
+            with trio.fail_after(DEADLINE_S):
+                async with client_cm as client:
+                    steps: list[float] = []
+
+                    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                        steps.append(progress)
+
+                    done = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+                    assert done.content[0].text == "done 3" and steps == [1, 2, 3]  # type: ignore[union-attr]
+                    asked = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+                    answer = await client.call_tool("ask_client", asked)
+                    assert answer.structured_content["result"]["content"]["text"] == "sampled at the far end"  # type: ignore[index]
+
+                    (session_id,) = inner.http_listener._sessions  # the outer gateway's session
+                    async with httpx2.AsyncClient() as http:
+                        ended = await http.delete(inner.http_url, headers={"mcp-session-id": session_id})
+                    assert ended.status_code == 204
+                    # the backend leaves the catalog on the 404 and comes back with a new session
+                    await notifications.wait_for("notifications/tools/list_changed", 2)
+                    again = await client.call_tool("echo", {"text": "new session"})
+                    assert again.content[0].text == "new session"  # type: ignore[union-attr]
+                    assert list(inner.http_listener._sessions) != [session_id]
+
+
+async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path) -> None:
+    port = free_port()
+    environment = {**os.environ, "PORT": str(port)}
+    server = await trio.lowlevel.open_process(
+        [str(node), str(SERVER_EVERYTHING), "streamableHttp"], env=environment, stdout=-1, stderr=-1
+    )
+    try:
+        assert server.stderr is not None
+        with trio.fail_after(DEADLINE_S):
+            seen = b""
+            while b"listening on port" not in seen:
+                chunk = await server.stderr.receive_some()
+                assert chunk, seen.decode()
+                seen += chunk
+        url = f"http://127.0.0.1:{port}/mcp"
+        config = with_http(write_config(tmp_path / "g.toml", [{"name": "everything", "url": url}]))
+        async with running(config) as gateway:
+            assert gateway.http_url is not None
+            with trio.fail_after(DEADLINE_S):
+                async with Client(
+                    streamable_http_client(gateway.http_url), mode="legacy", sampling_callback=sample
+                ) as client:
+                    names = [tool.name for tool in (await client.list_tools()).tools]
+                    assert "get-sum" in names and "echo" in names
+                    summed = await client.call_tool("get-sum", {"a": 2, "b": 3})
+                    assert "The sum of 2 and 3 is 5" in summed.content[0].text  # type: ignore[union-attr]
+                    sampled = await client.call_tool("trigger-sampling-request", {"prompt": "hi"})
+                    assert "sampled at the far end" in sampled.content[0].text  # type: ignore[union-attr]
+                    prompts = [prompt.name for prompt in (await client.list_prompts()).prompts]
+                    assert prompts
+    finally:
+        server.kill()
+        await server.wait()
