@@ -310,20 +310,10 @@ def _structure(document: dict[str, Any], file: Path, problems: list[tuple[str, s
                 from_env = {header: os.environ.get(var, "") for header, var in backend.headers_env.items()}
                 backends.append(attrs.evolve(backend, cwd=cwd, headers={**backend.headers, **from_env}))
         problems.extend(_check_names(raw_backends))
-    websocket = None
-    if "websocket" in document:
-        raw_websocket = document["websocket"]
-        table = _convert(raw_websocket, WebSocketTable, "websocket", problems)
-        problems.extend(_check_listener(_table(raw_websocket), "websocket", WEBSOCKET_RANGES))
-        if table is not None:
-            websocket = _listener_settings(table, WebSocketSettings, "websocket", file.parent, problems)
-    http = None
-    if "http" in document:
-        raw_http = document["http"]
-        http_table = _convert(raw_http, HttpTable, "http", problems)
-        problems.extend(_check_listener(_table(raw_http), "http", HTTP_RANGES))
-        if http_table is not None:
-            http = _listener_settings(http_table, HttpSettings, "http", file.parent, problems)
+    websocket = _listener(
+        document, "websocket", WebSocketTable, WebSocketSettings, WEBSOCKET_RANGES, file.parent, problems
+    )
+    http = _listener(document, "http", HttpTable, HttpSettings, HTTP_RANGES, file.parent, problems)
     audit = None
     if "audit" in document:
         audit = _convert(document["audit"], AuditSettings, "audit", problems)
@@ -379,6 +369,24 @@ def resolve_dotted(path: str, folder: Path) -> Callable[..., Any] | str:
     if not callable(target):
         return f"{path!r} is not a class or function"
     return target  # type: ignore[no-any-return]
+
+
+def _listener(
+    document: dict[str, Any],
+    name: str,
+    table_type: type[WebSocketTable | HttpTable],
+    settings: type[_T],
+    ranges: Mapping[str, Range],
+    folder: Path,
+    problems: list[tuple[str, str]],
+) -> _T | None:
+    """[websocket] or [http] as settings, or None when the table is absent or wrong."""
+    if name not in document:
+        return None
+    raw = document[name]
+    table = _convert(raw, table_type, name, problems)
+    problems.extend(_check_listener(_table(raw), name, ranges))
+    return None if table is None else _listener_settings(table, settings, name, folder, problems)
 
 
 def _listener_settings(

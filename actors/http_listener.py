@@ -87,6 +87,8 @@ class HttpListener:
     _sessions: dict[str, HttpSession] = attrs.field(factory=dict)
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
+    _requests: int = 0  # HTTP requests being served, over all sessions
+    _no_requests: trio.Event = attrs.field(factory=trio.Event)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -109,8 +111,11 @@ class HttpListener:
             entry.session.stop()
 
     async def wait_sessions_done(self) -> None:
+        """Until every session has ended and every response (an SSE stream's last chunk too) is written."""
         for entry in list(self._sessions.values()):
             await entry.session.done.wait()
+        if self._requests:
+            await self._no_requests.wait()
 
     def _server_config(self) -> hypercorn.config.Config:
         config = hypercorn.config.Config()
@@ -133,6 +138,7 @@ class HttpListener:
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }
+        self._requests += 1
         try:
             await self._serve(scope, headers, receive, send)
         except Refused as refused:
@@ -148,6 +154,11 @@ class HttpListener:
             )
             body = _error_body(None, refused.reason)
             await _respond(send, refused.status, body, [*JSON_HEADERS, *refused.headers])
+        finally:
+            self._requests -= 1
+            if not self._requests:
+                self._no_requests.set()
+                self._no_requests = trio.Event()
 
     async def _serve(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         settings = self.settings
@@ -264,36 +275,24 @@ class HttpListener:
     ) -> None:
         """JSON when the response is the first thing for the client; otherwise an SSE stream."""
         with _reading(stream):
-            answered = await self._answer_read(session_id, entry, stream, request, extra, receive, send)
+            answered = await _until_disconnect(receive, partial(stream.wait_beyond, 0))
+            if answered and stream.finished and stream.last_number <= 1:
+                if stream.last_number == 0:
+                    entry.transport.forget(stream)
+                    raise Refused(404, "the session ended before answering; initialize a new one")
+                frame = stream.events[0][1]
+                if request.method == "initialize" and "error" in orjson.loads(frame):
+                    self._end(session_id, entry)  # no session for a client that did not get one started
+                    extra = []
+                await _respond(send, 200, frame, [*JSON_HEADERS, *extra])
+                stream.delivered = 1
+            elif answered:
+                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
+                answered = await self._pump(stream, 0, receive, send, prime=True)
         if answered:
             entry.transport.forget(stream)
         else:
             self._detached(entry, stream)
-
-    async def _answer_read(
-        self,
-        session_id: str,
-        entry: HttpSession,
-        stream: RequestStream,
-        request: Request,
-        extra: list[tuple[bytes, bytes]],
-        receive: Receive,
-        send: Send,
-    ) -> bool:
-        if not await _until_disconnect(receive, partial(stream.wait_beyond, 0)):
-            return False
-        if stream.finished and stream.last_number <= 1:
-            if stream.last_number == 0:
-                raise Refused(404, "the session ended before answering; initialize a new one")
-            frame = stream.events[0][1]
-            if request.method == "initialize" and "error" in orjson.loads(frame):
-                self._end(session_id, entry)  # no session for a client that did not get one started
-                extra = []
-            await _respond(send, 200, frame, [*JSON_HEADERS, *extra])
-            stream.delivered = 1
-            return True
-        await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
-        return await self._pump(stream, 0, receive, send, prime=True)
 
     # --- GET ----------------------------------------------------------------------------------------
 
