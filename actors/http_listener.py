@@ -38,7 +38,7 @@ from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.dispatch import SessionSettings
 from actors.errors import INVALID_REQUEST, MessageError
-from actors.messages import Batch, Request, RequestId
+from actors.messages import Batch, Notification, Request, RequestId
 from actors.protocol import SUPPORTED_VERSIONS
 from actors.session import Session
 from actors.transports.http_session import EventStream, HttpSessionTransport, RequestStream
@@ -237,6 +237,8 @@ class HttpListener:
             with logger.contextualize(session=entry.label):
                 if not isinstance(message, Request):
                     await self._deliver(entry, body)
+                    if isinstance(message, Notification) and message.method == "notifications/cancelled":
+                        entry.transport.cancelled((message.params or {}).get("requestId"))
                     await _respond(send, 202, b"", [])
                     return
                 stream = entry.transport.open_request(message.id, _progress_token(message.params))
@@ -277,9 +279,12 @@ class HttpListener:
         with _reading(stream):
             answered = await _until_disconnect(receive, partial(stream.wait_beyond, 0))
             if answered and stream.finished and stream.last_number <= 1:
-                if stream.last_number == 0:
+                if stream.last_number == 0:  # cancelled by the client, or the session ended: no answer
                     entry.transport.forget(stream)
-                    raise Refused(404, "the session ended before answering; initialize a new one")
+                    if entry.transport.closed:
+                        raise Refused(404, "the session ended before answering; initialize a new one")
+                    await _respond(send, 204, b"", [])
+                    return
                 frame = stream.events[0][1]
                 if request.method == "initialize" and "error" in orjson.loads(frame):
                     self._end(session_id, entry)  # no session for a client that did not get one started

@@ -221,6 +221,38 @@ async def test_closing_a_stream_cancels_its_call_at_the_backend(tmp_path: Path) 
         assert still.json()["result"]["content"][0]["text"] == "on"  # the session goes on
 
 
+async def test_a_cancelled_request_ends_its_post_without_an_answer(tmp_path: Path) -> None:
+    async with running(gateway_config(tmp_path)) as gateway, httpx2.AsyncClient() as http:
+        url = gateway.http_url
+        assert url is not None
+        session_id = await open_session(http, url)
+        headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
+        statuses: list[int] = []
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as nursery:
+
+                async def slow_call() -> None:
+                    body = orjson.dumps(call(5, "progress", {"steps": 2, "delay": 60}, token="c"))
+                    async with http.stream("POST", url, content=body, headers=headers) as response:
+                        async for event in sse_events(response):
+                            if event["data"]:  # running at the backend: cancel it
+                                cancel = {"requestId": 5, "reason": "the user changed their mind"}
+                                notice = {
+                                    "jsonrpc": "2.0",
+                                    "method": "notifications/cancelled",
+                                    "params": cancel,
+                                }
+                                statuses.append(
+                                    (await http.post(url, json=notice, headers=headers)).status_code
+                                )
+                    statuses.append(response.status_code)  # the stream ended, with no answer on it
+
+                nursery.start_soon(slow_call)
+        assert statuses == [202, 200]
+        answer = await http.post(url, json=call(6, "cancelled_requests", {}), headers=headers)
+        assert len(answer.json()["result"]["structuredContent"]["cancelled"]) == 1
+
+
 # --- sessions --------------------------------------------------------------------------------------------
 
 

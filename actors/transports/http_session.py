@@ -161,6 +161,13 @@ class HttpSessionTransport:
         if stream is not self.standalone:
             self._streams.pop(stream.key, None)
 
+    def cancelled(self, request_id: Any) -> None:
+        """The client cancelled `request_id`: no answer will come, so its stream ends with what it has."""
+        stream = self._requests.get(_id_key(request_id))
+        if stream is not None:
+            self._drop_routes(stream)
+            stream.finish()
+
     def stream_for(self, event_id: str) -> tuple[EventStream, int] | None:
         """The stream a Last-Event-ID points into and the cursor after it, or None when it is unknown."""
         key, _, number = event_id.rpartition(".")
