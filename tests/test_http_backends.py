@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jwt
 import mcp_types as types
+import pytest
 import trio
 from conftest import SERVER_EVERYTHING
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, Notifications, backend_entry, running, with_http, write_config
+
+SECRET = "a-secret-for-the-inner-gateway-32-bytes"
 
 
 def free_port() -> int:
@@ -29,13 +33,22 @@ async def sample(context: Any, params: types.CreateMessageRequestParams) -> type
     return types.CreateMessageResult(role="assistant", content=reply, model="m")
 
 
-async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(tmp_path: Path) -> None:
-    inner_config = with_http(write_config(tmp_path / "inner.toml", [backend_entry("t")]))
+async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = jwt.encode({"sub": "outer"}, SECRET, algorithm="HS256")
+    monkeypatch.setenv("INNER_SECRET", SECRET)
+    monkeypatch.setenv("INNER_AUTHORIZATION", f"Bearer {token}")  # the outer gateway's header, from env
+    inner_auth = {"jwt_secret_env": "INNER_SECRET"}
+    inner_config = with_http(write_config(tmp_path / "inner.toml", [backend_entry("t")]), auth=inner_auth)
     async with running(inner_config) as inner:
         assert inner.http_url is not None and inner.http_listener is not None
-        outer_config = with_http(
-            write_config(tmp_path / "outer.toml", [{"name": "remote", "url": inner.http_url}])
-        )
+        remote = {
+            "name": "remote",
+            "url": inner.http_url,
+            "headers_env": {"Authorization": "INNER_AUTHORIZATION"},
+        }
+        outer_config = with_http(write_config(tmp_path / "outer.toml", [remote]))
         async with running(outer_config) as outer:
             assert outer.http_url is not None
             notifications = Notifications()
@@ -59,7 +72,8 @@ async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(
                     assert answer.structured_content["result"]["content"]["text"] == "sampled at the far end"  # type: ignore[index]
 
                     (session_id,) = inner.http_listener._sessions  # the outer gateway's session
-                    async with httpx2.AsyncClient() as http:
+                    authorization = {"authorization": os.environ["INNER_AUTHORIZATION"]}
+                    async with httpx2.AsyncClient(headers=authorization) as http:
                         ended = await http.delete(inner.http_url, headers={"mcp-session-id": session_id})
                     assert ended.status_code == 204
                     # the backend leaves the catalog on the 404 and comes back with a new session
