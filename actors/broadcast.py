@@ -1,19 +1,18 @@
 """Fan-out of events to every session that listens (backend log messages today).
 
-Publishing never blocks: each listener has a bounded queue, and a listener that does not keep up loses the
-overflow (counted) rather than slowing the publisher or anyone else.
+Publishing never blocks: each listener is a bounded channel (a session's mailbox), and a listener that does
+not keep up loses the overflow (counted) rather than slowing the publisher or anyone else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import trio
 
 T = TypeVar("T")
-LISTENER_QUEUE: Final = 256
 
 
 class Broadcast(Generic[T]):
@@ -31,12 +30,10 @@ class Broadcast(Generic[T]):
                 self._listeners.discard(listener)
 
     @contextmanager
-    def listen(self) -> Iterator[trio.MemoryReceiveChannel[T]]:
-        send, receive = trio.open_memory_channel[T](LISTENER_QUEUE)
-        self._listeners.add(send)
+    def deliver_to(self, mailbox: trio.MemorySendChannel[T]) -> Iterator[None]:
+        """Publish into an existing channel (a session's one mailbox) meanwhile; it stays open after."""
+        self._listeners.add(mailbox)
         try:
-            with receive:
-                yield receive
+            yield
         finally:
-            self._listeners.discard(send)
-            send.close()
+            self._listeners.discard(mailbox)

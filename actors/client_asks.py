@@ -15,7 +15,7 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.envelopes import Ask, Reply, ToClient, Withdraw
+from actors.envelopes import Ask, Mail, Reply, ToClient, Withdraw
 from actors.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.link import answer
 from actors.messages import ErrorResponse, Message, Notification, Request, Response, RpcError
@@ -98,7 +98,7 @@ class ClientAsks:
             answer(ask, Reply(error=message.error))
         return True
 
-    def refuse_queued(self, asks: trio.MemoryReceiveChannel[ToClient], reason: str) -> None:
+    def refuse_queued(self, asks: trio.MemoryReceiveChannel[Mail], reason: str) -> None:
         """Answer the Asks still queued for a session that will not read them."""
         while True:
             try:

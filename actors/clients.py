@@ -10,22 +10,22 @@ from __future__ import annotations
 import attrs
 import trio
 
-from actors.envelopes import ToClient
+from actors.envelopes import Mail
 
 
 @attrs.define
 class ClientDirectory:
     """Sessions with an initialized client, each by the channel that takes backends' requests for it."""
 
-    _sessions: dict[str, trio.MemorySendChannel[ToClient]] = attrs.field(factory=dict)
+    _sessions: dict[str, trio.MemorySendChannel[Mail]] = attrs.field(factory=dict)
 
-    def join(self, session: str, asks_to: trio.MemorySendChannel[ToClient]) -> None:
+    def join(self, session: str, asks_to: trio.MemorySendChannel[Mail]) -> None:
         self._sessions[session] = asks_to
 
     def leave(self, session: str) -> None:
         self._sessions.pop(session, None)
 
-    def only(self) -> trio.MemorySendChannel[ToClient] | None:
+    def only(self) -> trio.MemorySendChannel[Mail] | None:
         """The one session connected, if there is exactly one."""
         if len(self._sessions) != 1:
             return None

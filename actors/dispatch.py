@@ -10,6 +10,7 @@ import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, Final
 
@@ -22,7 +23,17 @@ from actors.broadcast import Broadcast
 from actors.catalog import BackendStatus, CatalogView, Route
 from actors.client_asks import ClientAsks
 from actors.clients import ClientDirectory
-from actors.envelopes import BackendEvent, Call, Cancel, Notify, Reply, ReplySlot, ToClient, next_call_id
+from actors.envelopes import (
+    BackendEvent,
+    Call,
+    Cancel,
+    CatalogChanged,
+    Mail,
+    Notify,
+    Reply,
+    ReplySlot,
+    next_call_id,
+)
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INVALID_PARAMS,
@@ -61,6 +72,8 @@ LOG_SEVERITY: Final = {
     )
 }
 BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # the one negotiated version with JSON-RPC batches
+MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
+CATALOG_CHANGED: Final = CatalogChanged()
 
 
 class SessionState(enum.Enum):
@@ -107,8 +120,8 @@ class Dispatcher:
     catalog: Watch[CatalogView]
     settings: SessionSettings
     stop: trio.Event
-    asks: trio.MemoryReceiveChannel[ToClient] | None = None  # backends' requests for this client
-    asks_to: trio.MemorySendChannel[ToClient] | None = None  # the other end, carried by every Call
+    asks: trio.MemoryReceiveChannel[Mail] | None = None  # the mailbox: backends' requests for this client,
+    asks_to: trio.MemorySendChannel[Mail] | None = None  # events, catalog changes; the send end is on Calls
     subject: str | None = None  # the client's bearer token subject
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
@@ -124,6 +137,8 @@ class Dispatcher:
     _chain: MiddlewareChain | None = None  # made at initialize, when there is middleware
 
     def __attrs_post_init__(self) -> None:
+        if self.asks is None or self.asks_to is None:
+            self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
         self._client_asks = ClientAsks(self._send)
         self._handlers = {
             "initialize": self._initialize,
@@ -142,15 +157,13 @@ class Dispatcher:
         }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        mailbox, mailbox_to = self.asks, self.asks_to
+        assert mailbox is not None and mailbox_to is not None
         try:
             with self.outbox:
                 async with trio.open_nursery() as background:
                     self._background = background
-                    background.start_soon(self._announce_tool_changes)
-                    if self.settings.events is not None:
-                        background.start_soon(self._forward_events, self.settings.events)
-                    if self.asks is not None:
-                        background.start_soon(self._serve_asks, self.asks)
+                    background.start_soon(self._read_mailbox, mailbox, mailbox_to)
                     async with trio.open_nursery() as requests:
                         background.start_soon(self._cancel_all_after, self.stop.wait)
                         task_status.started()
@@ -165,9 +178,8 @@ class Dispatcher:
             self._release_subscriptions()
             if self.settings.clients is not None:
                 self.settings.clients.leave(self.session)
-            if self.asks is not None:
-                self._client_asks.refuse_queued(self.asks, "the client session ended")
-                self.asks.close()  # backends asking from now on learn the session is gone
+            self._client_asks.refuse_queued(mailbox, "the client session ended")
+            mailbox.close()  # backends asking from now on learn the session is gone
             self._client_asks.fail_all("the client session ended before answering")
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
@@ -356,7 +368,10 @@ class Dispatcher:
 
     def _set_client_ready(self) -> None:
         self._client_ready.set()
-        if self.settings.clients is not None and self.asks_to is not None:
+        assert self.asks_to is not None
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            self.asks_to.send_nowait(CATALOG_CHANGED)  # what changed since initialize is announced now
+        if self.settings.clients is not None:
             self.settings.clients.join(self.session, self.asks_to)
 
     def _tell_backends(self, notification: Notification) -> None:
@@ -367,9 +382,20 @@ class Dispatcher:
                 assert status.calls is not None
                 self._send_to_backend(status.calls, command)
 
-    async def _serve_asks(self, asks: trio.MemoryReceiveChannel[ToClient]) -> None:
-        async for item in asks:
-            await self._client_asks.take(item, self._state is SessionState.OPERATING)
+    async def _read_mailbox(
+        self, mailbox: trio.MemoryReceiveChannel[Mail], to: trio.MemorySendChannel[Mail]
+    ) -> None:
+        """One task for everything that comes to the session unasked: backends' requests for the client and
+        their withdrawals, backend events (logs, resource updates), and catalog changes to announce."""
+        events = self.settings.events
+        with self.catalog.follow(to, CATALOG_CHANGED), events.deliver_to(to) if events else nullcontext():
+            async for item in mailbox:
+                if isinstance(item, BackendEvent):
+                    await self._forward_event(item)
+                elif item is not CATALOG_CHANGED:
+                    await self._client_asks.take(item, self._state is SessionState.OPERATING)  # type: ignore[arg-type]
+                if self._client_ready.is_set():
+                    await self._announce_list_changes()
 
     async def _settled_view(self) -> CatalogView:
         """Hold the first initialize until every backend is ready or has ended its first start, so a client
@@ -618,38 +644,33 @@ class Dispatcher:
         self._log_level = LOG_SEVERITY[level]
         return Response(request_id, {})
 
-    async def _forward_events(self, events: Broadcast[BackendEvent]) -> None:
+    async def _forward_event(self, event: BackendEvent) -> None:
         """What backends say to everyone, filtered for this session once its client is ready: log messages
         at or above its level, updates of the resources it subscribed to (under the URI it used)."""
-        with events.listen() as feed:
-            async for event in feed:
-                if not self._client_ready.is_set():
-                    continue
-                note, params = event.notification, event.notification.params or {}
-                if note.method == "notifications/message":
-                    if LOG_SEVERITY.get(params.get("level"), 0) >= self._log_level:  # type: ignore[arg-type]
-                        await self._send(note)
-                elif note.method == "notifications/resources/updated":
-                    public = self._subscriptions.get((event.backend, params.get("uri")))  # type: ignore[arg-type]
-                    if public is not None:
-                        await self._send(Notification(note.method, {**params, "uri": public}))
+        if not self._client_ready.is_set():
+            return
+        note, params = event.notification, event.notification.params or {}
+        if note.method == "notifications/message":
+            if LOG_SEVERITY.get(params.get("level"), 0) >= self._log_level:  # type: ignore[arg-type]
+                await self._send(note)
+        elif note.method == "notifications/resources/updated":
+            public = self._subscriptions.get((event.backend, params.get("uri")))  # type: ignore[arg-type]
+            if public is not None:
+                await self._send(Notification(note.method, {**params, "uri": public}))
 
-    async def _announce_tool_changes(self) -> None:
-        """notifications/{tools,prompts}/list_changed to an initialized client each time a list changes."""
-        await self._client_ready.wait()
-        version = self.catalog.version
-        while True:
-            view = self.catalog.value
-            versions = {
-                "tools": view.tools_version,
-                "prompts": view.prompts_version,
-                "resources": view.resources_version,
-            }
-            for kind, current in versions.items():
-                if self._announced.get(kind, 0) != current:
-                    self._announced[kind] = current
-                    await self._send(Notification(f"notifications/{kind}/list_changed"))
-            version, _ = await self.catalog.wait_newer(version)
+    async def _announce_list_changes(self) -> None:
+        """notifications/{tools,prompts,resources}/list_changed for each list changed since the client was
+        last told."""
+        view = self.catalog.value
+        versions = {
+            "tools": view.tools_version,
+            "prompts": view.prompts_version,
+            "resources": view.resources_version,
+        }
+        for kind, current in versions.items():
+            if self._announced.get(kind, 0) != current:
+                self._announced[kind] = current
+                await self._send(Notification(f"notifications/{kind}/list_changed"))
 
 
 async def _send_quietly(channel: trio.MemorySendChannel[Any], item: object) -> None:

@@ -65,7 +65,7 @@ class Call:
     reply_to: ReplySlot = attrs.field(repr=False)
     notify_to: trio.MemorySendChannel[Message] | None = attrs.field(default=None, repr=False)
     progress_token: RequestId | None = None  # the client's token; the backend sees call_id instead
-    asks_to: trio.MemorySendChannel[ToClient] | None = attrs.field(default=None, repr=False)  # its session
+    asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, repr=False)  # its session
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -110,7 +110,7 @@ class Notify:
     is the session it came from, the likely addressee of the backend's next roots/list."""
 
     notification: Notification
-    asks_to: trio.MemorySendChannel[ToClient] | None = attrs.field(default=None, eq=False, repr=False)
+    asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 BackendCommand = Call | Cancel | Notify
@@ -138,6 +138,15 @@ class BackendEvent:
 
     backend: str
     notification: Notification
+
+
+@attrs.frozen(slots=True)
+class CatalogChanged:
+    """Catalog (through its Watch) -> a session's mailbox: a newer catalog version exists."""
+
+
+# What a session's one mailbox holds: everything that comes to it unasked.
+Mail = ToClient | BackendEvent | CatalogChanged
 
 
 @attrs.frozen(slots=True)

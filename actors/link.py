@@ -18,7 +18,7 @@ from loguru import logger
 
 from actors import codec
 from actors.clients import ClientDirectory
-from actors.envelopes import Ask, Call, Cancel, Reply, ReplySlot, ToClient, Withdraw, next_call_id
+from actors.envelopes import Ask, Call, Cancel, Mail, Reply, ReplySlot, Withdraw, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -78,11 +78,11 @@ class BackendLink:
     inflight: dict[int, Call] = attrs.field(factory=dict)
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
-    roots_hint: trio.MemorySendChannel[ToClient] | None = None  # the last session to change its roots
-    _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[ToClient], trio.CancelScope]] = attrs.field(
+    roots_hint: trio.MemorySendChannel[Mail] | None = None  # the last session to change its roots
+    _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[Mail], trio.CancelScope]] = attrs.field(
         factory=dict
     )
-    _elicitations: OrderedDict[str, trio.MemorySendChannel[ToClient]] = attrs.field(factory=OrderedDict)
+    _elicitations: OrderedDict[str, trio.MemorySendChannel[Mail]] = attrs.field(factory=OrderedDict)
     _garbage: RateLimiter = attrs.field(factory=lambda: RateLimiter(GARBAGE_LOG_RATE))
 
     def lose(self, error: BackendError) -> None:
@@ -233,7 +233,7 @@ class BackendLink:
 
     # -- requests from the backend for a client ---------------------------------------------------------
 
-    def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[ToClient] | None, str]:
+    def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[Mail] | None, str]:
         """The session a backend's request is for: the one whose calls are in flight here; with none, for
         roots/list the session that last announced new roots; else the only session connected. Never a
         guess between two sessions: a sampling or elicitation request shown to the wrong user is worse than
@@ -306,7 +306,7 @@ class BackendLink:
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             target.send_nowait(Withdraw(ask_id, reason))
 
-    def _remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[ToClient]) -> None:
+    def _remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[Mail]) -> None:
         if isinstance(elicitation_id, str):
             self._elicitations[elicitation_id] = target
             while len(self._elicitations) > MAX_ELICITATIONS:
@@ -328,6 +328,6 @@ class BackendLink:
             logger.warning("{}{}", text, more)
 
 
-def _closed(channel: trio.MemorySendChannel[ToClient]) -> bool:
+def _closed(channel: trio.MemorySendChannel[Mail]) -> bool:
     """The receiving session is gone (its end of the channel is closed)."""
     return channel.statistics().open_receive_channels == 0

@@ -12,8 +12,8 @@ import trio
 from loguru import logger
 
 from actors.catalog import CatalogView
-from actors.dispatch import Dispatcher, SessionSettings
-from actors.envelopes import ToClient
+from actors.dispatch import MAILBOX_SIZE, Dispatcher, SessionSettings
+from actors.envelopes import Mail
 from actors.messages import Message
 from actors.reader import Reader
 from actors.transports.base import Transport
@@ -22,7 +22,6 @@ from actors.writer import Writer
 
 INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
 OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before their senders wait
-ASKS_SIZE: Final = 16  # backends' requests for the client queued; more are refused at once
 
 
 @attrs.define(eq=False)
@@ -47,7 +46,7 @@ class Session:
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel).run)
-                    asks_to, asks = trio.open_memory_channel[ToClient](ASKS_SIZE)
+                    asks_to, asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
                     dispatcher = Dispatcher(
                         self.id,
                         inbox_recv,

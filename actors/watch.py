@@ -7,7 +7,9 @@ Values must be immutable; the Watch only swaps a reference and wakes the waiters
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -19,6 +21,7 @@ class Watch(Generic[T]):
         self._value = value
         self._version = 0
         self._changed = trio.Event()
+        self._followers: dict[trio.MemorySendChannel[Any], object] = {}
 
     @property
     def value(self) -> T:
@@ -33,6 +36,23 @@ class Watch(Generic[T]):
         self._version += 1
         changed, self._changed = self._changed, trio.Event()
         changed.set()
+        for mailbox, marker in list(self._followers.items()):
+            try:
+                mailbox.send_nowait(marker)  # a reader with a full mailbox sees the change with its next item
+            except trio.WouldBlock:
+                pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                del self._followers[mailbox]
+
+    @contextmanager
+    def follow(self, mailbox: trio.MemorySendChannel[Any], marker: object) -> Iterator[None]:
+        """Put `marker` into `mailbox` at each publish meanwhile, so a task that already reads a mailbox
+        learns of new versions without a task of its own to wait for them."""
+        self._followers[mailbox] = marker
+        try:
+            yield
+        finally:
+            self._followers.pop(mailbox, None)
 
     async def wait_newer(self, seen_version: int) -> tuple[int, T]:
         """Wait until a version newer than `seen_version` exists; return (version, value)."""

@@ -64,6 +64,7 @@ class WebSocketListener:
             if self.settings.auth is None and self.settings.host not in ("127.0.0.1", "localhost", "::1"):
                 logger.warning("listening on {} WITHOUT auth: add [websocket.auth]", self.settings.host)
             logger.info("listening on {}", self.url)
+            handlers.start_soon(self._keep_alive)
             task_status.started(self.url)
 
     def sessions(self) -> list[Session]:
@@ -120,27 +121,30 @@ class WebSocketListener:
         session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
         self._sessions[session] = transport
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._keep_alive, transport)
-                await session.run_temporary()
-                nursery.cancel_scope.cancel()
+            await session.run_temporary()
         finally:
             del self._sessions[session]
 
-    async def _keep_alive(self, transport: WebSocketTransport) -> None:
-        """A ping every interval; a peer that has not answered by the next one is gone."""
+    async def _keep_alive(self) -> None:
+        """One task for every connection: a ping to each every interval; a peer that has not answered by
+        the next one is gone. (A task per connection would cost each idle session its memory.)"""
         interval = self.settings.ping_interval_s
-        while True:
-            await trio.sleep(interval)
-            with trio.move_on_after(interval) as timer:
-                try:
-                    await transport.connection.ping()
-                except ConnectionClosed:
-                    return
-            if timer.cancelled_caught:
-                logger.warning("closing with 1011: no pong for {}s", 2 * interval)
-                await transport.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")  # ends the session
+        async with trio.open_nursery() as pings:
+            while True:
+                await trio.sleep(interval)
+                for session, transport in list(self._sessions.items()):
+                    pings.start_soon(self._ping, session.id, transport, interval)
+
+    async def _ping(self, session_id: str, transport: WebSocketTransport, interval: float) -> None:
+        with trio.move_on_after(interval) as timer:
+            try:
+                await transport.connection.ping()
+            except ConnectionClosed:
                 return
+        if timer.cancelled_caught:
+            with logger.contextualize(session=session_id):
+                logger.warning("closing with 1011: no pong for {}s", interval)
+            await transport.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")  # ends the session
 
 
 def _peer(request: WebSocketRequest) -> str:

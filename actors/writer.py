@@ -42,6 +42,7 @@ class Writer:
                         break
                 try:
                     await self.transport.send_many(frames)
+                    frames.clear()  # not kept alive while the writer waits: an idle session holds no frames
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     logger.info("client is gone; closing the session")
                     self.on_peer_gone()

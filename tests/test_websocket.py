@@ -280,6 +280,29 @@ async def test_a_client_that_stops_reading_is_closed_without_slowing_others(tmp_
     assert any("'session': 'ws-2'" in line and "closing with 1008" in line for line in lines)
 
 
+async def test_a_peer_that_never_answers_pings_is_closed_and_a_live_one_is_kept(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]), ping_interval_s=0.2
+    )
+    async with running(config) as gateway, connect(gateway.websocket_url or "") as live:
+        assert gateway.listener is not None
+        port = int((gateway.websocket_url or "").split(":")[2].split("/")[0])
+        with trio.fail_after(DEADLINE_S):
+            mute = await trio.open_tcp_stream("127.0.0.1", port)  # a WebSocket peer that never pongs
+            await mute.send_all(
+                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            )
+            received = b""
+            while chunk := await mute.receive_some():  # pings arrive, no pong goes back, then the close
+                received += chunk
+            await mute.aclose()
+        assert received.startswith(b"HTTP/1.1 101")
+        assert b"\x03\xf3" in received  # the close frame's code: 1011
+        await live.call("still", "echo", text="here")  # trio-websocket answers pings: this one stays
+        assert "result" in await live.answer_to("still")
+
+
 async def test_shutdown_answers_every_call_and_closes_with_1001(tmp_path: Path) -> None:
     config = with_websocket(
         write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=sleep")], shutdown_s=2)
