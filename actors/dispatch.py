@@ -165,7 +165,6 @@ class Dispatcher:
                     self._background = background
                     background.start_soon(self._read_mailbox, mailbox, mailbox_to)
                     async with trio.open_nursery() as requests:
-                        background.start_soon(self._cancel_all_after, self.stop.wait)
                         task_status.started()
                         with self.inbox:
                             async for message in self.inbox:
@@ -314,6 +313,12 @@ class Dispatcher:
             await self.outbox.send(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.debug("writer is gone; dropped {}", type(message).__name__)
+
+    def halt(self) -> None:
+        """Answer everything in flight with an error now: the session is stopping."""
+        self.stop.set()
+        for entry in self._inflight.values():
+            entry.scope.cancel()
 
     async def _cancel_all_after(self, wait: Callable[[], Awaitable[object]]) -> None:
         await wait()

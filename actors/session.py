@@ -38,6 +38,7 @@ class Session:
     done: trio.Event = attrs.field(factory=trio.Event)
     _stop: trio.Event = attrs.field(factory=trio.Event)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _dispatcher: Dispatcher | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(session=self.id):
@@ -58,6 +59,7 @@ class Session:
                         asks_to,
                         self.subject,
                     )
+                    self._dispatcher = dispatcher
                     await nursery.start(dispatcher.run)
                     nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))
                     task_status.started()
@@ -83,3 +85,5 @@ class Session:
         """Stop reading, answer everything in flight with an error, flush, end."""
         self._stop.set()
         self._reader_scope.cancel()
+        if self._dispatcher is not None:
+            self._dispatcher.halt()

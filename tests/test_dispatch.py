@@ -32,6 +32,7 @@ class Harness:
     catalog: Catalog
     backend: trio.MemoryReceiveChannel[BackendCommand]
     stop: trio.Event
+    actor: Dispatcher | None = None
 
     async def ask(self, request_id: int | str, method: str, params: dict[str, Any] | None = None) -> Message:
         await self.inbox.send(Request(request_id, method, params))
@@ -64,6 +65,7 @@ async def dispatcher(*, ready: bool = True, timeout_s: float = 30.0) -> AsyncIte
         harness.publish(BackendReady("two", (tool("echo"),), calls))
     settings = SessionSettings("test-gateway", settle_timeout_s=60.0, drain_s=5.0)
     actor = Dispatcher("s1", inbox_recv, outbox_send, catalog.watch, settings, harness.stop)
+    harness.actor = actor
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)
         yield harness
@@ -257,7 +259,8 @@ async def test_stop_answers_everything_in_flight() -> None:
         for i in range(3):
             await h.inbox.send(Request(i, "tools/call", {"name": "slow"}))
             await h.backend.receive()
-        h.stop.set()
+        assert h.actor is not None
+        h.actor.halt()  # what Session.stop() does
         answers = [await h.outbox.receive() for _ in range(3)]
         assert sorted(a.id for a in answers if isinstance(a, ErrorResponse)) == [0, 1, 2]
         assert all(error_code(a) == BACKEND_UNAVAILABLE for a in answers)
