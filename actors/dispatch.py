@@ -109,8 +109,8 @@ class Dispatcher:
     """Owns: the session's protocol state, its in-flight request table, and its outbox send end.
     Receives: messages from the reader on `inbox`.
     Sends: responses and notifications to the writer on `outbox`; Calls and Cancels to backends.
-    Stops when: the inbox ends and every request task has finished (after `drain_s`, or at once when `stop`
-        is set, the rest are answered with an error).
+    Stops when: the inbox ends and every request task has finished (after `drain_s`, or at once when `halt()`
+        is called, the rest are answered with an error).
     Errors: none of its own; every request gets exactly one answer unless the client cancelled it.
     """
 
@@ -119,7 +119,6 @@ class Dispatcher:
     outbox: trio.MemorySendChannel[Message]
     catalog: Watch[CatalogView]
     settings: SessionSettings
-    stop: trio.Event
     asks: trio.MemoryReceiveChannel[Mail] | None = None  # the mailbox: backends' requests for this client,
     asks_to: trio.MemorySendChannel[Mail] | None = None  # events, catalog changes; the send end is on Calls
     subject: str | None = None  # the client's bearer token subject
@@ -316,7 +315,6 @@ class Dispatcher:
 
     def halt(self) -> None:
         """Answer everything in flight with an error now: the session is stopping."""
-        self.stop.set()
         for entry in self._inflight.values():
             entry.scope.cancel()
 

@@ -89,6 +89,10 @@ class HttpListener:
     _nursery: trio.Nursery | None = None
     _requests: int = 0  # HTTP requests being served, over all sessions
     _no_requests: trio.Event = attrs.field(factory=trio.Event)
+    _allowed_hosts: frozenset[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._allowed_hosts = frozenset(_hostname(name) for name in self.settings.allowed_hosts)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -182,7 +186,7 @@ class HttpListener:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
 
     def _check_host(self, headers: dict[str, str]) -> None:
-        allowed = {_hostname(name) for name in self.settings.allowed_hosts}
+        allowed = self._allowed_hosts
         host = _hostname(headers.get("host", ""))
         if "*" not in allowed and host not in allowed:
             raise Refused(421, f"Host {host or '(none)'} is not allowed (DNS rebinding protection)")
@@ -191,7 +195,7 @@ class HttpListener:
         origin = headers.get("origin")
         if origin is None or origin in self.settings.allowed_origins:
             return
-        allowed_hosts = {_hostname(name) for name in self.settings.allowed_hosts}
+        allowed_hosts = self._allowed_hosts
         if "*" not in allowed_hosts and _hostname(urlsplit(origin).netloc) in allowed_hosts:
             return  # a page served from this host itself
         raise Refused(403, f"origin {origin} is not allowed")

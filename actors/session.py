@@ -36,7 +36,6 @@ class Session:
     settings: SessionSettings
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
     done: trio.Event = attrs.field(factory=trio.Event)
-    _stop: trio.Event = attrs.field(factory=trio.Event)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _dispatcher: Dispatcher | None = None
 
@@ -54,7 +53,6 @@ class Session:
                         outbox_send.clone(),
                         self.catalog,
                         self.settings,
-                        self._stop,
                         asks,
                         asks_to,
                         self.subject,
@@ -83,7 +81,6 @@ class Session:
 
     def stop(self) -> None:
         """Stop reading, answer everything in flight with an error, flush, end."""
-        self._stop.set()
         self._reader_scope.cancel()
         if self._dispatcher is not None:
             self._dispatcher.halt()

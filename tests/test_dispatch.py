@@ -31,7 +31,6 @@ class Harness:
     outbox: trio.MemoryReceiveChannel[Message]
     catalog: Catalog
     backend: trio.MemoryReceiveChannel[BackendCommand]
-    stop: trio.Event
     actor: Dispatcher | None = None
 
     async def ask(self, request_id: int | str, method: str, params: dict[str, Any] | None = None) -> Message:
@@ -59,12 +58,12 @@ async def dispatcher(*, ready: bool = True, timeout_s: float = 30.0) -> AsyncIte
     calls, backend = trio.open_memory_channel[BackendCommand](16)
     _, events = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog(["one", "two"], {"one": timeout_s, "two": timeout_s}, PREFIX_ON_COLLISION, events)
-    harness = Harness(inbox_send, outbox_recv, catalog, backend, trio.Event())
+    harness = Harness(inbox_send, outbox_recv, catalog, backend)
     if ready:
         harness.publish(BackendReady("one", (tool("echo"), tool("slow")), calls))
         harness.publish(BackendReady("two", (tool("echo"),), calls))
     settings = SessionSettings("test-gateway", settle_timeout_s=60.0, drain_s=5.0)
-    actor = Dispatcher("s1", inbox_recv, outbox_send, catalog.watch, settings, harness.stop)
+    actor = Dispatcher("s1", inbox_recv, outbox_send, catalog.watch, settings)
     harness.actor = actor
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)

@@ -86,9 +86,11 @@ class HttpBackendTransport:
         if method == "initialize":
             await self._post(frame, message)  # its session id goes on everything after it
             return
-        self._nursery.start_soon(self._post, frame, message)
         if method == "notifications/initialized":
-            self._nursery.start_soon(self._listen)
+            # The GET stream first: what the server sends as soon as it is initialized (a list_changed for
+            # tools it adds for this client, say) has a stream to go to instead of being dropped.
+            await self._nursery.start(self._listen)
+        self._nursery.start_soon(self._post, frame, message)
 
     async def send_many(self, frames: Sequence[bytes]) -> None:
         for frame in frames:
@@ -227,13 +229,16 @@ class HttpBackendTransport:
                 break
         return answered, last_id
 
-    async def _listen(self) -> None:
-        """The standalone GET stream, opened again whenever it ends, while the session lives."""
+    async def _listen(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The standalone GET stream, opened again whenever it ends, while the session lives. Started once
+        the first GET is answered (or has failed)."""
         delay = RETRY_S
         while not self.ended.is_set():
             headers = {**self._request_headers(), "accept": "text/event-stream"}
             try:
                 async with self._client.stream("GET", self.url, headers=headers) as response:
+                    task_status.started()
+                    task_status = trio.TASK_STATUS_IGNORED
                     if response.status_code == 405:
                         return  # the server offers no such stream
                     if response.status_code == 404:
@@ -247,6 +252,9 @@ class HttpBackendTransport:
             except TooLargeError as exc:
                 self._lose(f"{self.url} sent {exc}")
                 return
+            finally:
+                task_status.started()  # a first GET that failed: the session goes on without it for now
+                task_status = trio.TASK_STATUS_IGNORED
             await trio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 

@@ -37,7 +37,16 @@ class EventStream:
     """The numbered SSE events of one stream. Readers keep a cursor, so a reader that reconnects resumes
     where it was; `finished` once the last event (a response) is in."""
 
-    __slots__ = ("_changed", "attached", "delivered", "events", "finished", "key", "last_number")
+    __slots__ = (
+        "_changed",
+        "attached",
+        "delivered",
+        "events",
+        "finished",
+        "key",
+        "last_number",
+        "overflowed",
+    )
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -46,12 +55,14 @@ class EventStream:
         self.delivered = 0  # the highest number a reader has written out
         self.finished = False
         self.attached = 0  # readers connected now
+        self.overflowed = False  # said once in the log, not at every event lost
         self._changed = trio.Event()
 
     def push(self, frame: bytes, *, last: bool = False) -> None:
         if self.finished:
             return
-        if len(self.events) == self.events.maxlen:
+        if len(self.events) == self.events.maxlen and not self.overflowed:
+            self.overflowed = True
             logger.warning("stream {}: no reader for {} events; dropping the oldest", self.key, REPLAY_EVENTS)
         self.last_number += 1
         self.events.append((self.last_number, frame))
