@@ -21,6 +21,7 @@ from loguru import logger
 from actors import __version__
 from actors.broadcast import Broadcast
 from actors.catalog import BackendStatus, CatalogView, Route
+from actors.channels import put
 from actors.client_asks import ClientAsks
 from actors.clients import ClientDirectory
 from actors.envelopes import (
@@ -309,7 +310,7 @@ class Dispatcher:
 
     async def _send(self, message: Message) -> None:
         try:
-            await self.outbox.send(message)
+            await put(self.outbox, message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.debug("writer is gone; dropped {}", type(message).__name__)
 
@@ -619,7 +620,7 @@ class Dispatcher:
     async def _exchange(self, backend: BackendStatus, call: Call) -> Reply:
         assert backend.calls is not None
         try:
-            await backend.calls.send(call)
+            await put(backend.calls, call)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             now = self.catalog.value.backends[backend.name]
             reason = f"it is {now.describe()}" if now.reason else "it went down as the call was sent"

@@ -7,6 +7,7 @@ import trio
 from loguru import logger
 
 from actors import codec
+from actors.channels import put
 from actors.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
 from actors.messages import ErrorResponse, Message, RpcError
 from actors.transports.base import Transport
@@ -52,4 +53,4 @@ class Reader:
             except MessageError as exc:
                 await self.outbox.send(ErrorResponse(exc.request_id, exc.error))
                 continue
-            await self.dispatch.send(message)
+            await put(self.dispatch, message)
