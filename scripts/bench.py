@@ -1,7 +1,9 @@
 """Benchmark: the same backend reached directly, through the gateway over stdio and over WebSocket, and
 through FastMCP's proxy when `fastmcp` can be imported (by --fastmcp-python, default this interpreter).
 
-Rounds are interleaved (direct, stdio, websocket, direct, ...) so the ratios hold on a noisy machine. The
+Rounds are interleaved (direct, stdio, websocket, direct, ...) so the ratios hold on a noisy machine.
+With the lean backend two floors are measured too (scripts/bench_floor.py): a bare Trio relay, and the
+gateway's actor shape with no logic in it. The
 client is a lean one of ours (orjson over pipes or a WebSocket, many calls in flight on one connection), so
 what is measured is the path, not a client library. Two backends: the official SDK's server (what users
 run) and a lean one that answers from a template (so the gateway's own cost is visible).
@@ -44,6 +46,8 @@ BACKENDS: Final = {
     "lean": ROOT / "scripts/backends/lean_echo.py",
 }
 FASTMCP_PROXY: Final = ROOT / "scripts/backends/fastmcp_proxy.py"
+FLOOR: Final = ROOT / "scripts/bench_floor.py"
+FLOORS: Final = {"floor: trio relay": "relay", "floor: actor shape": "shape"}  # lean backend only
 STARTED: Final[list[trio.Process]] = []  # every process this run started, stopped at the end
 INITIALIZE: Final = {
     "protocolVersion": "2025-11-25",
@@ -273,6 +277,12 @@ async def _measure_all(
                     port,
                 ),
             }
+            if (
+                backend_name == "lean"
+            ):  # what a hop costs on Trio before any gateway logic: see bench_floor.py
+                for name, mode in FLOORS.items():
+                    floor = [sys.executable, str(FLOOR), mode, sys.executable, str(backend)]
+                    peers[name] = await stdio_peer(nursery, floor, True)
             if report["fastmcp"]:
                 proxy = [args.fastmcp_python, str(FASTMCP_PROXY), sys.executable, str(backend)]
                 peers["fastmcp proxy"] = await stdio_peer(nursery, proxy, True)

@@ -49,7 +49,15 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
     report = orjson.loads(out.read_bytes())
     paths = {(entry["path"], entry["concurrency"]) for entry in report["results"]}
     assert paths == {
-        (path, level) for path in ("direct", "gateway stdio", "gateway websocket") for level in (1, 4)
+        (path, level)
+        for path in (
+            "direct",
+            "gateway stdio",
+            "gateway websocket",
+            "floor: trio relay",
+            "floor: actor shape",
+        )
+        for level in (1, 4)
     }
     for entry in report["results"]:
         assert entry["errors"] == 0 and entry["calls_per_s"] > 0
