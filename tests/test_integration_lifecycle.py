@@ -170,3 +170,31 @@ def test_serve_with_a_bad_config_exits_2_before_starting_anything(tmp_path: Path
 def test_check_accepts_the_shipped_default_config() -> None:
     done = run_cli("check", "--config", "config/gateway.toml")
     assert done.returncode == 0 and "ok (2 backends)" in done.stdout
+
+
+async def test_a_signal_stops_the_gateway_even_while_its_input_never_pauses(tmp_path: Path) -> None:
+    """stdin is /dev/zero: one endless line that is always readable. The gateway skips it without holding
+    it, and still starts its backends and hears SIGTERM (a reader that never had to wait used to keep the
+    scheduler, and with it signal handling, from ever running)."""
+    config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo")])
+    argv = [sys.executable, "-m", "actors", "serve", "--stdio", "--config", str(config)]
+    with open("/dev/zero", "rb") as zeros:  # noqa: ASYNC230 (opening a device does not block)
+        process = await trio.lowlevel.open_process(
+            argv, stdin=zeros, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(ROOT)
+        )
+    assert process.stderr is not None
+    log = b""
+    try:
+        with trio.fail_after(30):
+            while b"[backend=alpha] initialized" not in log:
+                log += await process.stderr.receive_some()
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(10):
+            while chunk := await process.stderr.receive_some():
+                log += chunk
+            assert await process.wait() == 0
+        assert b"gateway stopped" in log
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -5,8 +5,9 @@ a read finds nothing: two trips through the scheduler per message each way. On t
 client's pipe and a backend's, both ways) those trips were a third of the gateway's CPU per call. This
 wrapper borrows the FdStream's file descriptor (already non-blocking) for the fast path; the FdStream
 still owns the descriptor and closes it, which wakes a waiting reader here too (trio notifies by fd).
-Cancellation is still honoured at every call (checkpoint_if_cancelled); a reader or writer that never has
-to wait relies on the memory channels it feeds to yield, as the session's and backend's loops do.
+Cancellation is still honoured at every call (checkpoint_if_cancelled). A reader that never has to wait
+(a peer that writes faster than we read, or an endless line from /dev/zero being skipped) yields every
+READS_PER_YIELD reads, so signals, timeouts and other tasks still get their turn.
 """
 
 from __future__ import annotations
@@ -18,18 +19,26 @@ from typing import Final
 import trio
 
 READ_SIZE: Final = 65536
+READS_PER_YIELD: Final = 16  # reads in a row that found data before a trip through the scheduler
 
 
 class PipeStream(trio.abc.HalfCloseableStream):
     def __init__(self, pipe: trio.lowlevel.FdStream) -> None:
         self._pipe = pipe
+        self._reads_without_wait = 0
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        await trio.lowlevel.checkpoint_if_cancelled()
+        self._reads_without_wait += 1
+        if self._reads_without_wait >= READS_PER_YIELD:
+            self._reads_without_wait = 0
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
                 return os.read(self._pipe.fileno(), max_bytes or READ_SIZE)
             except BlockingIOError:
+                self._reads_without_wait = 0
                 await trio.lowlevel.wait_readable(self._pipe.fileno())
             except OSError as exc:
                 raise _closed_or_broken(exc) from None
