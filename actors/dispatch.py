@@ -454,21 +454,21 @@ class Dispatcher:
         return answer
 
     async def _subscribe(self, request_id: RequestId, params: Params) -> Message:
-        """The first session to subscribe to a URI subscribes the gateway at the owner; the others only
-        join. This session then gets notifications/resources/updated for it, under the form it used."""
+        """The first session to subscribe to a URI subscribes the gateway at the owner; the others join once
+        the owner has said yes. This session then gets notifications/resources/updated for it, under the
+        form it used."""
         routed = self._resource_owner(request_id, params)
         if isinstance(routed, ErrorResponse):
             return routed
         status, own, uri = routed
-        table = self.settings.subscriptions
-        answer: Message = Response(request_id, {})
-        if table.add(status.name, own, self.session):
-            answer = await self._forward(status, "resources/subscribe", {**params, "uri": own}, request_id)
-            if not isinstance(answer, Response):
-                table.remove(status.name, own, self.session)
-                return answer
+        ask = partial(self._forward, status, "resources/subscribe", {**params, "uri": own}, request_id)
+        answer = await self.settings.subscriptions.subscribe(
+            status.name, own, self.session, ask, lambda answer: isinstance(answer, Response)
+        )
+        if answer is not None and not isinstance(answer, Response):
+            return answer
         self._subscriptions[(status.name, own)] = uri
-        return answer
+        return Response(request_id, {}) if answer is None else answer
 
     async def _unsubscribe(self, request_id: RequestId, params: Params) -> Message:
         """This session stops getting the updates; the last session to leave unsubscribes the gateway."""
