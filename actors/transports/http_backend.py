@@ -288,8 +288,8 @@ class HttpBackendTransport:
     def _lose(self, reason: str, *, quiet: bool = False) -> None:
         if not self.ended.is_set():
             self._end = reason
-            if not quiet:
-                logger.warning("{}", reason)
+            if not quiet:  # the warning is the supervisor's, which gets the reason from describe_end()
+                logger.debug("{}", reason)
             self.ended.set()
         self._inbound_send.close()
 
