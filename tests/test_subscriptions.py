@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 import trio.testing
 
@@ -25,12 +27,21 @@ def ok(answer: str) -> bool:
     return answer == "ok"
 
 
-async def test_a_session_joining_during_the_first_subscribe_waits_for_its_answer() -> None:
-    table, backend = Subscriptions(), FakeBackend()
-    results: dict[str, str | None] = {}
+def subscriber(
+    table: Subscriptions, backend: FakeBackend, results: dict[str, str | None]
+) -> Callable[[str], Awaitable[None]]:
+    """A task body subscribing one session to ("b", "u") and keeping what it was answered."""
 
     async def subscribe(session: str) -> None:
         results[session] = await table.subscribe("b", "u", session, backend.ask, ok)
+
+    return subscribe
+
+
+async def test_a_session_joining_during_the_first_subscribe_waits_for_its_answer() -> None:
+    table, backend = Subscriptions(), FakeBackend()
+    results: dict[str, str | None] = {}
+    subscribe = subscriber(table, backend, results)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(subscribe, "s1")
@@ -46,9 +57,7 @@ async def test_a_session_joining_during_the_first_subscribe_waits_for_its_answer
 async def test_after_a_refusal_the_next_session_asks_for_itself() -> None:
     table, backend = Subscriptions(), FakeBackend()
     results: dict[str, str | None] = {}
-
-    async def subscribe(session: str) -> None:
-        results[session] = await table.subscribe("b", "u", session, backend.ask, ok)
+    subscribe = subscriber(table, backend, results)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(subscribe, "s1")
