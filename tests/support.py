@@ -129,6 +129,22 @@ async def sdk_client(
             yield client
 
 
+async def progress_and_sampling(client: Client, sampled: str) -> None:
+    """The test backend's progress tool reports every step to the caller, and its ask_client tool gets the
+    answer of this client's sampling callback (which says `sampled`)."""
+    steps: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    done = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+    assert done.content[0].text == "done 3"  # type: ignore[union-attr]
+    assert steps == [1, 2, 3]
+    asked = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    answer = await client.call_tool("ask_client", asked)
+    assert answer.structured_content["result"]["content"]["text"] == sampled  # type: ignore[index]
+
+
 async def tool_names(client: Client) -> list[str]:
     result = await client.list_tools(cache_mode="bypass")
     return [tool.name for tool in result.tools]

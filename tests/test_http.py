@@ -18,7 +18,15 @@ import trio
 from loguru import logger
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from support import DEADLINE_S, Notifications, backend_entry, running, with_http, write_config
+from support import (
+    DEADLINE_S,
+    Notifications,
+    backend_entry,
+    progress_and_sampling,
+    running,
+    with_http,
+    write_config,
+)
 
 from actors.gateway import Gateway
 
@@ -69,6 +77,21 @@ async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]
         elif not line.startswith(":"):
             field, _, value = line.partition(":")
             event[field] = value[1:] if value.startswith(" ") else value
+
+
+async def hang_up_after_first_event(
+    http: httpx2.AsyncClient, url: str, message: dict[str, Any]
+) -> tuple[dict[str, str], str]:
+    """Open a session, POST `message`, read its SSE stream up to the first event with data (the first
+    progress), then drop the connection. Returns the session's request headers and that event's id."""
+    session_id = await open_session(http, url)
+    headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
+    with trio.fail_after(DEADLINE_S):
+        async with http.stream("POST", url, content=orjson.dumps(message), headers=headers) as response:
+            async for event in sse_events(response):
+                if event["data"]:
+                    return headers, event["id"]
+    raise AssertionError("the stream ended before any event with data")
 
 
 @contextmanager
@@ -131,17 +154,7 @@ async def test_progress_sampling_logs_and_list_changed_reach_an_sdk_client(tmp_p
         )
         with trio.fail_after(DEADLINE_S):
             async with client_cm as client:
-                steps: list[float] = []
-
-                async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                    steps.append(progress)
-
-                done = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
-                assert done.content[0].text == "done 3"  # type: ignore[union-attr]
-                assert steps == [1, 2, 3]
-                asked = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
-                answer = await client.call_tool("ask_client", asked)
-                assert answer.structured_content["result"]["content"]["text"] == "sampled over http"  # type: ignore[index]
+                await progress_and_sampling(client, "sampled over http")
                 await client.call_tool("log", {"data": "a line from the backend"})
                 assert logged == ["a line from the backend"]
                 await client.call_tool("set_tools", {"extra": ["added"]})
@@ -181,16 +194,12 @@ async def test_a_dropped_stream_resumes_with_last_event_id(tmp_path: Path) -> No
     async with running(gateway_config(tmp_path)) as gateway, httpx2.AsyncClient() as http:
         url = gateway.http_url
         assert url is not None
-        session_id = await open_session(http, url)
-        headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
-        body = orjson.dumps(call(2, "progress", {"steps": 3, "delay": 0.2}, token="t"))
+        headers, last_seen = await hang_up_after_first_event(
+            http, url, call(2, "progress", {"steps": 3, "delay": 0.2}, token="t")
+        )
         with trio.fail_after(DEADLINE_S):
-            async with http.stream("POST", url, content=body, headers=headers) as response:
-                async for event in sse_events(response):
-                    if event["data"]:  # the first progress; then the connection drops
-                        last_seen = event["id"]
-                        break
-            resume = {"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": last_seen}
+            session = headers["mcp-session-id"]
+            resume = {"accept": "text/event-stream", "mcp-session-id": session, "last-event-id": last_seen}
             async with http.stream("GET", url, headers=resume) as resumed:
                 assert resumed.status_code == 200
                 rest = [orjson.loads(event["data"]) async for event in sse_events(resumed) if event["data"]]
@@ -202,14 +211,11 @@ async def test_closing_a_stream_cancels_its_call_at_the_backend(tmp_path: Path) 
     async with running(gateway_config(tmp_path, resume_window_s=0)) as gateway, httpx2.AsyncClient() as http:
         url = gateway.http_url
         assert url is not None
-        session_id = await open_session(http, url)
-        headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
-        body = orjson.dumps(call(7, "progress", {"steps": 2, "delay": 60}, token="t"))
+        # the call is running at the backend when the client hangs up
+        headers, _ = await hang_up_after_first_event(
+            http, url, call(7, "progress", {"steps": 2, "delay": 60}, token="t")
+        )
         with trio.fail_after(DEADLINE_S):
-            async with http.stream("POST", url, content=body, headers=headers) as response:
-                async for event in sse_events(response):
-                    if event["data"]:
-                        break  # the call is running at the backend; the client hangs up
             cancelled: list[Any] = []
             while not cancelled:  # the backend is a separate process: ask it until it has seen the cancel
                 answer = await http.post(url, json=call(8, "cancelled_requests", {}), headers=headers)

@@ -17,7 +17,15 @@ import trio
 from conftest import SERVER_EVERYTHING
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import DEADLINE_S, Notifications, backend_entry, running, with_http, write_config
+from support import (
+    DEADLINE_S,
+    Notifications,
+    backend_entry,
+    progress_and_sampling,
+    running,
+    with_http,
+    write_config,
+)
 
 SECRET = "a-secret-for-the-inner-gateway-32-bytes"
 
@@ -60,16 +68,7 @@ async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(
             )
             with trio.fail_after(DEADLINE_S):
                 async with client_cm as client:
-                    steps: list[float] = []
-
-                    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                        steps.append(progress)
-
-                    done = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
-                    assert done.content[0].text == "done 3" and steps == [1, 2, 3]  # type: ignore[union-attr]
-                    asked = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
-                    answer = await client.call_tool("ask_client", asked)
-                    assert answer.structured_content["result"]["content"]["text"] == "sampled at the far end"  # type: ignore[index]
+                    await progress_and_sampling(client, "sampled at the far end")
 
                     (session_id,) = inner.http_listener._sessions  # the outer gateway's session
                     authorization = {"authorization": os.environ["INNER_AUTHORIZATION"]}

@@ -38,16 +38,22 @@ def subscriber(
     return subscribe
 
 
+async def one_after_the_other(
+    nursery: trio.Nursery, task: Callable[[str], Awaitable[None]], *names: str
+) -> None:
+    """Start `task` for each name, each once the ones before it are waiting."""
+    for name in names:
+        nursery.start_soon(task, name)
+        await trio.testing.wait_all_tasks_blocked()
+
+
 async def test_a_session_joining_during_the_first_subscribe_waits_for_its_answer() -> None:
     table, backend = Subscriptions(), FakeBackend()
     results: dict[str, str | None] = {}
     subscribe = subscriber(table, backend, results)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(subscribe, "s1")
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(subscribe, "s2")
-        await trio.testing.wait_all_tasks_blocked()
+        await one_after_the_other(nursery, subscribe, "s1", "s2")
         assert results == {}  # s2 is not told "subscribed" before the backend has said so
         await backend.answers.send("ok")
     assert results == {"s1": "ok", "s2": None} and backend.asked == 1
@@ -60,10 +66,7 @@ async def test_after_a_refusal_the_next_session_asks_for_itself() -> None:
     subscribe = subscriber(table, backend, results)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(subscribe, "s1")
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(subscribe, "s2")
-        await trio.testing.wait_all_tasks_blocked()
+        await one_after_the_other(nursery, subscribe, "s1", "s2")
         await backend.answers.send("no")
         await trio.testing.wait_all_tasks_blocked()
         assert results == {"s1": "no"} and backend.asked == 2

@@ -57,3 +57,11 @@ class BackendTransport(Transport, Protocol):
         ...
 
     def describe_end(self) -> str: ...
+
+
+async def receive_or_end(inbound: trio.MemoryReceiveChannel[bytes]) -> bytes | None:
+    """The next frame a transport's own tasks queued for the actor, or None once that queue has ended."""
+    try:
+        return await inbound.receive()
+    except (trio.EndOfChannel, trio.ClosedResourceError):
+        return None

@@ -22,6 +22,8 @@ import orjson
 import trio
 from loguru import logger
 
+from actors.transports.base import receive_or_end
+
 INBOUND_SIZE: Final = 64  # frames from the server queued before its streams wait for the backend actor
 CONNECT_TIMEOUT_S: Final = 10.0
 RETRY_S: Final = 1.0  # before a GET stream is opened again, unless the server says otherwise (retry)
@@ -73,10 +75,7 @@ class HttpBackendTransport:
     # --- frames -------------------------------------------------------------------------------------
 
     async def receive(self) -> bytes | None:
-        try:
-            return await self._inbound.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            return None
+        return await receive_or_end(self._inbound)
 
     async def send(self, frame: bytes) -> None:
         if self.ended.is_set():

@@ -26,6 +26,7 @@ import trio
 from loguru import logger
 
 from actors.messages import RequestId
+from actors.transports.base import receive_or_end
 
 INBOUND_SIZE: Final = 16  # POSTed messages queued before a POST waits for the session's reader
 REPLAY_EVENTS: Final = 256  # events kept per stream for a client that reconnects with Last-Event-ID
@@ -125,10 +126,7 @@ class HttpSessionTransport:
     # --- the session's side ---------------------------------------------------------------------------
 
     async def receive(self) -> bytes | None:
-        try:
-            return await self._inbound.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            return None
+        return await receive_or_end(self._inbound)
 
     async def send(self, frame: bytes) -> None:
         self._file(frame)
