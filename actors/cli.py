@@ -13,7 +13,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.catalog import CatalogView
-from actors.config import ConfigError, load_config
+from actors.config import ConfigError, command_problems, load_config
 from actors.errors import GatewayStartError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.log import configure_logging
@@ -58,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
+            missing = command_problems(config)
+            for problem in missing:
+                print(problem, file=sys.stderr)
+            if missing:
+                return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":

@@ -32,6 +32,7 @@ from actors.tool_policy import HINTS, ToolPolicy
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
 RESTART_POLICIES: Final = ("permanent", "transient", "temporary")
 TOOL_NAMING: Final = ("prefix-on-collision", "always-prefix")
+ROOTS_MODES: Final = ("none", "client")
 MIN_MESSAGE_BYTES: Final = 1024
 DEFAULT_BACKOFF_INITIAL_S: Final = 0.5
 
@@ -73,13 +74,18 @@ class BackendConfig:
         factory=dict
     )  # header -> environment variable with its value
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = attrs.field(factory=dict)  # added to the gateway's own environment
+    env: Mapping[str, str] = attrs.field(factory=dict)  # set for the backend, over the safe default set
+    inherit_env: tuple[str, ...] = ()  # names of the gateway's own variables passed on besides the default set
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
     request_timeout_s: float | None = None  # None: the gateway's default
     startup_timeout_s: float | None = None
     restart: RestartConfig = RestartConfig()
     health: HealthConfig = HealthConfig()
     tools: ToolPolicy = attrs.field(factory=ToolPolicy)  # [backends.tools]: allow, deny, rename, annotations
+    # Roots the backend sees: "none" (no roots capability), "client" (the one client session it serves),
+    # or a fixed tuple of file:// URIs from the operator. None: "client" when the gateway has no network
+    # listener, else "none" (see Config.roots_of).
+    roots: str | tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -91,6 +97,9 @@ class GatewaySettings:
     shutdown_s: float = 5.0
     max_message_bytes: int = 4 * 1024 * 1024
     page_size: int = 100  # entries per page of tools/list (and every aggregated list)
+    initialize_hold_s: float = 10.0  # longest hold of a first initialize while backends are still starting
+    max_inflight_per_session: int = 256  # requests one session may have in flight; past it, an error at once
+    expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
 
 
 @attrs.frozen
@@ -110,7 +119,10 @@ class WebSocketTable:
     path: str = "/mcp"
     max_message_bytes: int = 4 * 1024 * 1024
     max_sessions: int = 1000
-    allowed_origins: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()  # besides pages served from an allowed host on this port
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")  # Host header names; "*" allows any
+    max_sessions_per_client: int = 32  # per token subject, or per peer address without auth
+    initialize_timeout_s: float = 30.0  # a session that has not finished initialize by then is closed
     ping_interval_s: float = 20.0
     send_timeout_s: float = 10.0  # a client that takes no pending frame this long is closed (1008)
     auth: AuthTable | None = None
@@ -123,8 +135,11 @@ class HttpTable:
     path: str = "/mcp"
     max_message_bytes: int = 4 * 1024 * 1024  # a larger POST body is refused with 413
     max_sessions: int = 1000
-    allowed_origins: tuple[str, ...] = ()  # besides pages served from an allowed host
-    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")  # Host header names; "*" allows any
+    allowed_origins: tuple[str, ...] = ()  # besides pages served from an allowed host on this port
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")  # Host header names; "*" allows any
+    max_sessions_per_client: int = 32  # per token subject, or per peer address without auth
+    initialize_timeout_s: float = 30.0  # a session that has not finished initialize by then is closed
+    body_timeout_s: float = 30.0  # a POST body that has not arrived whole by then gets 408
     session_idle_s: float = 1800.0  # no request for this long: the session is closed and its id forgotten
     resume_window_s: float = 5.0  # a dropped response stream may resume this long; then its call is cancelled
     auth: AuthTable | None = None
@@ -148,6 +163,9 @@ class WebSocketSettings:
     max_message_bytes: int
     max_sessions: int
     allowed_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
+    max_sessions_per_client: int
+    initialize_timeout_s: float
     ping_interval_s: float
     send_timeout_s: float
     auth: JwtAuth | None
@@ -162,6 +180,9 @@ class HttpSettings:
     max_sessions: int
     allowed_origins: tuple[str, ...]
     allowed_hosts: tuple[str, ...]
+    max_sessions_per_client: int
+    initialize_timeout_s: float
+    body_timeout_s: float
     session_idle_s: float
     resume_window_s: float
     auth: JwtAuth | None
@@ -175,6 +196,8 @@ class AuditSettings:
     max_bytes: int = 10 * 1024 * 1024  # rotate once the file is larger than this
     backups: int = 3  # rotated files kept: audit.sqlite3.1 (newest) ... .N
     include_arguments: bool = False  # argument values in the records (sizes always)
+    max_age_s: float = 86400.0  # rotate once the file's first record is older than this; 0: by size only
+    max_argument_bytes: int = 4096  # stored arguments are cut to this many bytes (and marked as cut)
 
 
 @attrs.frozen
@@ -217,6 +240,13 @@ class Config:
             if backend.startup_timeout_s is not None
             else self.gateway.startup_timeout_s
         )
+
+    def roots_of(self, backend: BackendConfig) -> str | tuple[str, ...]:
+        """"none", "client" or the operator's URIs. Unset: a client's roots reach a backend only when the
+        gateway can have no more than one client (no network listener), since backends are shared."""
+        if backend.roots is not None:
+            return backend.roots
+        return "client" if self.websocket is None and self.http is None else "none"
 
 
 @attrs.frozen
@@ -274,6 +304,17 @@ def resolve_command(backend: BackendConfig) -> str | None:
     here = os.path.dirname(sys.executable)
     search = os.pathsep.join(p for p in (here, backend.env.get("PATH") or os.environ.get("PATH", "")) if p)
     return shutil.which(command, path=search)
+
+
+def command_problems(config: Config) -> list[ConfigProblem]:
+    """`check`'s look before a start: every stdio backend's command must resolve to an executable."""
+    problems = []
+    for index, backend in enumerate(config.backends):
+        if backend.command is not None and resolve_command(backend) is None:
+            where = "on PATH" if os.sep not in backend.command else f"in {backend.cwd}"
+            reason = f"{backend.command!r} is not found {where}, or is not executable"
+            problems.append(ConfigProblem(str(config.path), f"backends[{index}].command", reason))
+    return problems
 
 
 # --- structuring ---------------------------------------------------------------------------------------
@@ -468,6 +509,8 @@ GATEWAY_RANGES: Final[dict[str, Range]] = {
     "shutdown_s": POSITIVE,
     "max_message_bytes": _at_least(MIN_MESSAGE_BYTES, reason=f"must be at least {MIN_MESSAGE_BYTES}"),
     "page_size": _at_least(1),
+    "initialize_hold_s": POSITIVE,
+    "max_inflight_per_session": _at_least(1),
 }
 BACKEND_RANGES: Final[dict[str, Range]] = {"request_timeout_s": POSITIVE, "startup_timeout_s": POSITIVE}
 RESTART_RANGES: Final[dict[str, Range]] = {
@@ -481,11 +524,18 @@ HEALTH_RANGES: Final[dict[str, Range]] = {
     "timeout_s": POSITIVE,
     "failures": _at_least(1),
 }
-AUDIT_RANGES: Final[dict[str, Range]] = {"max_bytes": _at_least(4096), "backups": _at_least(0)}
+AUDIT_RANGES: Final[dict[str, Range]] = {
+    "max_bytes": _at_least(4096),
+    "backups": _at_least(0),
+    "max_age_s": _at_least(0, NUMBER, "must be 0 (size only) or more"),
+    "max_argument_bytes": _at_least(16),
+}
 WEBSOCKET_RANGES: Final[dict[str, Range]] = {
     "port": (int, lambda port: 0 <= port <= 65535, "must be between 0 and 65535 (0: any free port)"),
     "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
     "max_sessions": _at_least(1),
+    "max_sessions_per_client": _at_least(1),
+    "initialize_timeout_s": POSITIVE,
     "ping_interval_s": POSITIVE,
     "send_timeout_s": POSITIVE,
 }
@@ -493,6 +543,9 @@ HTTP_RANGES: Final[dict[str, Range]] = {
     "port": WEBSOCKET_RANGES["port"],
     "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
     "max_sessions": _at_least(1),
+    "max_sessions_per_client": _at_least(1),
+    "initialize_timeout_s": POSITIVE,
+    "body_timeout_s": POSITIVE,
     "session_idle_s": POSITIVE,
     "resume_window_s": _at_least(0, NUMBER, "must be 0 (no resuming) or more"),
 }
@@ -543,8 +596,12 @@ def _check_backend(raw: dict[str, Any], key: str) -> Iterator[tuple[str, str]]:
             f"{key}.url",
             "must start with ws:// or wss:// (WebSocket) or http:// or https:// (Streamable HTTP)",
         )
+    inherit = raw.get("inherit_env")
+    for index, name in enumerate(inherit if isinstance(inherit, list) else ()):
+        if isinstance(name, str) and (not name or "=" in name or "\0" in name):
+            yield f"{key}.inherit_env[{index}]", f"{name!r} is not a valid environment variable name"
     if "url" in raw:
-        for field in ("args", "env", "cwd"):
+        for field in ("args", "env", "inherit_env", "cwd"):
             if field in raw:
                 yield f"{key}.{field}", "applies to command backends only"
     for header, variable in _table(raw.get("headers_env")).items():
@@ -677,6 +734,20 @@ def _environment(value: Any, _: type) -> Mapping[str, str]:
     return dict(value)
 
 
+def _roots(value: Any, _: type) -> str | tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value not in ROOTS_MODES:
+            raise ValueError(f"{value!r} is not one of {', '.join(map(repr, ROOTS_MODES))} or an array of URIs")
+        return value
+    uris = _strings(value, tuple)
+    for index, uri in enumerate(uris):
+        if not uri.startswith("file://"):
+            raise ValueError(f"item {index} ({uri!r}) is not a file:// URI")
+    return uris
+
+
 def _boolean(value: Any, _: type) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"expected true or false, got {_kind(value)}")
@@ -708,6 +779,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _boolean)
     converter.register_structure_hook_func(lambda t: t == Mapping[str, Any], _options)
     converter.register_structure_hook_func(lambda t: t == tuple[str, ...] | None, _optional_strings)
+    converter.register_structure_hook_func(lambda t: t == str | tuple[str, ...] | None, _roots)
     converter.register_structure_hook_func(lambda t: t == Mapping[str, Mapping[str, bool]], _hint_overrides)
     for table, name in (
         (RestartConfig, "backends.restart"),
