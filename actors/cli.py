@@ -16,6 +16,7 @@ from actors.catalog import CatalogView
 from actors.config import ConfigError, command_problems, load_config
 from actors.errors import GatewayStartError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
+from actors.listening import ListenError
 from actors.log import configure_logging
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
@@ -91,6 +92,8 @@ def _run(main: Callable[..., Awaitable[int]], *args: object) -> int:
     except* GatewayStartError as failed:
         for error in failed.exceptions:
             print(f"mcp-gateway: {error}", file=sys.stderr)
+        if all(isinstance(error, ListenError) for error in failed.exceptions):
+            code = EXIT_CONFIG_ERROR  # the config names an address this machine cannot give it
     return code
 
 
@@ -100,7 +103,7 @@ def _count(n: int, noun: str) -> str:
 
 async def _serve(gateway: Gateway, stdio: bool) -> int:
     await gateway.run(stdio=stdio)
-    return 0
+    return gateway.exit_code
 
 
 async def _print_tools(gateway: Gateway) -> int:

@@ -75,7 +75,7 @@ class BackendConfig:
     )  # header -> environment variable with its value
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)  # set for the backend, over the safe default set
-    inherit_env: tuple[str, ...] = ()  # names of the gateway's own variables passed on besides the default set
+    inherit_env: tuple[str, ...] = ()  # the gateway's own variables passed on, besides the default set
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
     request_timeout_s: float | None = None  # None: the gateway's default
     startup_timeout_s: float | None = None
@@ -739,7 +739,8 @@ def _roots(value: Any, _: type) -> str | tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         if value not in ROOTS_MODES:
-            raise ValueError(f"{value!r} is not one of {', '.join(map(repr, ROOTS_MODES))} or an array of URIs")
+            modes = ", ".join(map(repr, ROOTS_MODES))
+            raise ValueError(f"{value!r} is not one of {modes} or an array of file:// URIs")
         return value
     uris = _strings(value, tuple)
     for index, uri in enumerate(uris):

@@ -2,8 +2,12 @@
 
     gateway (root nursery: config, catalog, shutdown)
     ├── catalog
-    ├── backends supervisor (one_for_one) ── one Backend per [[backends]] entry
-    └── frontends ── the stdio session, the WebSocket listener, the Streamable HTTP listener
+    ├── frontends supervisor (one_for_one) ── the WebSocket and Streamable HTTP listeners (permanent), the
+    │       stdio session (temporary); every connection a contained task in the frontends' nursery
+    └── backends supervisor (one_for_one) ── one Backend per [[backends]] entry
+
+Start-up binds every listener before any backend starts: a port in use is one line and exit 2, not a
+gateway that started its backends and then died.
 
 Shutdown (SIGINT, SIGTERM, or the stdio client closing its stream): sessions stop reading and answer what is
 in flight, then the root is cancelled and each backend stops its process (stdin closed, SIGTERM, SIGKILL to
@@ -13,6 +17,7 @@ its process group) within its share of `shutdown_s`. A second signal cancels at 
 from __future__ import annotations
 
 import signal
+from functools import partial
 from typing import Final
 
 import attrs
@@ -31,7 +36,7 @@ from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.session import Session
 from actors.subscriptions import Subscriptions
-from actors.supervisor import ChildSpec, Restart, RestartPolicy, supervise
+from actors.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.transports.stdio import open_stdio_transport
 from actors.watch import Watch
 from actors.websocket_listener import WebSocketListener
@@ -39,6 +44,10 @@ from actors.websocket_listener import WebSocketListener
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # spawn time on top of startup_timeout_s before initialize stops waiting
 SESSIONS_SHARE: Final = 0.4  # of shutdown_s, for sessions to answer and flush before backends are stopped
+# A listener whose accept loop fails is restarted on the sockets it holds; past the intensity it stays down
+# (logged) while the other frontends, the sessions and the backends go on.
+LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
+STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
 
 
 def restart_policy(backend: BackendConfig) -> RestartPolicy:
@@ -64,6 +73,7 @@ class Gateway:
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
+    exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
     def __attrs_post_init__(self) -> None:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
@@ -98,30 +108,63 @@ class Gateway:
             inbox,
             {b.name: b.tools for b in config.backends},
         )
-        async with trio.open_nursery() as root:
-            root.start_soon(self._watch_signals, root.cancel_scope)
-            await root.start(catalog.run)
-            for middleware in self.middleware:
-                await root.start(middleware.run)
-            with events:
-                specs = [
-                    ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b), kind="backend")
-                    for b in config.backends
-                ]
-                await root.start(supervise, specs, events.clone())
-            if websocket and config.websocket is not None:
-                self.listener = WebSocketListener(config.websocket, catalog.watch, self._session_settings())
-                await root.start(self.listener.run)
-            if websocket and config.http is not None:
-                self.http_listener = HttpListener(config.http, catalog.watch, self._session_settings())
-                await root.start(self.http_listener.run)
-            if stdio:
-                root.start_soon(self._serve_stdio, catalog.watch)
-            task_status.started(catalog.watch)
-            await self._stopping.wait()
-            await self._stop_sessions()
-            root.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as root:
+                root.start_soon(self._watch_signals, root.cancel_scope)
+                await root.start(catalog.run)
+                for middleware in self.middleware:
+                    await root.start(middleware.run)
+                if websocket:
+                    await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
+                await root.start(self._frontends, catalog.watch, stdio)
+                with events:
+                    await root.start(supervise, self._backend_specs(events), events.clone())
+                task_status.started(catalog.watch)
+                await self._stopping.wait()
+                await self._stop_sessions()
+                root.cancel_scope.cancel()
+        finally:
+            for listener in self._listeners():
+                listener.close()  # the ports go back, bound or not, whatever ended the run
         logger.info("gateway stopped")
+
+    async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
+        config = self.config
+        if config.websocket is not None:
+            self.listener = WebSocketListener(config.websocket, catalog, self._session_settings())
+        if config.http is not None:
+            self.http_listener = HttpListener(config.http, catalog, self._session_settings())
+        for listener in self._listeners():
+            await listener.bind()
+
+    def _backend_specs(self, events: trio.MemorySendChannel[CatalogEvent]) -> list[ChildSpec]:
+        return [
+            ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b), kind="backend")
+            for b in self.config.backends
+        ]
+
+    def _listeners(self) -> list[WebSocketListener | HttpListener]:
+        return [listener for listener in (self.listener, self.http_listener) if listener is not None]
+
+    async def _frontends(
+        self, catalog: Watch[CatalogView], stdio: bool, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """The frontends supervisor. Its nursery holds every connection and network session, so a listener
+        run that fails and is restarted takes none of them along."""
+        events, reports = trio.open_memory_channel[ChildEvent](0)
+        async with trio.open_nursery() as connections:
+            specs = [
+                ChildSpec(name, partial(listener.run, connections), LISTENER_POLICY, kind="child")
+                for name, listener in (("websocket", self.listener), ("http", self.http_listener))
+                if listener is not None
+            ]
+            if stdio:
+                specs.append(
+                    ChildSpec("stdio", partial(self._serve_stdio, catalog), STDIO_POLICY, kind="child")
+                )
+            connections.start_soon(_discard, reports)
+            await connections.start(supervise, specs, events)
+            task_status.started()
 
     def _backend(self, backend: BackendConfig, events: trio.MemorySendChannel[CatalogEvent]) -> Backend:
         settings = self.config.gateway
@@ -151,7 +194,9 @@ class Gateway:
             self.subscriptions,
         )
 
-    async def _serve_stdio(self, catalog: Watch[CatalogView]) -> None:
+    async def _serve_stdio(
+        self, catalog: Watch[CatalogView], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         session = Session(
             "stdio",
             open_stdio_transport(self.config.gateway.max_message_bytes),
@@ -159,10 +204,13 @@ class Gateway:
             self._session_settings(),
         )
         self._sessions.add(session)
+        task_status.started()
         try:
             await session.run_temporary()
         finally:
             self._sessions.discard(session)
+        if getattr(session, "crashed", False):
+            self.exit_code = 1
         urls = [url for url in (self.websocket_url, self.http_url) if url]
         if not urls:
             logger.info("stdio client is gone; stopping")
@@ -174,7 +222,7 @@ class Gateway:
         """Every session answers what it has in flight and closes, within its share of shutdown_s."""
         for session in list(self._sessions):
             session.stop()
-        listeners = [listener for listener in (self.listener, self.http_listener) if listener is not None]
+        listeners = self._listeners()
         for listener in listeners:
             listener.stop_sessions()
         with trio.move_on_after(self.config.gateway.shutdown_s * SESSIONS_SHARE):
@@ -193,3 +241,9 @@ class Gateway:
                     return
                 logger.info("{}: shutting down (at most {}s)", name, self.config.gateway.shutdown_s)
                 self.stop()
+
+
+async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
+    """The frontends supervisor's reports: it logs every exit and restart itself; nobody else needs them."""
+    async for _ in reports:
+        pass

@@ -9,7 +9,8 @@ app of ours, one gateway session per `Mcp-Session-Id`.
     DELETE path ends the session.
 
 Refusals come before any message reaches a session: wrong path 404, Host not allowed 421, Origin not
-allowed 403, bad or missing token 401, body too large 413, unknown or expired session 404 (the client
+allowed 403, bad or missing token 401, body too large 413, body not arrived within body_timeout_s 408, a
+client that has its share of sessions 429, unknown or expired session 404 (the client
 initializes again), unsupported MCP-Protocol-Version 400. Session ids and tokens are never logged; a
 session is logged by its number (http-N).
 """
@@ -23,21 +24,25 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import attrs
 import hypercorn.config
-import hypercorn.trio
 import orjson
 import trio
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import wrap_app
 from loguru import logger
 
 from actors import codec
+from actors.admission import LOOPBACK_NAMES, Admission, client_key
 from actors.auth import Refused, check_bearer
 from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.dispatch import SessionSettings
 from actors.errors import INVALID_REQUEST, MessageError
+from actors.listening import Acceptor, bind, bound_port
 from actors.messages import Batch, Notification, Request, RequestId
 from actors.protocol import SUPPORTED_VERSIONS
 from actors.session import Session
@@ -67,6 +72,7 @@ class HttpSession:
     transport: HttpSessionTransport
     session: Session
     subject: str | None
+    client: str  # whom it counts against in max_sessions_per_client
     last_active: float
     busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
 
@@ -89,23 +95,53 @@ class HttpListener:
     _nursery: trio.Nursery | None = None
     _requests: int = 0  # HTTP requests being served, over all sessions
     _no_requests: trio.Event = attrs.field(factory=trio.Event)
-    _allowed_hosts: frozenset[str] = attrs.field(init=False)
+    _sockets: list[trio.SocketListener] | None = None
+    _admission: Admission = attrs.field(init=False)
+    _server: hypercorn.config.Config = attrs.field(init=False)
+    _context: WorkerContext = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._allowed_hosts = frozenset(_hostname(name) for name in self.settings.allowed_hosts)
+        s = self.settings
+        self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
+        self._server = self._server_config()
+        self._context = WorkerContext(None)
 
-    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    async def bind(self) -> str:
+        """Take the port (ListenError when it cannot); the URL clients use."""
+        self._sockets = await bind(self.settings.host, self.settings.port)
+        port = bound_port(self._sockets)
+        self._admission.port = port
+        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
+        self.url = f"http://{host}:{port}{self.settings.path}"
+        return self.url
+
+    def close(self) -> None:
+        """Give the port back (the gateway is done with this listener)."""
+        for socket in self._sockets or ():
+            socket.socket.close()
+
+    async def run(
+        self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """One run of the listener as a supervised child: accept on the bound sockets; each connection is
+        hypercorn's HTTP/1.1 or HTTP/2 server for it, as a contained task in `connections` (which also
+        runs the sessions and outlives this run)."""
+        if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
+            await self.bind()
+        assert self._sockets is not None
+        self._nursery = connections
+        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
+            logger.warning("listening on {} WITHOUT auth: add [http.auth]", self.settings.host)
+        logger.info("listening on {}", self.url)
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            binds = await nursery.start(partial(hypercorn.trio.serve, self.app, self._server_config()))
-            port = urlsplit(binds[0]).port
-            host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
-            self.url = f"http://{host}:{port}{self.settings.path}"
-            if self.settings.auth is None and self.settings.host not in ("127.0.0.1", "localhost", "::1"):
-                logger.warning("listening on {} WITHOUT auth: add [http.auth]", self.settings.host)
-            logger.info("listening on {}", self.url)
             nursery.start_soon(self._expire_idle)
+            nursery.start_soon(Acceptor("http", self._connection).run, self._sockets, connections)
             task_status.started(self.url)
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        """hypercorn's server for one connection; what it raises on a peer's bytes ends this one alone."""
+        app = wrap_app(self.app, self._server.wsgi_max_body_size, "asgi")
+        await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
     def sessions(self) -> list[Session]:
         return [entry.session for entry in self._sessions.values()]
@@ -123,8 +159,6 @@ class HttpListener:
 
     def _server_config(self) -> hypercorn.config.Config:
         config = hypercorn.config.Config()
-        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
-        config.bind = [f"{host}:{self.settings.port}"]
         config.accesslog = None
         config.errorlog = _hypercorn_log()
         config.graceful_timeout = GRACEFUL_S
@@ -134,10 +168,7 @@ class HttpListener:
     # --- ASGI ---------------------------------------------------------------------------------------
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":
+        if scope["type"] != "http":  # a WebSocket upgrade here: refused by the server when the app returns
             return
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
@@ -168,12 +199,14 @@ class HttpListener:
         settings = self.settings
         if scope["path"] != settings.path:
             raise Refused(404, f"no MCP endpoint at {scope['path']}; try {settings.path}")
-        self._check_host(headers)
-        self._check_origin(headers)
+        self._admission.check_host(headers.get("host"))
+        self._admission.check_origin(headers.get("origin"))
         subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, subject, receive, send)
+            client = scope.get("client")
+            address = str(client[0]) if client else "?"
+            await self._post(headers, subject, address, receive, send)
         elif method == "GET":
             await self._get(headers, subject, receive, send)
         elif method == "DELETE":
@@ -184,21 +217,6 @@ class HttpListener:
             await _respond(send, 204, b"", [])
         else:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
-
-    def _check_host(self, headers: dict[str, str]) -> None:
-        allowed = self._allowed_hosts
-        host = _hostname(headers.get("host", ""))
-        if "*" not in allowed and host not in allowed:
-            raise Refused(421, f"Host {host or '(none)'} is not allowed (DNS rebinding protection)")
-
-    def _check_origin(self, headers: dict[str, str]) -> None:
-        origin = headers.get("origin")
-        if origin is None or origin in self.settings.allowed_origins:
-            return
-        allowed_hosts = self._allowed_hosts
-        if "*" not in allowed_hosts and _hostname(urlsplit(origin).netloc) in allowed_hosts:
-            return  # a page served from this host itself
-        raise Refused(403, f"origin {origin} is not allowed")
 
     def _session_for(self, headers: dict[str, str], subject: str | None) -> HttpSession:
         session_id = headers.get(SESSION_HEADER)
@@ -215,14 +233,20 @@ class HttpListener:
 
     # --- POST ---------------------------------------------------------------------------------------
 
-    async def _post(self, headers: dict[str, str], subject: str | None, receive: Receive, send: Send) -> None:
+    async def _post(
+        self, headers: dict[str, str], subject: str | None, address: str, receive: Receive, send: Send
+    ) -> None:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             raise Refused(415, "POST a JSON-RPC message with Content-Type: application/json")
         accept = headers.get("accept", "*/*")
         if not any(kind in accept for kind in ("application/json", "text/event-stream", "*/*")):
             raise Refused(406, "Accept must allow application/json and text/event-stream")
-        body = await _read_body(receive, self.settings.max_message_bytes)
+        body = None
+        with trio.move_on_after(self.settings.body_timeout_s):
+            body = await _read_body(receive, self.settings.max_message_bytes)
+        if body is None:
+            raise Refused(408, f"the body did not arrive within {self.settings.body_timeout_s}s")
         try:
             message = codec.decode(body)
         except MessageError as exc:
@@ -233,7 +257,7 @@ class HttpListener:
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
         if isinstance(message, Request) and message.method == "initialize":
-            session_id, entry = self._open_session(subject)
+            session_id, entry = self._open_session(subject, address)
         else:
             session_id, entry = headers.get(SESSION_HEADER, ""), self._session_for(headers, subject)
         entry.busy += 1
@@ -287,7 +311,7 @@ class HttpListener:
                     entry.transport.forget(stream)
                     if entry.transport.closed:
                         raise Refused(404, "the session ended before answering; initialize a new one")
-                    await _respond(send, 204, b"", [])
+                    await _respond(send, 200, b"", SSE_HEADERS)  # spec: a stream that ends unanswered
                     return
                 frame = stream.events[0][1]
                 if request.method == "initialize" and "error" in orjson.loads(frame):
@@ -401,14 +425,16 @@ class HttpListener:
 
     # --- sessions -----------------------------------------------------------------------------------
 
-    def _open_session(self, subject: str | None) -> tuple[str, HttpSession]:
+    def _open_session(self, subject: str | None, address: str) -> tuple[str, HttpSession]:
         if len(self._sessions) >= self.settings.max_sessions:
             raise Refused(503, f"the gateway is at its limit of {self.settings.max_sessions} sessions")
+        client = client_key(subject, address)
+        self._admission.open_session(client)
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
         session = Session(label, transport, self.catalog, self.session_settings, subject=subject)
-        entry = HttpSession(label, transport, session, subject, trio.current_time())
+        entry = HttpSession(label, transport, session, subject, client, trio.current_time())
         self._sessions[session_id] = entry
         assert self._nursery is not None
         self._nursery.start_soon(self._run_session, session_id, entry)
@@ -422,6 +448,7 @@ class HttpListener:
             try:
                 await entry.session.run_temporary()
             finally:
+                self._admission.close_session(entry.client)
                 if self._sessions.get(session_id) is entry:
                     del self._sessions[session_id]
 
@@ -500,16 +527,6 @@ async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[byt
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
 def _error_body(request_id: RequestId | None, message: str, code: int = -32000) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
@@ -518,13 +535,6 @@ def _progress_token(params: dict[str, Any] | None) -> RequestId | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
-
-
-def _hostname(host: str) -> str:
-    """`localhost:8766` -> `localhost`; `[::1]:8766` -> `::1`."""
-    if host.startswith("["):
-        return host[1:].partition("]")[0].lower()
-    return host.rpartition(":")[0].lower() if host.count(":") == 1 else host.lower()
 
 
 def _hypercorn_log() -> logging.Logger:

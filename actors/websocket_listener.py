@@ -1,7 +1,9 @@
 """The WebSocket frontend: one listener, one session per accepted connection.
 
-The handshake is where a connection is refused, before any MCP message is read: a wrong path (404), an
-Origin not allowed (403), a missing or bad bearer token (401), too many sessions (503).
+The handshake is where a connection is refused, before any MCP message is read: a wrong path (404), a Host
+not allowed (421), an Origin not allowed (403), a missing or bad bearer token (401), a client that has its
+share of sessions (429), too many sessions (503). Whatever the WebSocket library raises on a peer's bytes
+ends that connection alone (actors.listening).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 from loguru import logger
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, wrap_server_stream
 
+from actors.admission import LOOPBACK_NAMES, Admission, client_key
 from actors.auth import Refused, check_bearer
 from actors.catalog import CatalogView
 from actors.config import WebSocketSettings
 from actors.dispatch import SessionSettings
+from actors.listening import Acceptor, bind, bound_port, peer_host, peer_of
 from actors.session import Session
 from actors.transports.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
 from actors.watch import Watch
@@ -33,8 +37,9 @@ class WebSocketListener:
     Receives: connections.
     Sends: nothing itself; each session talks to the catalog and the backends.
     Stops when: cancelled; `stop_sessions()` first answers what every session has in flight and closes
-        each connection with 1001.
-    Errors: a session's crash is logged and ends that session alone.
+        each connection with 1001. Its connections live in the frontends' nursery, not in a run: a run
+        that fails is restarted by the frontends supervisor while the sessions go on.
+    Errors: a connection's or a session's failure is logged and ends that connection alone.
     """
 
     settings: WebSocketSettings
@@ -43,28 +48,42 @@ class WebSocketListener:
     _sessions: dict[Session, WebSocketTransport] = attrs.field(factory=dict)
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     url: str = ""
+    _sockets: list[trio.SocketListener] | None = None
+    _admission: Admission = attrs.field(init=False)
 
-    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as handlers:
-            server = await handlers.start(
-                lambda task_status: serve_websocket(
-                    self._handle,
-                    self.settings.host,
-                    self.settings.port,
-                    None,
-                    handler_nursery=handlers,
-                    max_message_size=self.settings.max_message_bytes,
-                    connect_timeout=HANDSHAKE_TIMEOUT_S,
-                    disconnect_timeout=HANDSHAKE_TIMEOUT_S,
-                    task_status=task_status,
-                )
-            )
-            host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
-            self.url = f"ws://{host}:{server.port}{self.settings.path}"
-            if self.settings.auth is None and self.settings.host not in ("127.0.0.1", "localhost", "::1"):
-                logger.warning("listening on {} WITHOUT auth: add [websocket.auth]", self.settings.host)
-            logger.info("listening on {}", self.url)
-            handlers.start_soon(self._keep_alive)
+    def __attrs_post_init__(self) -> None:
+        s = self.settings
+        self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
+
+    async def bind(self) -> str:
+        """Take the port (ListenError when it cannot); the URL clients use."""
+        self._sockets = await bind(self.settings.host, self.settings.port)
+        port = bound_port(self._sockets)
+        self._admission.port = port
+        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
+        self.url = f"ws://{host}:{port}{self.settings.path}"
+        return self.url
+
+    def close(self) -> None:
+        """Give the port back (the gateway is done with this listener)."""
+        for socket in self._sockets or ():
+            socket.socket.close()
+
+    async def run(
+        self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """One run of the listener as a supervised child: accept on the bound sockets (bound again only if
+        a run before this one lost them); each connection is a contained task in `connections`, which
+        outlives this run."""
+        if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
+            await self.bind()
+        assert self._sockets is not None
+        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
+            logger.warning("listening on {} WITHOUT auth: add [websocket.auth]", self.settings.host)
+        logger.info("listening on {}", self.url)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._keep_alive)
+            nursery.start_soon(Acceptor("websocket", self._connection).run, self._sockets, connections)
             task_status.started(self.url)
 
     def sessions(self) -> list[Session]:
@@ -80,37 +99,54 @@ class WebSocketListener:
         for session in list(self._sessions):
             await session.done.wait()
 
-    async def _handle(self, request: WebSocketRequest) -> None:
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        """One TCP connection: the WebSocket handshake within HANDSHAKE_TIMEOUT_S, then its session. The
+        library's reader task runs in this connection's nursery, so what it raises ends this connection."""
+        async with trio.open_nursery() as nursery:
+            request = None
+            with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+                request = await wrap_server_stream(
+                    nursery, stream, max_message_size=self.settings.max_message_bytes
+                )
+            if request is not None:
+                await self._handle(request, peer_of(stream), peer_host(stream))
+            nursery.cancel_scope.cancel()
+
+    async def _handle(self, request: WebSocketRequest, peer: str, address: str) -> None:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
-        peer = _peer(request)
+        path = urlsplit(request.path).path  # never the query string: it may carry a token
         try:
-            subject = self._admit(request, headers)
+            subject = self._admit(path, _host_of(request), headers)
+            client = client_key(subject, address)
+            self._admission.open_session(client)
         except Refused as refused:
             status, reason = refused.status, refused.reason
-            logger.warning("refused {} from {}: HTTP {}: {}", request.path, peer, status, reason)
+            logger.warning("refused {} from {}: HTTP {}: {}", path, peer, status, reason)
             body = (refused.reason + "\n").encode()
             extra = [(b"content-type", b"text/plain; charset=utf-8"), *refused.headers]
-            await request.reject(refused.status, extra_headers=extra, body=body)
+            with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+                await request.reject(refused.status, extra_headers=extra, body=body)
             return
-        subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
         try:
-            connection = await request.accept(subprotocol=subprotocol)
-        except ConnectionClosed:
-            return
-        session_id = f"ws-{next(self._numbers)}"
-        with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
-            logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
-            await self._serve(session_id, connection, subject)
+            subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
+            try:
+                connection = await request.accept(subprotocol=subprotocol)
+            except ConnectionClosed:
+                return
+            session_id = f"ws-{next(self._numbers)}"
+            with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
+                logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
+                await self._serve(session_id, connection, subject)
+        finally:
+            self._admission.close_session(client)
 
-    def _admit(self, request: WebSocketRequest, headers: dict[str, str]) -> str | None:
+    def _admit(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
         """The token's subject when auth is on; Refused for a connection that may not go on."""
         settings = self.settings
-        path = urlsplit(request.path).path
         if path != settings.path:
             raise Refused(404, f"no MCP endpoint at {path}; try {settings.path}")
-        origin = headers.get("origin")
-        if origin is not None and origin not in settings.allowed_origins:
-            raise Refused(403, f"origin {origin} is not allowed")
+        self._admission.check_host(host)
+        self._admission.check_origin(headers.get("origin"))
         subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
         if len(self._sessions) >= settings.max_sessions:
             raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
@@ -147,6 +183,7 @@ class WebSocketListener:
             await transport.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")  # ends the session
 
 
-def _peer(request: WebSocketRequest) -> str:
-    remote = request.remote
-    return f"{remote.address}:{remote.port}" if hasattr(remote, "address") else str(remote)
+def _host_of(request: WebSocketRequest) -> str | None:
+    """The Host header: wsproto keeps it on the handshake event, apart from the other headers."""
+    host = getattr(getattr(request, "_event", None), "host", None)
+    return host if isinstance(host, str) else None

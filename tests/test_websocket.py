@@ -81,7 +81,8 @@ async def test_two_hundred_sessions_with_colliding_ids_each_get_their_own_answer
     config = with_websocket(
         write_config(
             tmp_path / "g.toml", [backend_entry("alpha", "--only=echo"), backend_entry("beta", "--only=add")]
-        )
+        ),
+        max_sessions_per_client=200,  # all from one address
     )
     results: dict[int, tuple[object, object]] = {}
     async with running(config) as gateway:

@@ -1,0 +1,119 @@
+"""Listening sockets for the network frontends: bind once, accept, and contain every connection.
+
+A connection is a temporary child of its listener: whatever its handling raises (a library tripping over a
+peer's bytes included) ends that connection alone, is logged once (rate-limited: an attacker cannot flood
+the log) and its socket is closed. The accept loop is the listener's own; when it fails, the frontends
+supervisor restarts the listener on the sockets it already holds, and the connections it accepted go on.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
+
+import trio
+from loguru import logger
+
+from actors.errors import GatewayStartError
+from actors.log import RateLimiter
+from actors.supervisor import describe
+
+# Out of file descriptors or memory: accepting again at once would spin; the connections that exist go on.
+RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_RETRY_S: Final = 0.1
+FAILURE_LOG_RATE: Final = 5.0  # connection failures logged per second, per listener; the rest are counted
+
+Handler = Callable[[trio.SocketStream], Awaitable[None]]
+
+
+class ListenError(GatewayStartError):
+    """A listener cannot bind its address: the gateway does not start (exit 2), before any backend does."""
+
+
+async def bind(host: str, port: int) -> list[trio.SocketListener]:
+    """The listening sockets for host:port, or ListenError in one line (`address in use`, ...)."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        reasons = {errno.EADDRINUSE: "address in use", errno.EACCES: "permission denied"}
+        reason = reasons.get(exc.errno or 0) or exc.strerror or str(exc)
+        shown = f"[{host}]" if ":" in host else host
+        raise ListenError(f"cannot listen on {shown}:{port}: {reason}") from None
+
+
+def bound_port(listeners: Sequence[trio.SocketListener]) -> int:
+    return int(listeners[0].socket.getsockname()[1])
+
+
+def peer_of(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def peer_host(stream: trio.SocketStream) -> str:
+    try:
+        return str(stream.socket.getpeername()[0])
+    except OSError:
+        return "?"
+
+
+class Acceptor:
+    """Owns: nothing but a log budget; the sockets belong to the listener, the connections to `connections`.
+    Receives: connections on each socket.
+    Sends: each connection to `handle`, as a contained task in `connections`.
+    Stops when: cancelled (the sockets stay open, for the listener's next run).
+    Errors: running out of file descriptors is logged once a second while it lasts, not per attempt; any
+        other accept error ends the run (the listener's supervisor restarts it)."""
+
+    def __init__(self, what: str, handle: Handler) -> None:
+        self._what = what
+        self._handle = handle
+        self._failures = RateLimiter(FAILURE_LOG_RATE)
+        self._exhausted = RateLimiter(1.0, burst=1.0)
+
+    async def run(self, listeners: Sequence[trio.SocketListener], connections: trio.Nursery) -> None:
+        async with trio.open_nursery() as accepting:
+            for listener in listeners:
+                accepting.start_soon(self._accept, listener, connections)
+
+    async def _accept(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in RESOURCE_ERRNOS:
+                    raise
+                suppressed = self._exhausted.suppressed
+                if self._exhausted.allow():
+                    more = f" ({suppressed} more refusals since the last line)" if suppressed else ""
+                    logger.error("{}: cannot accept connections: {}{}", self._what, exc.strerror, more)
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            connections.start_soon(self._contain, stream, name=f"{self._what} connection")
+
+    async def _contain(self, stream: trio.SocketStream) -> None:
+        try:
+            await self._handle(stream)
+        except* Exception as failed:  # the one boundary of a connection; Cancelled passes
+            self._failed(stream, failed)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+
+    def _failed(self, stream: trio.SocketStream, error: BaseException) -> None:
+        suppressed = self._failures.suppressed
+        if self._failures.allow():
+            more = f" ({suppressed} more not logged)" if suppressed else ""
+            logger.warning(
+                "{}: connection from {} failed and was closed: {}{}",
+                self._what,
+                peer_of(stream),
+                describe(error),
+                more,
+            )
+        logger.opt(exception=error).debug("{}: the failed connection's traceback", self._what)
