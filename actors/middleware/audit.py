@@ -1,16 +1,27 @@
-"""The built-in audit middleware: one record per tools/call in an SQLite file, rotated by size.
+"""The built-in audit middleware: one record per tools/call in an SQLite file, rotated by age and size.
 
 A record holds when the call came, its session and the client's subject, backend and tool, how long it
 took, how it ended, and the sizes of its arguments and result; argument values only with
 `include_arguments = true`. Records are queued by the sessions and written in batches by one writer task
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
 rather than lose records; shutdown writes what is queued before the gateway exits.
+
+What a client can do to the trail: every stored name is cut to NAME_BYTES and the arguments to
+`max_argument_bytes` (the `cut` column names what was cut), and text is stored with its control
+characters escaped, so one record stays small and prints as one line. Files are 0600 in a 0700 folder.
+A flood still fills files and so rotates the oldest away, but only after (backups + 1) * max_bytes of
+records, and each rotation and deletion is logged with its record count and time span.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import sqlite3
+import stat
+import time
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -20,11 +31,15 @@ from loguru import logger
 
 from actors.config import AuditSettings
 from actors.errors import GatewayStartError
+from actors.log import escape_controls, escape_json_controls
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 
 QUEUE_SIZE: Final = 10_000  # records waiting for the writer before calls wait for it
 BATCH_SIZE: Final = 500  # records per transaction
 FLUSH_AT_SHUTDOWN_S: Final = 5.0
+NAME_BYTES: Final = 256  # session, subject, client, backend and tool names as stored: a name, not a payload
+FILE_MODE: Final = 0o600  # the records name who called what: the gateway's user only
+FOLDER_MODE: Final = 0o700
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY,
@@ -40,13 +55,18 @@ CREATE TABLE IF NOT EXISTS calls (
     error_code INTEGER,
     argument_bytes INTEGER NOT NULL,
     result_bytes INTEGER NOT NULL,
-    arguments TEXT                -- JSON, only with include_arguments = true
+    arguments TEXT,               -- JSON, only with include_arguments = true; cut to max_argument_bytes
+    cut TEXT                      -- the fields cut to their cap, comma-separated ("tool,arguments")
 )
 """
+# Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
+# escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 Record = tuple[Any, ...]
 
 
@@ -54,69 +74,158 @@ def _size(value: Any) -> int:
     return 0 if value is None else len(orjson.dumps(value))
 
 
-def make_record(call: ToolCall, outcome: CallOutcome, include_arguments: bool) -> Record:
+def _prefix(data: bytes, limit: int) -> str:
+    """The longest whole-character UTF-8 prefix of `data` of at most `limit` bytes."""
+    return data[:limit].decode("utf-8", "ignore")
+
+
+def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
+    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut."""
+    if value is None:
+        return None, False
+    raw = str(value).encode("utf-8", "backslashreplace")
+    text = escape_controls(_prefix(raw, limit))
+    stored = _prefix(text.encode(), limit)
+    return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
+    """Arguments (as JSON) as stored: control characters JSON-escaped, at most `limit` bytes; and whether
+    they were cut (then the text is no longer whole JSON; argument_bytes still says the full size)."""
+    text = escape_json_controls(_prefix(raw, limit))
+    stored = _prefix(text.encode(), limit)
+    return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def make_record(
+    call: ToolCall, outcome: CallOutcome, include_arguments: bool, max_argument_bytes: int = 4096
+) -> Record:
     when = datetime.datetime.fromtimestamp(call.started_at, datetime.UTC).isoformat(timespec="milliseconds")
     body = outcome.error.to_wire() if outcome.error is not None else outcome.result
+    client = call.client
+    names = [
+        cap_name(value)
+        for value in (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
+    ]
+    cut = [field for field, (_, was_cut) in zip(NAME_FIELDS, names, strict=True) if was_cut]
+    raw = orjson.dumps(call.arguments) if call.arguments is not None else None
+    arguments = None
+    if include_arguments and raw is not None:
+        arguments, was_cut = cap_arguments(raw, max_argument_bytes)
+        cut += ["arguments"] if was_cut else []
+    session, subject, client_name, backend, tool, backend_tool = (name for name, _ in names)
     return (
         when,
-        call.client.session,
-        call.client.subject,
-        call.client.name,
-        call.backend,
-        call.tool,
-        call.backend_tool,
+        session,
+        subject,
+        client_name,
+        backend,
+        tool,
+        backend_tool,
         round(outcome.duration_s * 1000, 3),
         outcome.status,
         outcome.error.code if outcome.error is not None else None,
-        _size(call.arguments),
+        len(raw) if raw is not None else 0,
         _size(body) if not outcome.cancelled else 0,
-        orjson.dumps(call.arguments).decode() if include_arguments and call.arguments is not None else None,
+        arguments,
+        ",".join(cut) or None,
     )
+
+
+def _timestamp(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso).timestamp()
 
 
 @attrs.define
 class AuditStore:
-    """The SQLite file and its rotation. Used from one worker thread at a time."""
+    """The SQLite file and its rotation. Used from one worker thread at a time.
+
+    The file is created 0600 (SQLite gives its journal the same mode; a rename keeps it), in a folder
+    created 0700; an existing folder open to others gets one warning. It is rotated before a write once
+    its first record is older than `max_age_s` (0: never by age), and after a write that took it past
+    `max_bytes`."""
 
     settings: AuditSettings
     _db: sqlite3.Connection | None = None
+    _first_at: float | None = None  # the current file's first record, wall clock
+    _warned: bool = False
 
     def open(self) -> None:
-        self.settings.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.settings.path, check_same_thread=False, isolation_level=None)
+        path = self.settings.path
+        self._private_folder(path.parent)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE))  # no-op on an existing file
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
+        if "cut" not in columns:  # a file from before fields were capped
+            self._db.execute("ALTER TABLE calls ADD COLUMN cut TEXT")
+        first = self._db.execute("SELECT time FROM calls ORDER BY id LIMIT 1").fetchone()
+        self._first_at = _timestamp(first[0]) if first is not None else None
+
+    def _private_folder(self, folder: Path) -> None:
+        try:
+            folder.mkdir(mode=FOLDER_MODE, parents=True)
+            return
+        except FileExistsError:
+            pass
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode & ~FOLDER_MODE and not self._warned:
+            self._warned = True
+            logger.warning("audit log: folder {} is open to others (mode {:o}); chmod 700 it", folder, mode)
 
     def write(self, records: list[Record]) -> None:
         if self._db is None:
             self.open()
+        if self._too_old():
+            self.rotate("age")
         assert self._db is not None
         with self._db:  # one transaction per batch
             self._db.execute("BEGIN")
             self._db.executemany(INSERT, records)
+        if self._first_at is None and records:
+            self._first_at = _timestamp(records[0][0])
         if self.settings.path.stat().st_size > self.settings.max_bytes:
-            self.rotate()
+            self.rotate("size")
 
-    def rotate(self) -> None:
-        """path -> path.1 -> path.2 ... ; the oldest beyond `backups` is deleted; a new file is started."""
+    def _too_old(self) -> bool:
+        max_age_s = self.settings.max_age_s
+        return max_age_s > 0 and self._first_at is not None and time.time() - self._first_at > max_age_s
+
+    def rotate(self, reason: str = "size") -> None:
+        """path -> path.1 -> path.2 ... ; the oldest beyond `backups` is deleted; a new file is started.
+        Each step is logged with the records it moved or deleted, so no flood erases records unseen."""
         self.close()
-        path = self.settings.path
-        oldest = path.with_name(f"{path.name}.{self.settings.backups}")
-        oldest.unlink(missing_ok=True)
-        for n in range(self.settings.backups - 1, 0, -1):
+        path, backups = self.settings.path, self.settings.backups
+        # By size before the age limit: more calls than usual, so a warning; by age, or by size only: routine.
+        level = "INFO" if reason == "age" or self.settings.max_age_s == 0 else "WARNING"
+        logger.log(level, "audit log: rotating {} by {} ({})", path, reason, _span(path))
+        oldest = path.with_name(f"{path.name}.{backups}") if backups > 0 else path
+        if oldest.exists():
+            logger.log(level, "audit log: deleting {} ({})", oldest, _span(oldest))
+            oldest.unlink()
+        for n in range(backups - 1, 0, -1):
             older = path.with_name(f"{path.name}.{n}")
             if older.exists():
                 older.rename(path.with_name(f"{path.name}.{n + 1}"))
-        if self.settings.backups > 0:
+        if backups > 0:
             path.rename(path.with_name(f"{path.name}.1"))
-        else:
-            path.unlink()
         self.open()
 
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _span(path: Path) -> str:
+    """How many records a file holds and from when to when: for the log line that rotates or deletes it."""
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            count, first, last = db.execute("SELECT COUNT(*), MIN(time), MAX(time) FROM calls").fetchone()
+    except sqlite3.Error as exc:
+        return f"unreadable: {exc}"
+    return f"{count} records, {first} to {last}" if count else "no records"
 
 
 @attrs.define
@@ -135,7 +244,9 @@ class AuditMiddleware(Middleware):
         self._queue, self._pending = trio.open_memory_channel[Record](QUEUE_SIZE)
 
     async def after_call(self, call: ToolCall, outcome: CallOutcome) -> CallOutcome:
-        await self._queue.send(make_record(call, outcome, self.settings.include_arguments))
+        settings = self.settings
+        record = make_record(call, outcome, settings.include_arguments, settings.max_argument_bytes)
+        await self._queue.send(record)
         return outcome
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
