@@ -28,7 +28,7 @@ from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 from actors.subscriptions import Subscriptions
 from actors.transports.base import BackendTransport
 from actors.transports.http_backend import HttpBackendTransport
-from actors.transports.process import ProcessTransport
+from actors.transports.process import ProcessTransport, backend_environment
 from actors.transports.websocket_backend import WebSocketBackendTransport
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
@@ -78,6 +78,9 @@ class Backend:
     events: Broadcast[BackendEvent] | None = None  # log messages and resource updates, to the sessions
     clients: ClientDirectory | None = None  # sessions its requests for a client may go to
     subscriptions: Subscriptions | None = None  # URIs sessions want updates of, renewed at each start
+    withheld_env: frozenset[str] = frozenset()  # never inherited: the listeners' secrets (jwt_secret_env)
+    roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
+    _warned_env: bool = attrs.field(init=False, default=False)
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
 
@@ -138,8 +141,16 @@ class Backend:
                 f"command {self.config.command!r} not found (cwd {str(self.config.cwd)!r})"
             )
         argv = [command, *self.config.args]
+        withheld = [name for name in self.config.inherit_env if name in self.withheld_env]
+        if withheld and not self._warned_env:
+            self._warned_env = True
+            logger.warning(
+                "inherit_env names {} which a listener reads its token secret from; not passed on",
+                ", ".join(withheld),
+            )
+        env = backend_environment(self.config.env, self.config.inherit_env, self.withheld_env)
         transport = await ProcessTransport.spawn(
-            argv, cwd=self.config.cwd, env=self.config.env, max_bytes=self.max_message_bytes
+            argv, cwd=self.config.cwd, env=env, max_bytes=self.max_message_bytes
         )
         logger.info("started process {}: {}", transport.pid, shlex.join(argv))
         return transport

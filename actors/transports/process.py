@@ -15,8 +15,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -32,6 +33,42 @@ STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
 STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
 KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
+# What the official MCP SDKs (Python and TypeScript) pass to a stdio server of the client's environment.
+DEFAULT_INHERITED_ENV: Final = (
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
+
+
+def backend_environment(
+    env: Mapping[str, str], inherit: Iterable[str] = (), withheld: Collection[str] = frozenset()
+) -> dict[str, str]:
+    """A backend's whole environment: the SDKs' default set and the `inherit` names, read from the gateway's
+    own environment (never a `withheld` name, nor a default whose value is a shell function), then `env`."""
+    chosen: dict[str, str] = {}
+    for name in DEFAULT_INHERITED_ENV:
+        value = os.environ.get(name)
+        if value is not None and not value.startswith("()") and name not in withheld:
+            chosen[name] = value
+    for name in inherit:
+        value = os.environ.get(name)
+        if value is not None and name not in withheld:
+            chosen[name] = value
+    return {**chosen, **env}
 
 
 class ProcessTransport:
@@ -50,6 +87,7 @@ class ProcessTransport:
     async def spawn(
         cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], max_bytes: int
     ) -> ProcessTransport:
+        """Start `argv` with exactly the environment `env` (see backend_environment)."""
         try:
             process = await trio.lowlevel.open_process(
                 list(argv),
@@ -57,7 +95,7 @@ class ProcessTransport:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
-                env={**os.environ, **env},
+                env=dict(env),
                 start_new_session=True,
             )
         except OSError as exc:

@@ -6,8 +6,9 @@
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
-stderr_flood, log, freeze, garbage, big_response, cancelled_requests. stdout carries MCP only (unless
---banner, --garbage-only or the garbage tool say otherwise); logs go to stderr.
+stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, send_raw. stdout carries
+MCP only (unless --banner, --garbage-only or the garbage and send_raw tools say otherwise); logs go to
+stderr.
 """
 
 from __future__ import annotations
@@ -51,6 +52,22 @@ GARBAGE: Final = (
 )
 
 _children: list[subprocess.Popen[bytes]] = []  # kept so they are never reaped or warned about
+# A grandchild that tries to outlive the backend: argv[1:4] say setsid, ignore SIGTERM, double-fork (its
+# first process forks and exits, so the grandchild's parent is gone). It writes its pid once set up.
+ESCAPEE: Final = """
+import os, signal, sys, time
+setsid, ignore_sigterm, double_fork = (flag == "1" for flag in sys.argv[1:4])
+if double_fork and os.fork():
+    os._exit(0)
+if setsid:
+    os.setsid()
+if ignore_sigterm:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.write(1, str(os.getpid()).encode() + b"\n")
+os.close(1)
+while True:
+    time.sleep(3600)
+"""
 
 
 def _schema(properties: JsonObject, required: tuple[str, ...] = ()) -> JsonObject:
@@ -143,12 +160,44 @@ def relist_roots_on_change(server: ToolServer) -> None:
 
 
 async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
+    flags = [arguments.get(flag, False) for flag in ("setsid", "ignore_sigterm", "double_fork")]
+    if any(flags):
+        return await _spawn_escapee(["1" if flag else "0" for flag in flags])
     stdio = None if arguments.get("inherit_stdio", False) else subprocess.DEVNULL
     start = functools.partial(subprocess.Popen, ["sleep", "3600"], stdin=stdio, stdout=stdio, stderr=stdio)
     child = await trio.to_thread.run_sync(start)
     _children.append(child)
     log.info("spawned grandchild %d", child.pid)
     return text_result(str(child.pid), {"pid": child.pid})
+
+
+async def _spawn_escapee(flags: list[str]) -> JsonObject:
+    argv = [sys.executable, "-c", ESCAPEE, *flags]
+    devnull = subprocess.DEVNULL
+    start = functools.partial(subprocess.Popen, argv, stdin=devnull, stdout=subprocess.PIPE, stderr=devnull)
+    child = await trio.to_thread.run_sync(start)
+    _children.append(child)
+    assert child.stdout is not None
+    escapee = int(await trio.to_thread.run_sync(child.stdout.readline))
+    child.stdout.close()
+    if flags[2] == "1":
+        await trio.to_thread.run_sync(child.wait)  # the intermediate process is gone before we answer
+    log.info("spawned grandchild %d (setsid, ignore SIGTERM, double fork: %s)", escapee, ",".join(flags))
+    return text_result(str(escapee), {"pid": escapee})
+
+
+async def environment(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """The backend's whole environment."""
+    env = dict(os.environ)
+    return text_result(orjson.dumps(sorted(env)).decode(), {"env": env})
+
+
+async def send_raw(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """Write each of `messages` (any JSON value) to stdout as one line, then answer."""
+    messages = arguments["messages"]
+    for message in messages:
+        await ctx.server.send_raw(orjson.dumps(message) + b"\n")
+    return text_result(f"sent {len(messages)}", {"sent": len(messages)})
 
 
 async def log_message(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -293,9 +342,29 @@ TOOLS: Final[dict[str, ToolSpec]] = {
     "spawn_child": (
         spawn_child,
         "Start a grandchild `sleep 3600` (not waited for) and answer its pid. Its stdio is /dev/null unless "
-        "`inherit_stdio` is true.",
-        _schema({"inherit_stdio": {"type": "boolean", "default": False}}),
+        "`inherit_stdio` is true. With `setsid`, `ignore_sigterm` or `double_fork`, the grandchild is a "
+        "Python process that does those things (double_fork: its parent exits) before the answer.",
+        _schema(
+            {
+                "inherit_stdio": {"type": "boolean", "default": False},
+                "setsid": {"type": "boolean", "default": False},
+                "ignore_sigterm": {"type": "boolean", "default": False},
+                "double_fork": {"type": "boolean", "default": False},
+            }
+        ),
         _schema({"pid": INTEGER}, ("pid",)),
+    ),
+    "environment": (
+        environment,
+        "The backend process's environment variables.",
+        _schema({}),
+        _schema({"env": {"type": "object"}}, ("env",)),
+    ),
+    "send_raw": (
+        send_raw,
+        "Write each of `messages` (any JSON values: hostile notifications, responses) to stdout as a line.",
+        _schema({"messages": {"type": "array"}}, ("messages",)),
+        None,
     ),
     "stderr_flood": (
         stderr_flood,
