@@ -20,7 +20,16 @@ from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
 from actors.config import BackendConfig, resolve_command
-from actors.envelopes import BackendCommand, BackendEvent, BackendReady, Call, Cancel, ListChanged, Reply
+from actors.envelopes import (
+    BackendCommand,
+    BackendEvent,
+    BackendReady,
+    Call,
+    Cancel,
+    ListChanged,
+    Notify,
+    Reply,
+)
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
 from actors.messages import Notification
@@ -94,8 +103,14 @@ class Backend:
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await self._open(connection)
         link = BackendLink(
-            self.config.name, transport, self._on_notification, trio.CancelScope(), clients=self.clients
+            self.config.name,
+            transport,
+            self._on_notification,
+            trio.CancelScope(),
+            clients=self.clients,
+            roots=self.roots,
         )
+        addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
         started, error = False, None
         try:
@@ -106,6 +121,8 @@ class Backend:
                     ready = await self._handshake(link, calls)
                     for kind in self._kinds:
                         nursery.start_soon(self._relist_on_change, link, kind)
+                    if self.roots == "client" and self.clients is not None:
+                        nursery.start_soon(self._follow_clients, link, addressee)
                     if self.config.health.interval_s > 0:
                         nursery.start_soon(self._watch_health, link)
                     await self.catalog.send(ready)
@@ -220,9 +237,14 @@ class Backend:
             logger.info("renewed {} resource subscriptions", len(uris))
 
     def _initialize_params(self) -> dict[str, Any]:
+        capabilities = dict(CLIENT_CAPABILITIES)
+        if self.roots == "none":
+            del capabilities["roots"]
+        elif isinstance(self.roots, tuple):
+            capabilities["roots"] = {"listChanged": False}  # the operator's roots do not change
         return {
             "protocolVersion": LATEST_VERSION,
-            "capabilities": CLIENT_CAPABILITIES,
+            "capabilities": capabilities,
             "clientInfo": {"name": self.gateway_name, "version": __version__},
         }
 
@@ -312,12 +334,34 @@ class Backend:
                     frame = link.cancel_frame(command)
                     if frame is not None:
                         frames.append(frame)
-                else:
-                    if command.asks_to is not None:
-                        link.roots_hint = command.asks_to
+                elif self._passes(command):
                     frames.append(codec.encode(command.notification))
             if frames:
                 await link.send_frames(frames)
+
+    def _passes(self, command: Notify) -> bool:
+        """A session's notification for backends. Roots changes reach only a backend whose roots are the
+        client's, and only from the one session connected (whose roots it may ask for)."""
+        if command.notification.method != "notifications/roots/list_changed":
+            return True
+        if self.roots != "client":
+            return False
+        if self.clients is None:
+            return True
+        return command.asks_to is not None and command.asks_to is self.clients.only()
+
+    async def _follow_clients(self, link: BackendLink, addressee: object) -> None:
+        """A backend whose roots are the client's, and which asked for them, is told they changed whenever
+        the session that may answer changes (another one alone, or none): so a session that has gone does
+        not leave its roots behind for the next."""
+        assert self.clients is not None
+        while True:
+            now = self.clients.only()
+            if now is not addressee:
+                addressee = now
+                if link.asked_roots:
+                    await link.send(Notification("notifications/roots/list_changed"))
+            await self.clients.wait_changed()
 
 
 def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:

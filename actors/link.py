@@ -11,6 +11,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 import attrs
 import trio
@@ -78,7 +79,8 @@ class BackendLink:
     inflight: dict[int, Call] = attrs.field(factory=dict)
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
-    roots_hint: trio.MemorySendChannel[Mail] | None = None  # the last session to change its roots
+    roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config
+    asked_roots: bool = False  # it has asked for roots in this run, so it wants to hear of changes
     _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[Mail], trio.CancelScope]] = attrs.field(
         factory=dict
     )
@@ -185,6 +187,8 @@ class BackendLink:
                 self.on_notification(message)
             case Request(id=request_id, method="ping"):
                 nursery.start_soon(self.send, Response(request_id, {}))
+            case Request(method="roots/list"):
+                self._answer_roots(message, nursery)
             case Request(method=method) if method in CLIENT_METHODS:
                 self._ask_client(message, nursery)
             case Request(id=request_id, method=method):
@@ -234,28 +238,45 @@ class BackendLink:
     # -- requests from the backend for a client ---------------------------------------------------------
 
     def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[Mail] | None, str]:
-        """The session a backend's request is for: the one whose calls are in flight here; with none, for
-        roots/list the session that last announced new roots; else the only session connected. Never a
-        guess between two sessions: a sampling or elicitation request shown to the wrong user is worse than
-        an error."""
+        """The session a backend's request is for. roots/list: only a session that is alone, since the
+        backend's roots are every session's. Else the one whose calls are in flight here; with none, the only
+        session connected. Never a guess between two sessions: a sampling or elicitation request shown to
+        the wrong user is worse than an error."""
+        only = self.clients.only() if self.clients is not None else None
+        connected = len(self.clients) if self.clients is not None else 0
+        if method == "roots/list":
+            if only is not None:
+                return only, ""
+            return None, (
+                "no client session is connected"
+                if connected == 0
+                else f"{connected} client sessions are connected and roots come only from a client alone"
+            )
         callers = {id(c.asks_to): c.asks_to for c in self.inflight.values() if c.asks_to is not None}
         if len(callers) == 1:
             return next(iter(callers.values())), ""
         if len(callers) > 1:
             return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
-        if method == "roots/list" and self.roots_hint is not None:
-            hint, self.roots_hint = self.roots_hint, None  # used once
-            if not _closed(hint):
-                return hint, ""
-        only = self.clients.only() if self.clients is not None else None
         if only is not None:
             return only, ""
-        connected = len(self.clients) if self.clients is not None else 0
         return None, (
             "no client session is connected"
             if connected == 0
             else f"no call is in progress on it and {connected} client sessions are connected"
         )
+
+    def _answer_roots(self, request: Request, nursery: trio.Nursery) -> None:
+        """roots/list by the backend's `roots` key: refused ("none", the capability was not offered), the
+        operator's URIs, or the one client session's answer ("client")."""
+        self.asked_roots = True
+        if isinstance(self.roots, tuple):
+            nursery.start_soon(self.send, Response(request.id, {"roots": fixed_roots(self.roots)}))
+        elif self.roots == "client":
+            self._ask_client(request, nursery)
+        else:
+            logger.debug("refused its roots/list: the gateway offers it no roots")
+            error = RpcError(METHOD_NOT_FOUND, "the gateway offers no roots to this server")
+            nursery.start_soon(self.send, ErrorResponse(request.id, error))
 
     def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
         params = request.params if isinstance(request.params, dict) else None
@@ -289,7 +310,9 @@ class BackendLink:
                 await self.send(Response(request.id, reply.result))
 
     def _refuse(self, request: Request, why_not: str, nursery: trio.Nursery) -> None:
-        logger.warning("refused its {}: {}", request.method, why_not)
+        # Servers ask for roots on their own (right after initialize, say): no client to ask is normal.
+        level = "INFO" if request.method == "roots/list" else "WARNING"
+        logger.log(level, "refused its {}: {}", request.method, why_not)
         message = f"the gateway cannot pass {request.method} to a client: {why_not}"
         nursery.start_soon(self.send, ErrorResponse(request.id, RpcError(METHOD_NOT_FOUND, message)))
 
@@ -328,6 +351,10 @@ class BackendLink:
             logger.warning("{}{}", text, more)
 
 
-def _closed(channel: trio.MemorySendChannel[Mail]) -> bool:
-    """The receiving session is gone (its end of the channel is closed)."""
-    return channel.statistics().open_receive_channels == 0
+def fixed_roots(uris: tuple[str, ...]) -> list[dict[str, str]]:
+    """The operator's roots as roots/list lists them, each named by its last path segment."""
+    roots = []
+    for uri in uris:
+        name = unquote(urlsplit(uri).path.rstrip("/").rpartition("/")[2])
+        roots.append({"uri": uri, "name": name} if name else {"uri": uri})
+    return roots

@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import jwt
+import mcp_types as types
 import pytest
 import trio
 from loguru import logger
@@ -47,12 +49,31 @@ def wired(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Gateway, "_backend", backend)
 
 
+@attrs.define
+class Log:
+    lines: list[str] = attrs.field(factory=list)
+    _grew: trio.Event = attrs.field(factory=trio.Event)
+
+    def add(self, message: Any) -> None:
+        self.lines.append(str(message))
+        self._grew.set()
+        self._grew = trio.Event()
+
+    async def wait_for(self, text: str) -> None:
+        with trio.fail_after(DEADLINE_S):
+            while not any(text in line for line in self.lines):
+                await self._grew.wait()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.lines)
+
+
 @contextmanager
-def captured_log(level: str = "INFO") -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(lambda message: lines.append(str(message)), level=level, format="{level} {message}")
+def captured_log(level: str = "INFO") -> Iterator[Log]:
+    log = Log()
+    sink = logger.add(log.add, level=level, format="{level} {message}")
     try:
-        yield lines
+        yield log
     finally:
         logger.remove(sink)
 
@@ -84,9 +105,7 @@ async def test_a_backend_sees_the_default_set_its_inherit_env_and_env_never_othe
         inherit_env=["WANTED_BY_ALPHA", SECRET_ENV, "NOT_SET_ANYWHERE"],
         env={"SET_FOR_ALPHA": "set"},
     )
-    config = with_websocket(
-        write_config(tmp_path / "g.toml", [entry]), auth={"jwt_secret_env": SECRET_ENV}
-    )
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry]), auth={"jwt_secret_env": SECRET_ENV})
     with captured_log("WARNING") as log:
         async with running(config) as gateway:
             assert gateway.websocket_url is not None
@@ -100,3 +119,88 @@ async def test_a_backend_sees_the_default_set_its_inherit_env_and_env_never_othe
     assert set(env) - given <= {"LC_CTYPE"}  # Python's own locale coercion (PEP 538) in the backend
     warnings = [line for line in log if SECRET_ENV in line]
     assert len(warnings) == 1 and "not passed on" in warnings[0]
+
+
+# --- roots -----------------------------------------------------------------------------------------------
+
+
+def roots_backend(name: str, **settings: Any) -> dict[str, Any]:
+    return backend_entry(name, "--only=ask_client,client_view", "--roots-on-start", **settings)
+
+
+async def tool(client: Client, name: str, arguments: dict[str, Any] | None = None) -> Any:
+    result = await client.call_tool(name, arguments or {})
+    assert not result.is_error, result
+    return result.structured_content
+
+
+async def test_roots_none_and_fixed_roots_never_reach_a_client_nor_take_its_roots(
+    tmp_path: Path, wired: None
+) -> None:
+    backends = [
+        roots_backend("confined", roots=["file:///srv/project", "file:///srv/shared%20docs/"]),
+        roots_backend("rootless", roots="none"),
+        roots_backend("unset"),  # with a network listener, "none"
+    ]
+    config = with_websocket(write_config(tmp_path / "g.toml", backends))
+    asked: list[str] = []
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        asked.append("roots/list")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///etc")])  # type: ignore[arg-type]
+
+    with captured_log("DEBUG") as log:
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            async with websocket_client(gateway.websocket_url, list_roots_callback=list_roots) as client:
+                answer = await tool(client, "ask_client", {"method": "roots/list"})
+                assert answer["result"]["roots"] == [
+                    {"uri": "file:///srv/project", "name": "project"},
+                    {"uri": "file:///srv/shared%20docs/", "name": "shared docs"},
+                ]
+                for prefix in ("rootless__", "unset__"):
+                    answer = await tool(client, f"{prefix}ask_client", {"method": "roots/list"})
+                    assert answer["error"]["code"] == -32601
+                    assert "offers no roots" in answer["error"]["message"]
+                await client.send_roots_list_changed()
+                views = {
+                    prefix: await tool(client, f"{prefix}client_view")
+                    for prefix in ("", "rootless__", "unset__")
+                }
+    assert views[""]["capabilities"]["roots"] == {"listChanged": False}
+    assert (
+        "roots" not in views["rootless__"]["capabilities"] and "roots" not in views["unset__"]["capabilities"]
+    )
+    for view in views.values():  # the client's roots/list_changed reached none of them
+        assert "notifications/roots/list_changed" not in view["notifications"]
+    assert asked == []
+    assert not [line for line in log if "roots/list" in line and line.startswith(("WARNING", "ERROR"))]
+
+
+async def test_client_roots_before_any_session_are_no_warning_and_the_first_session_alone_is_asked(
+    tmp_path: Path, wired: None
+) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [roots_backend("alpha", roots="client")]))
+    logged: list[Any] = []
+    got = trio.Event()
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///home/alice/project")])  # type: ignore[arg-type]
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+        got.set()
+
+    with captured_log() as log:
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            await log.wait_for("refused its roots/list")  # the backend asked at start-up, before any session
+            async with websocket_client(
+                gateway.websocket_url, list_roots_callback=list_roots, logging_callback=on_log
+            ) as client:
+                with trio.fail_after(DEADLINE_S):
+                    await got.wait()  # told of the session that joined, it asked again
+                assert logged[0]["result"]["roots"] == [{"uri": "file:///home/alice/project"}]
+                assert (await tool(client, "client_view"))["capabilities"]["roots"] == {"listChanged": True}
+    refused = [line for line in log if "refused its roots/list" in line]
+    assert refused and all(line.startswith("INFO") for line in refused)

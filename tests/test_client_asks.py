@@ -31,7 +31,7 @@ def call_from(call_id: int, asks_to: trio.MemorySendChannel[ToClient]) -> Call:
 async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_never_a_guess() -> None:
     clients = ClientDirectory()
     backend = link(clients)
-    (a, a_inbox), (b, _b_inbox) = session_channel(), session_channel()
+    (a, _a_inbox), (b, _b_inbox) = session_channel(), session_channel()
     target, why = backend._addressee("sampling/createMessage")
     assert target is None and why == "no client session is connected"
     clients.join("a", a)
@@ -47,13 +47,15 @@ async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_
     target, why = backend._addressee("sampling/createMessage")
     assert target is None and "ambiguous" in why
     backend.inflight.clear()
-    backend.roots_hint = a
-    assert backend._addressee("sampling/createMessage")[0] is None  # the hint is for roots/list only
-    assert backend._addressee("roots/list") == (a, "")  # it just announced new roots
-    assert backend._addressee("roots/list")[0] is None  # the hint is used once
-    a_inbox.close()
-    backend.roots_hint = a
-    assert backend._addressee("roots/list")[0] is None  # a session that has ended is nobody's addressee
+    # roots/list goes only to a session that is alone: the backend's roots are every session's.
+    backend.inflight[1] = call_from(1, b)
+    target, why = backend._addressee("roots/list")
+    assert target is None and "2 client sessions are connected" in why  # not even the one calling
+    clients.leave("b")
+    assert backend._addressee("roots/list") == (a, "")  # alone now, though b's call is still in flight
+    clients.leave("a")
+    target, why = backend._addressee("roots/list")
+    assert target is None and why == "no client session is connected"
 
 
 @pytest.mark.parametrize(

@@ -126,12 +126,18 @@ async def test_a_client_without_the_capability_is_not_asked(tmp_path: Path) -> N
                 assert f"did not declare the {capability} capability" in answer["error"]["message"]
 
 
-async def test_roots_come_from_the_right_client_and_list_changed_reaches_the_backend(tmp_path: Path) -> None:
-    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+async def test_roots_come_only_from_a_client_alone_and_a_change_of_client_is_announced(
+    tmp_path: Path,
+) -> None:
+    """roots = "client": the backend's roots are every session's, so only a session that is alone answers
+    its roots/list; a session's roots/list_changed reaches it only from that session; and when the session
+    that may answer changes, the backend is told its roots changed (so nobody's roots outlive them)."""
+    entry = backend_entry("alpha", f"--only={ASK}", roots="client")
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry]))
     roots = {"A": ["file:///a"], "B": ["file:///b"]}
     asked = {"A": 0, "B": 0}
     logged: list[Any] = []
-    relisted = trio.Event()
+    changed = trio.Event()
 
     def lister(name: str) -> Any:
         async def list_roots(context: Any) -> types.ListRootsResult:
@@ -141,25 +147,34 @@ async def test_roots_come_from_the_right_client_and_list_changed_reaches_the_bac
         return list_roots
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logged.append(params.data)
-        relisted.set()
+        nonlocal changed
+        logged.append(params.data)  # the backend relisted its roots: what it got back
+        changed.set()
+        changed = trio.Event()
+
+    async def relisted(count: int) -> Any:
+        with trio.fail_after(DEADLINE_S):
+            while len(logged) < count:
+                await changed.wait()
+        return logged[count - 1]
 
     async with running(config) as gateway:
-        assert gateway.websocket_url is not None
-        async with (
-            websocket_client(gateway.websocket_url, list_roots_callback=lister("A")) as a,
-            websocket_client(
-                gateway.websocket_url, list_roots_callback=lister("B"), logging_callback=on_log
-            ) as b,
-        ):
+        url = gateway.websocket_url
+        assert url is not None
+        async with websocket_client(url, list_roots_callback=lister("A"), logging_callback=on_log) as a:
             answer = await ask(a, ASK, "roots/list")
             assert [root["uri"] for root in answer["result"]["roots"]] == ["file:///a"]
-            roots["B"] = ["file:///b2"]
-            await b.send_roots_list_changed()
-            with trio.fail_after(DEADLINE_S):
-                await relisted.wait()
-            assert asked == {"A": 1, "B": 1}
-            assert logged[0]["result"]["roots"][0]["uri"].startswith("file:///b2")
+            async with websocket_client(url, list_roots_callback=lister("B")) as b:
+                refused = await relisted(1)  # b joined: the backend was told, and asked again
+                assert refused["error"]["code"] == -32601
+                assert "2 client sessions are connected" in refused["error"]["message"]
+                await b.send_roots_list_changed()  # not passed on: b is not alone
+                answer = await ask(a, ASK, "roots/list")  # nor is a, though it is the one calling
+                assert "2 client sessions are connected" in answer["error"]["message"]
+            again = await relisted(2)  # b left: a is alone again, and answers
+            assert [root["uri"] for root in again["result"]["roots"]] == ["file:///a"]
+            assert asked == {"A": 2, "B": 0}
+            assert len(logged) == 2  # b's list_changed never reached the backend
 
 
 async def test_a_request_that_could_be_for_either_of_two_sessions_is_refused(tmp_path: Path) -> None:

@@ -57,7 +57,8 @@ async def all_pages(client: Client) -> list[str]:
 
 
 async def test_server_everything_through_the_gateway(tmp_path: Path, node: Path) -> None:
-    config = with_websocket(write_config(tmp_path / "g.toml", [everything("everything", node)], page_size=5))
+    backend = {**everything("everything", node), "roots": "client"}  # this client's roots: it is alone
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend], page_size=5))
     notifications = Notifications()
     logs: list[types.LoggingMessageNotificationParams] = []
 

@@ -2,13 +2,13 @@
 
     python scripts/backends/testbackend.py [--name NAME] [--only echo,add] [--state-file PATH]
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
-        [--exit-after-initialize] [--banner]
+        [--exit-after-initialize] [--banner] [--roots-on-start]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
-stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, send_raw. stdout carries
-MCP only (unless --banner, --garbage-only or the garbage and send_raw tools say otherwise); logs go to
-stderr.
+stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, client_view, send_raw.
+stdout carries MCP only (unless --banner, --garbage-only or the garbage and send_raw tools say otherwise);
+logs go to stderr.
 """
 
 from __future__ import annotations
@@ -149,14 +149,27 @@ async def ask_client(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result(orjson.dumps(answer).decode(), answer)
 
 
-def relist_roots_on_change(server: ToolServer) -> None:
-    """On notifications/roots/list_changed: ask the client for its roots and log what came back."""
+def relist_roots_on_change(server: ToolServer, on_start: bool = False) -> None:
+    """On notifications/roots/list_changed (and with `on_start` once initialized, as many servers do, when
+    the client declared roots): ask the client for its roots and log what came back."""
 
     async def relist(params: JsonObject) -> None:
         answer = await server.request_client("roots/list")
         await server.notify("notifications/message", {"level": "info", "logger": "roots", "data": answer})
 
+    async def list_on_start(params: JsonObject) -> None:
+        if "roots" in server.client_capabilities:
+            await relist(params)
+
     server.notification_handlers["notifications/roots/list_changed"] = relist
+    if on_start:
+        server.notification_handlers["notifications/initialized"] = list_on_start
+
+
+async def client_view(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """What this server knows of its client: the capabilities it declared, the notifications it sent."""
+    view = {"capabilities": ctx.server.client_capabilities, "notifications": ctx.server.notices}
+    return text_result(orjson.dumps(view).decode(), view)
 
 
 async def spawn_child(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -360,6 +373,12 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         _schema({}),
         _schema({"env": {"type": "object"}}, ("env",)),
     ),
+    "client_view": (
+        client_view,
+        "The capabilities the client declared and the methods of the notifications it sent, in order.",
+        _schema({}),
+        _schema({"capabilities": {"type": "object"}, "notifications": {"type": "array"}}),
+    ),
     "send_raw": (
         send_raw,
         "Write each of `messages` (any JSON values: hostile notifications, responses) to stdout as a line.",
@@ -493,6 +512,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompts", action="store_true", help="serve two prompts: greet and summarize")
     parser.add_argument("--resources", action="store_true", help="serve resources and a resource template")
     parser.add_argument("--instructions", help="the initialize result's instructions")
+    parser.add_argument("--roots-on-start", action="store_true", help="ask for roots once initialized")
     parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
     parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
     args = parser.parse_args(argv)
@@ -535,7 +555,7 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         serve_prompts(server)
     if args.resources:
         serve_resources(server)
-    relist_roots_on_change(server)
+    relist_roots_on_change(server, args.roots_on_start)
     server.set_method("logging/setLevel", set_log_level)
     server.extra_capabilities["logging"] = {}
     return server

@@ -287,6 +287,7 @@ class ToolServer:
         self._stdout: trio.lowlevel.FdStream | None = None
         self._write_lock = trio.Lock()
         self.cancel_notices: list[Json] = []  # every requestId of a notifications/cancelled, in order
+        self.notices: list[str] = []  # the method of every notification received, in order
         self._write_scope: trio.CancelScope | None = None
 
     # registration ---------------------------------------------------------------------------------------
@@ -499,8 +500,11 @@ class ToolServer:
             await self.send(_error(raw_id if _is_id(raw_id) else None, INVALID_REQUEST, "Invalid request"))
 
     def _on_notification(self, method: str, params: JsonObject) -> None:
+        self.notices.append(method)
         if method == "notifications/initialized":
             self.initialized = True
+            if method in self.notification_handlers and self._nursery is not None:
+                self._nursery.start_soon(self.notification_handlers[method], params)
         elif method == "notifications/cancelled":
             self._cancel(params.get("requestId") if isinstance(params, dict) else None)
         elif method in self.notification_handlers and self._nursery is not None:
