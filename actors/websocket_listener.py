@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 from loguru import logger
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, wrap_server_stream
+from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
 from actors.admission import LOOPBACK_NAMES, Admission, client_key
 from actors.auth import Refused, check_bearer
@@ -109,10 +109,11 @@ class WebSocketListener:
                     nursery, stream, max_message_size=self.settings.max_message_bytes
                 )
             if request is not None:
-                await self._handle(request, peer_of(stream), peer_host(stream))
+                await self._handle(request, stream)
             nursery.cancel_scope.cancel()
 
-    async def _handle(self, request: WebSocketRequest, peer: str, address: str) -> None:
+    async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
+        peer, address = peer_of(stream), peer_host(stream)
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
         path = urlsplit(request.path).path  # never the query string: it may carry a token
         try:
@@ -133,10 +134,10 @@ class WebSocketListener:
                 connection = await request.accept(subprotocol=subprotocol)
             except ConnectionClosed:
                 return
-            session_id = f"ws-{next(self._numbers)}"
+            session_id, send_timeout = f"ws-{next(self._numbers)}", self.settings.send_timeout_s
             with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
-                await self._serve(session_id, connection, subject)
+                await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
         finally:
             self._admission.close_session(client)
 
@@ -152,8 +153,7 @@ class WebSocketListener:
             raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
         return subject
 
-    async def _serve(self, session_id: str, connection: WebSocketConnection, subject: str | None) -> None:
-        transport = WebSocketTransport(connection, self.settings.send_timeout_s)
+    async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
         session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
         self._sessions[session] = transport
         try:

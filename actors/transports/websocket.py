@@ -27,9 +27,12 @@ class WebSocketTransport:
     """Frames in and out of one connection. `send` gives up on a peer that has not taken a frame within
     `send_timeout_s` (closing with 1008), so a client that stops reading stalls only its own session."""
 
-    def __init__(self, connection: WebSocketConnection, send_timeout_s: float) -> None:
+    def __init__(
+        self, connection: WebSocketConnection, send_timeout_s: float, stream: trio.abc.Stream | None = None
+    ) -> None:
         self.connection = connection
         self.send_timeout_s = send_timeout_s
+        self.stream = stream  # the TCP stream under it, to drop when a frame had to be cut
         self.close_code = CLOSE_NORMAL  # what aclose() sends; set to 1001 when the gateway is going away
         self.close_reason: str | None = None
 
@@ -52,12 +55,24 @@ class WebSocketTransport:
                 return message.encode()
 
     async def send(self, frame: bytes) -> None:
-        with trio.move_on_after(self.send_timeout_s) as timer:
+        """Write one message. A frame is never cut by the timeout (a cut frame makes the rest of the
+        stream garbage, and the client would read 1007 instead of our close): a client that has taken
+        nothing for send_timeout_s is closed with 1008 once the frame in flight is out, for which it has
+        CLOSE_WAIT_S more; one that takes nothing at all then loses the TCP connection."""
+        started = trio.current_time()
+        with trio.move_on_after(self.send_timeout_s + CLOSE_WAIT_S) as limit:
             try:
                 await self.connection.send_message(frame.decode())
             except ConnectionClosed as exc:
                 raise trio.BrokenResourceError("the WebSocket is closed") from exc
-        if timer.cancelled_caught:
+        if limit.cancelled_caught:
+            logger.warning("dropping the connection: the client read nothing for {}s", self.send_timeout_s)
+            if self.stream is not None:  # no close frame can follow a cut one
+                await trio.aclose_forcefully(self.stream)
+            else:
+                await self.close(CLOSE_POLICY_VIOLATION, "the peer is not reading its messages")
+            raise trio.BrokenResourceError("the client is not reading")
+        if trio.current_time() - started > self.send_timeout_s:
             logger.warning("closing with 1008: the client read nothing for {}s", self.send_timeout_s)
             await self.close(CLOSE_POLICY_VIOLATION, "the client is not reading its messages")
             raise trio.BrokenResourceError("the client is not reading")
