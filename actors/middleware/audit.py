@@ -9,8 +9,9 @@ rather than lose records; shutdown writes what is queued before the gateway exit
 What a client can do to the trail: every stored name is cut to NAME_BYTES and the arguments to
 `max_argument_bytes` (the `cut` column names what was cut), and text is stored with its control
 characters escaped, so one record stays small and prints as one line. Files are 0600 in a 0700 folder.
-A flood still fills files and so rotates the oldest away, but only after (backups + 1) * max_bytes of
-records, and each rotation and deletion is logged with its record count and time span.
+A flood still fills files and so rotates the oldest away, but a record survives until `backups` whole
+files of newer records (backups * max_bytes) have been written after it, and each rotation and deletion is
+logged with its record count and time span (a rotation by size before `max_age_s`: a warning).
 """
 
 from __future__ import annotations
