@@ -132,7 +132,7 @@ class Backend:
         except Exception as exc:  # explained below, once the process has been stopped
             error = exc
         finally:
-            reason = str(link.lost) if link.lost else "the gateway is stopping it"
+            reason = link.lost.without_stderr if link.lost else "the gateway is stopping it"
             _fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             # A hung server will not notice its stdin closing: straight to SIGTERM.
@@ -180,11 +180,14 @@ class Backend:
         with trio.move_on_after(EXIT_INFO_WAIT_S):
             await transport.ended.wait()
         if isinstance(link.lost, BackendExitedError):
+            ended = transport.describe_end()
+            stderr = transport.last_stderr() if isinstance(transport, ProcessTransport) else ""
             if started and transport.ended_cleanly:
-                logger.info("{}", transport.describe_end())
+                logger.info("{}", BackendExitedError(ended, stderr))
                 return
-            exited = BackendExitedError(transport.describe_end())
-            raise (exited if started else BackendStartError(f"exited during start-up: {exited}"))
+            if started:
+                raise BackendExitedError(ended, stderr)
+            raise BackendStartError(f"exited during start-up: {ended}", stderr)
         if error is not None:
             raise error
         if link.lost is not None:

@@ -24,7 +24,16 @@ import trio
 from loguru import logger
 
 from actors.envelopes import BackendCommand, BackendReady, ListChanged
-from actors.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped, describe
+from actors.errors import BackendError
+from actors.supervisor import (
+    ChildEvent,
+    ChildFailed,
+    ChildRestarting,
+    ChildStarted,
+    ChildStopped,
+    describe,
+    leaves,
+)
 from actors.tool_policy import ToolPolicy
 from actors.uris import TemplateRoute, assign_public_uris, prefixed, template_pattern
 from actors.watch import Watch
@@ -63,14 +72,21 @@ class BackendStatus:
     instructions: str | None = None
     settled: bool = False  # it has become ready or ended its first start
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, eq=False)  # what its server offered
+    stderr: str | None = None  # the last stderr lines of a process that ended, apart from the reason
+    expose_stderr: bool = False  # [gateway] expose_backend_stderr: describe() includes them
 
     @property
     def ready(self) -> bool:
         """Calls can be sent to it now."""
         return self.state is BackendState.READY and self.calls is not None
 
-    def describe(self) -> str:
-        return f"{self.state.value} ({self.reason})" if self.reason else self.state.value
+    def describe(self, *, stderr: bool | None = None) -> str:
+        """Its state and why, as clients' errors say it: the last stderr lines only with expose_stderr (or
+        `stderr=True`, for the operator's own tools)."""
+        reason = self.reason
+        if reason and self.stderr and (self.expose_stderr if stderr is None else stderr):
+            reason = f"{reason}; last stderr: {self.stderr}"
+        return f"{self.state.value} ({reason})" if reason else self.state.value
 
 
 @attrs.frozen
@@ -204,6 +220,7 @@ class Catalog:
     rule: str
     inbox: trio.MemoryReceiveChannel[CatalogEvent]
     policies: Mapping[str, ToolPolicy] = attrs.field(factory=dict)
+    expose_stderr: bool = False  # [gateway] expose_backend_stderr
     watch: Watch[CatalogView] = attrs.field(init=False)
     _warned: set[str] = attrs.field(init=False, factory=set)
     _entries: dict[str, _Entry] = attrs.field(init=False)
@@ -217,7 +234,12 @@ class Catalog:
     def __attrs_post_init__(self) -> None:
         self._entries = {
             name: _Entry(
-                BackendStatus(name, BackendState.STARTING, self.request_timeouts_s[name]),
+                BackendStatus(
+                    name,
+                    BackendState.STARTING,
+                    self.request_timeouts_s[name],
+                    expose_stderr=self.expose_stderr,
+                ),
                 policy=self.policies.get(name, ToolPolicy()),
             )
             for name in self.order
@@ -246,6 +268,7 @@ class Catalog:
                     state=BackendState.READY,
                     calls=calls,
                     reason=None,
+                    stderr=None,
                     instructions=instructions,
                     settled=True,
                     capabilities=event.capabilities,
@@ -260,11 +283,11 @@ class Catalog:
             case ChildStarted():
                 return False
             case ChildRestarting(error=error):
-                entry.status = _down(status, BackendState.RESTARTING, describe(error))
+                entry.status = _down(status, BackendState.RESTARTING, error)
             case ChildFailed(error=error):
-                entry.status = _down(status, BackendState.FAILED, describe(error))
+                entry.status = _down(status, BackendState.FAILED, error)
             case ChildStopped(error=error):
-                entry.status = _down(status, BackendState.STOPPED, describe(error))
+                entry.status = _down(status, BackendState.STOPPED, error)
         return True
 
     def _warn_about_names(self, routes: Mapping[str, Route]) -> None:
@@ -360,5 +383,14 @@ def _routes(backend: str, names: Mapping[str, str], originals: Mapping[str, str]
     return {public: Route(backend, originals.get(tool, tool)) for tool, public in names.items()}
 
 
-def _down(status: BackendStatus, state: BackendState, reason: str) -> BackendStatus:
-    return attrs.evolve(status, state=state, calls=None, reason=reason, settled=True)
+def _down(status: BackendStatus, state: BackendState, error: BaseException | None) -> BackendStatus:
+    """Down, with the reason clients may be told and, apart, the stderr lines told only when allowed."""
+    if error is None:
+        reason, stderr = describe(None), None
+    else:
+        parts = leaves(error)
+        reason = "; ".join(
+            leaf.without_stderr if isinstance(leaf, BackendError) else describe(leaf) for leaf in parts
+        )
+        stderr = " | ".join(leaf.stderr for leaf in parts if isinstance(leaf, BackendError) and leaf.stderr)
+    return attrs.evolve(status, state=state, calls=None, reason=reason, settled=True, stderr=stderr or None)

@@ -53,7 +53,15 @@ class MessageTooLargeError(GatewayError):
 
 
 class BackendError(GatewayError, ChildExitError):
-    """A backend failed in a way that ends its current run (the supervisor decides what follows)."""
+    """A backend failed in a way that ends its current run (the supervisor decides what follows).
+
+    `str()` is for the log and carries the process's last stderr lines when there are any; `without_stderr`
+    is the reason a client may be told (stderr goes to clients only with [gateway] expose_backend_stderr)."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(f"{message}; last stderr: {stderr}" if stderr else message)
+        self.without_stderr = message
+        self.stderr = stderr
 
 
 class BackendExitedError(BackendError):

@@ -19,11 +19,15 @@ import pytest
 import trio
 from loguru import logger
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from sdk_websocket import websocket_client
 from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
 
+from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.config import BackendConfig
+from actors.errors import BackendExitedError
 from actors.gateway import Gateway
+from actors.supervisor import ChildFailed
 
 SECRET: Final = "backend-confinement-secret-long-enough-for-hs256"
 SECRET_ENV: Final = "CONFINEMENT_JWT_SECRET"
@@ -204,3 +208,39 @@ async def test_client_roots_before_any_session_are_no_warning_and_the_first_sess
                 assert (await tool(client, "client_view"))["capabilities"]["roots"] == {"listChanged": True}
     refused = [line for line in log if "refused its roots/list" in line]
     assert refused and all(line.startswith("INFO") for line in refused)
+
+
+# --- stderr ----------------------------------------------------------------------------------------------
+
+
+async def test_a_backends_stderr_is_in_the_log_but_not_in_clients_errors(tmp_path: Path) -> None:
+    entry = backend_entry("alpha", "--only=echo,crash", restart={"max_restarts": 0})
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry]))
+    with captured_log() as log:
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            async with websocket_client(gateway.websocket_url) as client:
+                with pytest.raises(MCPError) as crashed:
+                    await client.call_tool("crash", {"code": 7})
+                await log.wait_for("left down")
+                with pytest.raises(MCPError) as down:
+                    await client.call_tool("echo", {"text": "anyone?"})
+    errors = [f"{error.value} {error.value.error.data}" for error in (crashed, down)]
+    assert "belongs to backend 'alpha', which is failed" in errors[1] and "exited with code 7" in errors[1]
+    for error in errors:
+        assert "stderr" not in error and "crash tool" not in error
+    assert any("exited with code 7; last stderr:" in line and "crash tool" in line for line in log)
+
+
+def test_the_catalog_tells_clients_stderr_only_when_allowed() -> None:
+    exited = BackendExitedError("process 12 exited with code 3", "Traceback | KeyError: 'API_KEY'")
+    for expose in (False, True):
+        _, inbox = trio.open_memory_channel[CatalogEvent](1)
+        catalog = Catalog(["alpha"], {"alpha": 1.0}, PREFIX_ON_COLLISION, inbox, expose_stderr=expose)
+        assert catalog.apply(ChildFailed("alpha", exited, restarts=5))
+        status = catalog.view().backends["alpha"]
+        assert status.reason == "process 12 exited with code 3"
+        full = "failed (process 12 exited with code 3; last stderr: Traceback | KeyError: 'API_KEY')"
+        assert status.describe() == (full if expose else "failed (process 12 exited with code 3)")
+        assert status.describe(stderr=True) == full  # mcp-gateway tools: the operator's own view
+    assert str(exited) == "process 12 exited with code 3; last stderr: Traceback | KeyError: 'API_KEY'"

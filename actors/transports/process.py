@@ -172,8 +172,11 @@ class ProcessTransport:
             what = f"was killed by {signal.Signals(-code).name}"
         else:
             what = f"exited with code {code}"
-        tail = " | ".join(self.stderr_tail)
-        return f"process {self.pid} {what}" + (f"; last stderr: {tail}" if tail else "")
+        return f"process {self.pid} {what}"
+
+    def last_stderr(self) -> str:
+        """The last lines the process wrote to stderr, for the log (and only the log, by default)."""
+        return " | ".join(self.stderr_tail)
 
     async def wait_exit(self, timeout_s: float) -> int | None:
         with trio.move_on_after(timeout_s):
