@@ -127,6 +127,7 @@ class HttpListener:
         hypercorn's HTTP/1.1 or HTTP/2 server for it, as a contained task in `connections` (which also
         runs the sessions and outlives this run)."""
         if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
+            self.close()  # a run before this one lost a socket: take the port again, whole
             await self.bind()
         assert self._sockets is not None
         self._nursery = connections

@@ -76,6 +76,7 @@ class WebSocketListener:
         a run before this one lost them); each connection is a contained task in `connections`, which
         outlives this run."""
         if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
+            self.close()  # a run before this one lost a socket: take the port again, whole
             await self.bind()
         assert self._sockets is not None
         if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
