@@ -434,7 +434,8 @@ def test_http_settings_and_their_problems(tmp_path: Path, monkeypatch: pytest.Mo
     path.write_text(MINIMAL_BACKEND + '[http]\n[http.auth]\njwt_secret_env = "GATEWAY_TEST_SECRET"\n')
     http = load_config(path).http
     assert http is not None and (http.host, http.port, http.path) == ("127.0.0.1", 8766, "/mcp")
-    assert http.allowed_hosts == ("127.0.0.1", "localhost") and http.session_idle_s == 1800.0
+    assert http.allowed_hosts == ("127.0.0.1", "localhost", "::1") and http.session_idle_s == 1800.0
+    assert (http.max_sessions_per_client, http.initialize_timeout_s, http.body_timeout_s) == (32, 30.0, 30.0)
     assert http.auth is not None and "s3cret" not in repr(http)
 
 
@@ -493,3 +494,58 @@ def test_a_missing_working_directory_and_bad_environment_names(tmp_path: Path) -
     )
     assert problems["backends[0].cwd"] == f"no such directory: {(tmp_path / 'nowhere').resolve()}"
     assert problems["backends[1].env"] == "'A=B' is not a valid environment variable name"
+
+
+def test_the_hardening_keys_and_their_problems(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        '[gateway]\ninitialize_hold_s = 0\nmax_inflight_per_session = 0\nexpose_backend_stderr = "yes"\n'
+        '[[backends]]\nname = "a"\ncommand = "python"\nroots = "everyone"\ninherit_env = ["OK", "A=B", ""]\n'
+        '[[backends]]\nname = "b"\ncommand = "python"\nroots = ["file:///srv", "http://x"]\n'
+        '[[backends]]\nname = "c"\nurl = "ws://127.0.0.1:1/mcp"\ninherit_env = ["HOME"]\n'
+        "[websocket]\nmax_sessions_per_client = 0\ninitialize_timeout_s = -1\n"
+        "[http]\nbody_timeout_s = 0\n"
+        "[audit]\nmax_age_s = -1\nmax_argument_bytes = 8\n",
+    )
+    assert problems == {
+        "gateway.initialize_hold_s": "must be greater than 0",
+        "gateway.max_inflight_per_session": "must be 1 or more",
+        "gateway.expose_backend_stderr": "expected true or false, got a string",
+        "backends[0].roots": "'everyone' is not one of 'none', 'client' or an array of file:// URIs",
+        "backends[0].inherit_env[1]": "'A=B' is not a valid environment variable name",
+        "backends[0].inherit_env[2]": "'' is not a valid environment variable name",
+        "backends[1].roots": "item 1 ('http://x') is not a file:// URI",
+        "backends[2].inherit_env": "applies to command backends only",
+        "websocket.max_sessions_per_client": "must be 1 or more",
+        "websocket.initialize_timeout_s": "must be greater than 0",
+        "http.body_timeout_s": "must be greater than 0",
+        "audit.max_age_s": "must be 0 (size only) or more",
+        "audit.max_argument_bytes": "must be 16 or more",
+    }
+
+
+def test_roots_default_to_the_one_client_only_without_network_listeners(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(
+        MINIMAL_BACKEND + 'roots = ["file:///srv/a"]\n[[backends]]\nname = "b"\ncommand = "python"\n'
+    )
+    stdio_only = load_config(path)
+    assert [stdio_only.roots_of(b) for b in stdio_only.backends] == [("file:///srv/a",), "client"]
+    path.write_text(path.read_text() + "[http]\n")
+    shared = load_config(path)
+    assert [shared.roots_of(b) for b in shared.backends] == [("file:///srv/a",), "none"]
+
+
+def test_check_names_a_command_that_is_not_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(
+        MINIMAL_BACKEND + '[[backends]]\nname = "b"\ncommand = "no-such-program-anywhere"\n'
+        '[[backends]]\nname = "c"\ncommand = "./not-executable.sh"\n'
+    )
+    (tmp_path / "not-executable.sh").write_text("#!/bin/sh\n")
+    assert main(["check", "--config", str(path)]) == 2
+    unusable = "or is not executable"
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}: backends[1].command: 'no-such-program-anywhere' is not found on PATH, {unusable}",
+        f"{path}: backends[2].command: './not-executable.sh' is not found in {tmp_path}, {unusable}",
+    ]
