@@ -153,6 +153,7 @@ class JwtAuth:
     algorithms: tuple[str, ...]
     audience: str | None
     issuer: str | None
+    secret_env: str | None = None  # the environment variable the key came from (HS256): no backend sees it
 
 
 @attrs.frozen
@@ -239,6 +240,15 @@ class Config:
             backend.startup_timeout_s
             if backend.startup_timeout_s is not None
             else self.gateway.startup_timeout_s
+        )
+
+    def secret_variables(self) -> frozenset[str]:
+        """Environment variables no backend may inherit: where the listeners' token secrets come from."""
+        listeners = (self.websocket, self.http)
+        return frozenset(
+            listener.auth.secret_env
+            for listener in listeners
+            if listener is not None and listener.auth is not None and listener.auth.secret_env
         )
 
     def roots_of(self, backend: BackendConfig) -> str | tuple[str, ...]:
@@ -456,7 +466,7 @@ def _jwt_auth(table: AuthTable, key: str, folder: Path, problems: list[tuple[str
             reason = f"environment variable {table.jwt_secret_env} is not set or empty"
             problems.append((f"{key}.jwt_secret_env", reason))
             return None
-        return JwtAuth(secret, ("HS256",), table.audience, table.issuer)
+        return JwtAuth(secret, ("HS256",), table.audience, table.issuer, table.jwt_secret_env)
     assert table.jwt_public_key_file is not None
     key_file = folder / table.jwt_public_key_file.expanduser()
     try:

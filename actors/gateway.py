@@ -107,6 +107,7 @@ class Gateway:
             settings.tool_names,
             inbox,
             {b.name: b.tools for b in config.backends},
+            expose_stderr=settings.expose_backend_stderr,
         )
         try:
             async with trio.open_nursery() as root:
@@ -178,6 +179,8 @@ class Gateway:
             self.events,
             self.clients,
             self.subscriptions,
+            withheld_env=self.config.secret_variables(),
+            roots=self.config.roots_of(backend),
         )
 
     def _session_settings(self) -> SessionSettings:
