@@ -15,6 +15,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.codec import json_type
 from actors.envelopes import Ask, Mail, Reply, ToClient, Withdraw
 from actors.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.link import answer
@@ -22,8 +23,9 @@ from actors.messages import ErrorResponse, Message, Notification, Request, Respo
 
 
 def refusal(method: str, params: dict[str, Any] | None, capabilities: dict[str, Any]) -> RpcError | None:
-    """Why this client cannot take a request, going by the capabilities it declared; None when it can."""
-    params = params or {}
+    """Why this client cannot take a request, going by the capabilities it declared; None when it can.
+    Reads params of any shape without raising: what it cannot read counts as absent."""
+    params = params if isinstance(params, dict) else {}
     match method:
         case "sampling/createMessage":
             sampling = capabilities.get("sampling")
@@ -38,7 +40,7 @@ def refusal(method: str, params: dict[str, Any] | None, capabilities: dict[str, 
             mode = params.get("mode", "form")
             # An empty elicitation capability is the 2025-06-18 form: form mode only.
             modes = set(elicitation) & {"form", "url"} or {"form"}
-            if mode not in modes:
+            if not isinstance(mode, str) or mode not in modes:
                 message = (
                     f"the client session does not accept {mode!r} elicitation (it accepts {sorted(modes)})"
                 )
@@ -92,7 +94,12 @@ class ClientAsks:
         ask = self._asked.pop(message.id, None) if isinstance(message.id, int) else None
         if ask is None:
             return False
-        if isinstance(message, Response):
+        if isinstance(message, Response) and not isinstance(message.result, dict):
+            # A result is a JSON object (JSON-RPC, MCP): the backend that asked gets an error, not garbage.
+            error = f"the client answered {ask.method} with a JSON {json_type(message.result)}, not an object"
+            logger.info("{}", error)
+            answer(ask, Reply(error=RpcError(INTERNAL_ERROR, error)))
+        elif isinstance(message, Response):
             answer(ask, Reply(result=message.result))
         else:
             answer(ask, Reply(error=message.error))

@@ -7,11 +7,11 @@ Framing (newlines, WebSocket frames) belongs to the transports.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from actors.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
+from actors.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, MessageError
 from actors.messages import (
     Batch,
     ErrorResponse,
@@ -34,10 +34,44 @@ _LEADING_ID = re.compile(
 )
 _TRAILING_ID = re.compile(rb",\s*" + _ID + rb"\s*\}\s*\Z")
 
+# orjson reads arrays and objects nested up to 1024 deep but writes only up to 254: a message in between would
+# decode and then fail to encode, on whichever side forwards it. So decode refuses what could not be written
+# again wrapped in WRAP_MARGIN more levels (the gateway adds one at most: a batch around an answer).
+ENCODABLE_DEPTH: Final = 254  # orjson's limit on writing
+WRAP_MARGIN: Final = 2
+MAX_DEPTH: Final = ENCODABLE_DEPTH - WRAP_MARGIN
+CLIP_CHARS: Final = 200  # of a peer's string quoted back in an error message or a log line
 
-def _is_id(value: object) -> bool:
-    # bool is an int in Python; JSON-RPC ids are strings or integers (MCP forbids null).
+
+def is_id(value: object) -> bool:
+    """A JSON-RPC id: a string or an integer (bool is an int in Python; MCP forbids null)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def clip(text: str, limit: int = CLIP_CHARS) -> str:
+    """A peer's string as it may be quoted back: at most `limit` characters."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages about a value of the wrong one."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+_JSON_TYPES: Final = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def shown(value: object, limit: int = CLIP_CHARS) -> str:
+    """A peer's value as a log line may show it: its repr (control characters escaped), clipped."""
+    return clip(repr(value), limit)
 
 
 def _invalid(reason: str, request_id: RequestId | None = None) -> MessageError:
@@ -50,15 +84,41 @@ def decode(frame: bytes | str) -> Message:
         obj = orjson.loads(frame)
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
+    deep = _may_be_deep(frame)
     if isinstance(obj, list):
-        return _decode_batch(obj)
+        return _decode_batch(obj, deep)
     if not isinstance(obj, dict):
         raise _invalid(f"expected a JSON-RPC object, got a JSON {type(obj).__name__}")
+    if deep:
+        _check_depth(obj)
     return decode_object(obj)
 
 
-def _decode_batch(items: list[Any]) -> Batch:
-    """Each element decoded on its own; one that is not a message becomes the error it should get."""
+def _may_be_deep(frame: bytes | str) -> bool:
+    """Only a frame with more than MAX_DEPTH opening brackets can nest that deep: two byte counts rule out
+    nearly every frame, and `_check_depth` (one C-speed trial encoding) looks at the rest."""
+    if isinstance(frame, str):
+        return frame.count("[") + frame.count("{") > MAX_DEPTH
+    return frame.count(b"[") + frame.count(b"{") > MAX_DEPTH
+
+
+def _check_depth(obj: dict[str, Any]) -> None:
+    """Raise the error a message nested deeper than MAX_DEPTH earns (with its id, when it has one)."""
+    wrapped: object = obj
+    for _ in range(WRAP_MARGIN):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        raw_id = obj.get("id")
+        raise _invalid(
+            f"nested more than {MAX_DEPTH} levels deep", raw_id if is_id(raw_id) else None
+        ) from None
+
+
+def _decode_batch(items: list[Any], deep: bool = False) -> Batch:
+    """Each element decoded on its own; one that is not a message (or nests too deep) becomes the error it
+    should get."""
     if not items:
         raise _invalid("an empty batch")
     decoded: list[Request | Notification | Response | ErrorResponse] = []
@@ -66,6 +126,8 @@ def _decode_batch(items: list[Any]) -> Batch:
         try:
             if not isinstance(item, dict):
                 raise _invalid(f"expected a JSON-RPC object in the batch, got a JSON {type(item).__name__}")
+            if deep:
+                _check_depth(item)
             decoded.append(decode_object(item))
         except MessageError as exc:
             decoded.append(ErrorResponse(exc.request_id, exc.error))
@@ -75,7 +137,7 @@ def _decode_batch(items: list[Any]) -> Batch:
 def decode_object(obj: dict[str, Any]) -> Request | Notification | Response | ErrorResponse:
     """Classify an already parsed JSON object as a request, notification or response."""
     raw_id = obj.get("id")
-    request_id = raw_id if _is_id(raw_id) else None
+    request_id = raw_id if is_id(raw_id) else None
     if obj.get("jsonrpc") != JSONRPC:
         raise _invalid('"jsonrpc" must be "2.0"', request_id)
     if "method" in obj:
@@ -126,8 +188,38 @@ def to_wire(message: Message) -> Any:
 
 
 def encode(message: Message) -> bytes:
-    """Serialise a message to JSON bytes (no framing)."""
-    return orjson.dumps(to_wire(message))
+    """Serialise a message to JSON bytes (no framing). An answer that cannot be written (a value no decoded
+    frame can hold: an integer past 64 bits, a lone surrogate, nesting past orjson's limit) is written as an
+    internal error for the same id instead, so the writer never fails on it; a request or notification
+    raises orjson.JSONEncodeError (a TypeError)."""
+    try:
+        return orjson.dumps(to_wire(message))
+    except orjson.JSONEncodeError:
+        if isinstance(message, Request | Notification):
+            raise
+        return orjson.dumps(to_wire(_writable(message)))
+
+
+def _writable(message: Message) -> Message:
+    match message:
+        case Batch(items=items):
+            return Batch(tuple(_writable(item) for item in items))  # type: ignore[misc]
+        case Response(id=request_id) | ErrorResponse(id=request_id):
+            try:
+                orjson.dumps(to_wire(message))
+            except orjson.JSONEncodeError as exc:
+                writable_id = request_id if _writable_id(request_id) else None
+                reason = f"Internal error: the answer could not be written as JSON ({exc})"
+                return ErrorResponse(writable_id, RpcError(INTERNAL_ERROR, reason))
+    return message
+
+
+def _writable_id(request_id: object) -> bool:
+    try:
+        orjson.dumps(request_id)
+    except orjson.JSONEncodeError:
+        return False
+    return True
 
 
 def find_request_id(head: bytes, tail: bytes) -> RequestId | None:
@@ -139,6 +231,6 @@ def find_request_id(head: bytes, tail: bytes) -> RequestId | None:
                 value = orjson.loads(match.group(1))
             except orjson.JSONDecodeError:
                 continue
-            if _is_id(value):
+            if is_id(value):
                 return value
     return None

@@ -7,10 +7,12 @@ change; after a change it is refused with -32602 and the client lists from the s
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, Final
 
 from actors.errors import INVALID_PARAMS, rpc_error
 from actors.messages import ErrorResponse, Message, Params, RequestId, Response
+
+MAX_CURSOR_CHARS: Final = 64  # ours are about 20; a longer one is not ours and is not decoded
 
 
 def page(
@@ -18,11 +20,16 @@ def page(
 ) -> Message:
     """The page of `items` that params.cursor points at (the first without one), under `key`."""
     start = 0
-    if params.get("cursor") is not None:
-        start = read_cursor(params["cursor"], version)
-        if start is None or start > len(items):
+    cursor = params.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        message = "Invalid params: cursor must be a string"
+        return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
+    if cursor is not None:
+        offset = read_cursor(cursor, version)
+        if offset is None or offset > len(items):
             message = f"Invalid params: unknown cursor, or the {key} changed since; list from the start"
-            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
+        start = offset
     end = start + size
     result: dict[str, Any] = {key: items[start:end]}
     if end < len(items):
@@ -36,7 +43,7 @@ def make_cursor(version: int, offset: int) -> str:
 
 
 def read_cursor(cursor: object, version: int) -> int | None:
-    if not isinstance(cursor, str):
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
         return None
     try:
         made_for, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import attrs
 import trio
 from loguru import logger
@@ -9,8 +11,11 @@ from loguru import logger
 from actors import codec
 from actors.channels import put
 from actors.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
+from actors.log import RateLimiter
 from actors.messages import ErrorResponse, Message, RpcError
 from actors.transports.base import Transport
+
+REFUSAL_LOG_RATE: Final = 2.0  # warnings per second about refused frames: a client may send floods of them
 
 
 @attrs.define
@@ -26,6 +31,7 @@ class Reader:
     transport: Transport
     dispatch: trio.MemorySendChannel[Message]
     outbox: trio.MemorySendChannel[Message]
+    _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self.dispatch, self.outbox:
@@ -40,7 +46,10 @@ class Reader:
             try:
                 frame = await self.transport.receive()
             except MessageTooLargeError as exc:
-                logger.warning("refused a message: {}", exc)
+                suppressed = self._refusals.suppressed
+                if self._refusals.allow():
+                    more = f" ({suppressed} more not logged)" if suppressed else ""
+                    logger.warning("refused a message: {}{}", exc, more)
                 await self.outbox.send(
                     ErrorResponse(exc.request_id, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
                 )

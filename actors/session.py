@@ -1,6 +1,8 @@
 """One client session: a reader, a dispatcher and a writer in a nursery of their own.
 
-The session dies whole and alone: a crash in any of its actors cancels the other two and nothing else.
+The session dies whole and alone: a crash in any of its actors cancels the other two and nothing else. Before
+its transport closes, a crashed session still writes, best effort and within CRASH_ANSWER_S: the answers that
+were queued for its client, and an error for every request it had accepted and not answered.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import attrs
 import trio
 from loguru import logger
 
+from actors import codec
 from actors.catalog import CatalogView
-from actors.dispatch import MAILBOX_SIZE, Dispatcher, SessionSettings
+from actors.dispatch import MAILBOX_SIZE, SESSION_FAILED, Dispatcher, SessionSettings
 from actors.envelopes import Mail
-from actors.messages import Message
+from actors.errors import INTERNAL_ERROR
+from actors.messages import Message, RpcError
 from actors.reader import Reader
 from actors.transports.base import Transport
 from actors.watch import Watch
@@ -22,13 +26,16 @@ from actors.writer import Writer
 
 INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
 OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before their senders wait
+CRASH_ANSWER_S: Final = 1.0  # how long a crashed session may take to write its last answers
 
 
 @attrs.define(eq=False)
 class Session:
     """Owns: its transport (closed when the session ends) and its three actors.
     Stops when: the client's stream ends (in-flight requests get `drain_s` to finish), the client is gone,
-        or `stop()` is called (in-flight requests are answered with an error at once)."""
+        or `stop()` is called (in-flight requests are answered with an error at once).
+    Errors: a crash of any of its actors ends it; its requests in flight are answered with -32603 first (best
+        effort, bounded), then `run` raises and `run_temporary` logs it and sets `crashed`."""
 
     id: str
     transport: Transport
@@ -36,6 +43,7 @@ class Session:
     settings: SessionSettings
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
     done: trio.Event = attrs.field(factory=trio.Event)
+    crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _dispatcher: Dispatcher | None = None
 
@@ -43,6 +51,7 @@ class Session:
         with logger.contextualize(session=self.id):
             inbox_send, inbox_recv = trio.open_memory_channel[Message](INBOX_SIZE)
             outbox_send, outbox_recv = trio.open_memory_channel[Message](OUTBOX_SIZE)
+            unwritten = outbox_recv.clone()  # what the writer had not taken when a crash stopped it
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel).run)
@@ -61,7 +70,11 @@ class Session:
                     await nursery.start(dispatcher.run)
                     nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))
                     task_status.started()
+            except Exception:
+                await self._answer_after_crash(unwritten)
+                raise
             finally:
+                unwritten.close()
                 self.done.set()
                 with trio.CancelScope(shield=True), trio.move_on_after(1.0):
                     await self.transport.aclose()
@@ -72,8 +85,39 @@ class Session:
         try:
             await self.run()
         except Exception:
+            self.crashed = True
             with logger.contextualize(session=self.id):
                 logger.opt(exception=True).error("session crashed")
+
+    async def _answer_after_crash(self, unwritten: trio.MemoryReceiveChannel[Message]) -> None:
+        """The writer is gone: write to the transport directly what was queued for the client, then an error
+        for each request still owed. Shielded and bounded; a transport that cannot take it is let be."""
+        messages: list[Message] = []
+        while True:
+            try:
+                messages.append(unwritten.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        if self._dispatcher is not None:
+            messages += self._dispatcher.owed_answers(RpcError(INTERNAL_ERROR, SESSION_FAILED))
+        frames = []
+        for message in messages:
+            try:
+                frames.append(codec.encode(message))
+            except TypeError:  # a request or notification that cannot be written; answers always can
+                logger.debug("dropped an unwritable {} after the crash", type(message).__name__)
+        if not frames:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(CRASH_ANSWER_S) as timer:
+            try:
+                await self.transport.send_many(frames)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+                logger.info("could not tell the client about the crash: its transport is gone")
+                return
+        if timer.cancelled_caught:
+            logger.info("could not tell the client about the crash within {}s", CRASH_ANSWER_S)
+        else:
+            logger.info("answered {} message(s) queued or owed before closing", len(frames))
 
     async def _read(self, reader: Reader) -> None:
         with self._reader_scope:
