@@ -208,15 +208,16 @@ def _writable(message: Message) -> Message:
             try:
                 orjson.dumps(to_wire(message))
             except orjson.JSONEncodeError as exc:
-                writable_id = request_id if _writable_id(request_id) else None
+                writable_id = request_id if writable(request_id) else None
                 reason = f"Internal error: the answer could not be written as JSON ({exc})"
                 return ErrorResponse(writable_id, RpcError(INTERNAL_ERROR, reason))
     return message
 
 
-def _writable_id(request_id: object) -> bool:
+def writable(value: object) -> bool:
+    """The value can be written as JSON (what a decoded frame holds always can; what code made may not)."""
     try:
-        orjson.dumps(request_id)
+        orjson.dumps(value)
     except orjson.JSONEncodeError:
         return False
     return True

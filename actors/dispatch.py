@@ -25,7 +25,7 @@ from actors.catalog import BackendStatus, CatalogView, Route
 from actors.channels import put
 from actors.client_asks import ClientAsks
 from actors.clients import ClientDirectory
-from actors.codec import clip, is_id, shown
+from actors.codec import clip, is_id, shown, writable
 from actors.envelopes import (
     BackendCommand,
     BackendEvent,
@@ -39,6 +39,7 @@ from actors.envelopes import (
 )
 from actors.errors import (
     BACKEND_UNAVAILABLE,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -288,7 +289,9 @@ class Dispatcher:
             case Response() | ErrorResponse() if self._client_asks.settle(message):
                 pass
             case _:
-                logger.debug("ignored a response to nothing the gateway asked: {}", shown(message))
+                logger.opt(lazy=True).debug(
+                    "ignored a response to nothing the gateway asked: {}", partial(shown, message)
+                )
 
     def _accept(self, request_id: RequestId, batch: int = 0) -> _InFlight:
         entry = _InFlight(request_id, batch)
@@ -336,7 +339,9 @@ class Dispatcher:
                 case Request(id=request_id):
                     accepted.append((item, self._accept(request_id, self._batches)))
                 case _:
-                    logger.debug("ignored a response from the client in a batch: {}", shown(item))
+                    logger.opt(lazy=True).debug(
+                        "ignored a response from the client in a batch: {}", partial(shown, item)
+                    )
         if accepted:
             requests.start_soon(self._serve_batch, accepted, answers)
         elif answers:
@@ -433,7 +438,7 @@ class Dispatcher:
             case "notifications/cancelled":
                 self._cancelled(params)
             case _:
-                logger.debug("ignored notification {}", shown(method))
+                logger.opt(lazy=True).debug("ignored notification {}", partial(shown, method))
 
     def _cancelled(self, params: Params) -> None:
         request_id, reason = params.get("requestId"), params.get("reason")
@@ -746,11 +751,12 @@ class Dispatcher:
         )
 
         async def forward(call: ToolCall) -> Message:
-            changed = (
-                params
-                if call.arguments is params.get("arguments")
-                else {**params, "arguments": call.arguments}
-            )
+            if call.arguments is params.get("arguments"):
+                return await self._forward_named(request_id, params, "tools/call", "tool", routes)
+            if not isinstance(call.arguments, dict | None) or not writable(call.arguments):
+                message = "Internal error: middleware changed the arguments into something not a JSON object"
+                return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, message))
+            changed = {**params, "arguments": call.arguments}
             return await self._forward_named(request_id, changed, "tools/call", "tool", routes)
 
         return await self._chain.call(request_id, call, forward)

@@ -8,7 +8,7 @@ virtual time (autojump_clock) wherever a timeout is involved.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
@@ -38,7 +38,8 @@ from actors.envelopes import (
     ReplySlot,
 )
 from actors.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MessageError
-from actors.messages import Batch, ErrorResponse, Message, Notification, Request, Response
+from actors.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
+from actors.middleware.base import CallOutcome, ClientInfo, Middleware, Tool, ToolCall
 from actors.session import Session
 from actors.transports.lines import LineStream
 
@@ -91,7 +92,12 @@ class Harness:
 
 @asynccontextmanager
 async def dispatcher(
-    *, max_inflight: int = 256, backend_inbox: int = 16, late: bool = False, hold_s: float = 10.0
+    *,
+    max_inflight: int = 256,
+    backend_inbox: int = 16,
+    late: bool = False,
+    hold_s: float = 10.0,
+    middleware: tuple[Middleware, ...] = (),
 ) -> AsyncIterator[Harness]:
     """Backends "one" (tools echo and slow, a prompt, a resource, a template) and "two" (its own inbox;
     still starting when `late`)."""
@@ -103,7 +109,12 @@ async def dispatcher(
     catalog = Catalog(["one", "two"], {"one": 30.0, "two": 30.0}, PREFIX_ON_COLLISION, catalog_events)
     events = Broadcast[BackendEvent]()
     settings = SessionSettings(
-        "hostile-gateway", settle_timeout_s=hold_s, drain_s=5.0, events=events, max_inflight=max_inflight
+        "hostile-gateway",
+        settle_timeout_s=hold_s,
+        drain_s=5.0,
+        events=events,
+        middleware=middleware,
+        max_inflight=max_inflight,
     )
     actor = Dispatcher("s1", inbox_recv, outbox_send, catalog.watch, settings)
     harness = Harness(inbox_send, outbox_recv, catalog, backend, other, other_calls, events, actor)
@@ -296,6 +307,46 @@ async def test_notifications_initialized_sent_again_and_again_during_the_hold_st
             assert isinstance(await h.outbox.receive(), Response)
 
 
+class ToolsThatAreNot(Middleware):
+    def filter_tools(self, client: ClientInfo, tools: Sequence[Tool]) -> Sequence[Tool]:
+        return [*tools, "not a tool"]  # type: ignore[list-item]
+
+
+class RefusesWithAString(Middleware):
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        return "no"  # type: ignore[return-value]
+
+
+class ArgumentsNoJsonCanHold(Middleware):
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        call.arguments = {"a set": {1, 2}}
+        return None
+
+
+class OutcomeOfAnotherKind(Middleware):
+    async def after_call(self, call: ToolCall, outcome: CallOutcome) -> CallOutcome:
+        return CallOutcome(error="an error that is a string")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "middleware", [ToolsThatAreNot(), RefusesWithAString(), ArgumentsNoJsonCanHold(), OutcomeOfAnotherKind()]
+)
+async def test_middleware_that_returns_what_cannot_be_sent_fails_the_call_not_the_session(
+    middleware: Middleware,
+) -> None:
+    async with dispatcher(middleware=(middleware,)) as h, trio.open_nursery() as backend:
+        backend.start_soon(_fake_backend, h.backend)  # a call that gets through is answered
+        await h.initialize()
+        called = error_of(await h.ask(1, "tools/call", {"name": "echo", "arguments": {}}))
+        if isinstance(middleware, ToolsThatAreNot):  # a failed filter hides every tool
+            assert called.code == INVALID_PARAMS
+            assert error_of(await h.ask(2, "tools/list")).code == INTERNAL_ERROR
+        else:
+            assert called.code == INTERNAL_ERROR and "middleware" in called.message
+        assert await h.ask(3, "ping") == Response(3, {})
+        backend.cancel_scope.cancel()
+
+
 # --- 2. backend events of any shape ---------------------------------------------------------------------
 
 
@@ -405,7 +456,9 @@ async def test_cancels_for_a_full_inbox_wait_in_order_before_later_calls_and_not
         assert all(isinstance(command, Notify) for command in told_two)
         await trio.testing.wait_all_tasks_blocked()
         assert h.actor._commands.pending() == 0
-        assert h.backend.statistics().current_buffer_used == 0 and h.other.statistics().current_buffer_used == 0
+        assert (
+            h.backend.statistics().current_buffer_used == 0 and h.other.statistics().current_buffer_used == 0
+        )
 
 
 async def test_cancels_still_queued_when_the_session_ends_are_sent_not_lost() -> None:

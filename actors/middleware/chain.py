@@ -24,6 +24,12 @@ def _failed(middleware: Middleware, hook: str) -> RpcError:
     return RpcError(INTERNAL_ERROR, f"Internal error: middleware {_name(middleware)} failed in {hook}")
 
 
+def _wrong(middleware: Middleware, hook: str, returned: str) -> RpcError:
+    """A hook that returned what the gateway cannot use counts as failed (it would break the session)."""
+    logger.error("middleware {}.{} returned {}", _name(middleware), hook, returned)
+    return RpcError(INTERNAL_ERROR, f"Internal error: middleware {_name(middleware)} failed in {hook}")
+
+
 @attrs.define
 class MiddlewareChain:
     """The middleware of one session, with the tool list it filtered for the catalog version it last saw."""
@@ -35,14 +41,15 @@ class MiddlewareChain:
     def tools(self, version: int, tools: tuple[Tool, ...]) -> tuple[Tool, ...] | RpcError:
         """The tools this client may see; computed once per catalog version."""
         if self._filtered is None or self._filtered[0] != version:
-            visible: Sequence[Tool] = tools
+            visible: tuple[Tool, ...] = tools
             for middleware in self.middleware:
                 try:
-                    visible = middleware.filter_tools(self.client, visible)
+                    visible = tuple(middleware.filter_tools(self.client, visible))
                 except Exception:
                     return _failed(middleware, "filter_tools")
-            kept = tuple(visible)
-            self._filtered = (version, kept, frozenset(t.get("name") for t in kept))  # type: ignore[misc]
+                if not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in visible):
+                    return _wrong(middleware, "filter_tools", "tools that are not objects with a name")
+            self._filtered = (version, visible, frozenset(t["name"] for t in visible))
         return self._filtered[1]
 
     def hides(self, version: int, tools: tuple[Tool, ...], name: str) -> bool:
@@ -66,6 +73,10 @@ class MiddlewareChain:
                     refusal = await middleware.before_call(call)
                 except Exception:
                     refusal = _failed(middleware, "before_call")
+                if refusal is not None and not isinstance(refusal, RpcError):
+                    refusal = _wrong(
+                        middleware, "before_call", f"a {type(refusal).__name__}, not an RpcError"
+                    )
                 if refusal is not None:
                     outcome = CallOutcome(error=refusal, rejected=True)
                     break
@@ -85,9 +96,16 @@ class MiddlewareChain:
     async def _after(self, entered: list[Middleware], call: ToolCall, outcome: CallOutcome) -> CallOutcome:
         for middleware in reversed(entered):
             try:
-                outcome = await middleware.after_call(call, outcome)
+                changed = await middleware.after_call(call, outcome)
             except Exception:
-                outcome = attrs.evolve(outcome, result=None, error=_failed(middleware, "after_call"))
+                changed = attrs.evolve(outcome, result=None, error=_failed(middleware, "after_call"))
+            if not isinstance(changed, CallOutcome) or not isinstance(changed.error, RpcError | None):
+                returned = (
+                    f"a {type(changed).__name__}" if not isinstance(changed, CallOutcome) else "an error"
+                )
+                error = _wrong(middleware, "after_call", f"{returned} the gateway cannot send")
+                changed = attrs.evolve(outcome, result=None, error=error)
+            outcome = changed
         return outcome
 
 
