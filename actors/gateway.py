@@ -42,7 +42,7 @@ from actors.watch import Watch
 from actors.websocket_listener import WebSocketListener
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
-SETTLE_MARGIN_S: Final = 2.0  # spawn time on top of startup_timeout_s before initialize stops waiting
+SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s
 SESSIONS_SHARE: Final = 0.4  # of shutdown_s, for sessions to answer and flush before backends are stopped
 # A listener whose accept loop fails is restarted on the sockets it holds; past the intensity it stays down
 # (logged) while the other frontends, the sessions and the backends go on.
@@ -184,17 +184,17 @@ class Gateway:
         )
 
     def _session_settings(self) -> SessionSettings:
-        longest_start = max(self.config.startup_timeout_s(b) for b in self.config.backends)
         settings = self.config.gateway
         return SessionSettings(
             settings.name,
-            longest_start + SETTLE_MARGIN_S,
+            settings.initialize_hold_s,
             settings.shutdown_s,
             settings.page_size,
             self.events,
             self.clients,
             self.middleware,
             self.subscriptions,
+            max_inflight=settings.max_inflight_per_session,
         )
 
     async def _serve_stdio(
@@ -212,7 +212,7 @@ class Gateway:
             await session.run_temporary()
         finally:
             self._sessions.discard(session)
-        if getattr(session, "crashed", False):
+        if session.crashed:
             self.exit_code = 1
         urls = [url for url in (self.websocket_url, self.http_url) if url]
         if not urls:

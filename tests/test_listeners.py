@@ -28,6 +28,7 @@ from support import (
 from test_hostile_connections import ACCEPT_BOTH, INITIALIZE, port_of, still_serves, ws_echo
 from trio_websocket import ConnectionRejected, open_websocket_url
 
+from actors.cli import main
 from actors.listening import Acceptor
 
 
@@ -195,3 +196,26 @@ async def test_running_out_of_file_descriptors_is_logged_once_a_second(
     logged = [line for line in lines if "cannot accept" in line]
     assert 9 <= len(logged) <= 11 and "Traceback" not in "".join(lines)
     assert "more refusals since the last line" in logged[-1]
+
+
+class BrokenStdio:
+    """A stdin that fails in a way nobody planned for: the stdio session crashes on its first read."""
+
+    async def receive(self) -> bytes | None:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("stdin broke")
+
+    async def send(self, frame: bytes) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def send_many(self, frames: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def test_a_crashed_stdio_session_never_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")])
+    monkeypatch.setattr("actors.gateway.open_stdio_transport", lambda max_bytes: BrokenStdio())
+    assert main(["serve", "--stdio", "--config", str(config)]) == 1
