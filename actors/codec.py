@@ -41,6 +41,7 @@ ENCODABLE_DEPTH: Final = 254  # orjson's limit on writing
 WRAP_MARGIN: Final = 2
 MAX_DEPTH: Final = ENCODABLE_DEPTH - WRAP_MARGIN
 CLIP_CHARS: Final = 200  # of a peer's string quoted back in an error message or a log line
+MAX_ID_CHARS: Final = 1024  # a longer string id is refused: it would be held while in flight, and echoed
 
 
 def is_id(value: object) -> bool:
@@ -138,6 +139,8 @@ def decode_object(obj: dict[str, Any]) -> Request | Notification | Response | Er
     """Classify an already parsed JSON object as a request, notification or response."""
     raw_id = obj.get("id")
     request_id = raw_id if is_id(raw_id) else None
+    if isinstance(raw_id, str) and len(raw_id) > MAX_ID_CHARS:
+        raise _invalid(f'"id" is longer than {MAX_ID_CHARS} characters')
     if obj.get("jsonrpc") != JSONRPC:
         raise _invalid('"jsonrpc" must be "2.0"', request_id)
     if "method" in obj:

@@ -83,6 +83,7 @@ ROOTS_CHANGED: Final = Notification("notifications/roots/list_changed")
 TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on
 MAX_URI_CHARS: Final = 8192  # a longer URI is refused before any resource template is matched against it
 MAX_REASON_CHARS: Final = 256  # of a client's cancel reason, as passed on to the backend
+MAX_SUBSCRIPTIONS: Final = 1024  # resources one session may be subscribed to (the table is the gateway's)
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
 CANCEL_FLUSH_S: Final = 1.0  # at the session's end, how long queued cancels may wait for room at a backend
 SESSION_FAILED: Final = "Internal error: the gateway's session failed; reconnect"
@@ -642,6 +643,9 @@ class Dispatcher:
         if isinstance(routed, ErrorResponse):
             return routed
         status, own, uri = routed
+        if len(self._subscriptions) >= MAX_SUBSCRIPTIONS and (status.name, own) not in self._subscriptions:
+            message = f"Too many subscriptions: this session has {MAX_SUBSCRIPTIONS}; unsubscribe from some"
+            return ErrorResponse(request_id, rpc_error(TOO_MANY_REQUESTS, message, limit=MAX_SUBSCRIPTIONS))
         ask = partial(self._forward, status, "resources/subscribe", {**params, "uri": own}, request_id)
         answer = await self.settings.subscriptions.subscribe(
             status.name, own, self.session, ask, lambda answer: isinstance(answer, Response)

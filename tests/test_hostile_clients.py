@@ -48,6 +48,7 @@ from actors.uris import template_pattern
 
 DEADLINE_S: Final = 10.0  # only a broken run gets near it
 HUGE: Final = "x" * 1_000_000
+MAX_LINE_BYTES: Final = 1 << 28  # the property's lines always fit: an oversized line is the transport's case
 EVIL: Final = "\x00\x1b[2J\r\n" + HUGE  # control characters, then a megabyte
 
 
@@ -377,6 +378,21 @@ def test_a_crafted_uri_is_matched_in_linear_time(template: str, uri: str) -> Non
     assert time.perf_counter() - began < 2.0  # the regex takes minutes to ages on these
 
 
+async def test_a_session_may_hold_only_so_many_subscriptions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("actors.dispatch.MAX_SUBSCRIPTIONS", 2)
+    async with dispatcher() as h, trio.open_nursery() as backend:
+        backend.start_soon(_fake_backend, h.backend)
+        await h.initialize()
+        for n in range(2):
+            assert isinstance(await h.ask(n, "resources/subscribe", {"uri": f"file:///b/{n}"}), Response)
+        refused = error_of(await h.ask(2, "resources/subscribe", {"uri": "file:///b/2"}))
+        assert refused.code == TOO_MANY_REQUESTS and refused.data == {"limit": 2}
+        assert isinstance(await h.ask(3, "resources/subscribe", {"uri": "file:///b/1"}), Response)  # again
+        assert isinstance(await h.ask(4, "resources/unsubscribe", {"uri": "file:///b/0"}), Response)
+        assert isinstance(await h.ask(5, "resources/subscribe", {"uri": "file:///b/2"}), Response)
+        backend.cancel_scope.cancel()
+
+
 # --- 2. backend events of any shape ---------------------------------------------------------------------
 
 
@@ -489,6 +505,12 @@ async def test_cancels_for_a_full_inbox_wait_in_order_before_later_calls_and_not
         assert (
             h.backend.statistics().current_buffer_used == 0 and h.other.statistics().current_buffer_used == 0
         )
+        for call in got:  # answered, so the end of the test cancels nothing (into an inbox nobody reads)
+            if isinstance(call, Call):
+                call.reply_to.fill(Reply(result={}))
+        with trio.fail_after(DEADLINE_S):
+            answers = [await h.outbox.receive() for _ in range(3)]
+        assert sorted(a.id for a in answers if isinstance(a, Response)) == [3, 4, 5]
 
 
 async def test_cancels_still_queued_when_the_session_ends_are_sent_not_lost() -> None:
@@ -690,6 +712,14 @@ def test_a_frame_nested_past_what_can_be_written_again_is_refused_with_its_id() 
     assert codec.decode(b'{"jsonrpc":"2.0","id":1,"result":' + wide + b"}") == Response(1, json.loads(wide))
 
 
+def test_a_string_id_past_its_length_limit_is_refused_without_echoing_it() -> None:
+    frame = orjson.dumps({"jsonrpc": "2.0", "id": "i" * (codec.MAX_ID_CHARS + 1), "method": "ping"})
+    with pytest.raises(MessageError) as refused:
+        codec.decode(frame)
+    assert refused.value.request_id is None and refused.value.error.code == INVALID_REQUEST
+    assert codec.decode(orjson.dumps({"jsonrpc": "2.0", "id": "i" * codec.MAX_ID_CHARS, "method": "ping"}))
+
+
 def test_an_answer_that_cannot_be_written_becomes_an_internal_error_for_its_id() -> None:
     assert orjson.loads(codec.encode(Response(1, {"n": 10**30})))["error"]["code"] == INTERNAL_ERROR
     batch = orjson.loads(codec.encode(Batch((Response(1, {}), Response(2, "\ud800")))))
@@ -819,7 +849,7 @@ async def _serve_script(lines: list[bytes]) -> list[Any]:
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
     settings = SessionSettings("property", settle_timeout_s=1.0, drain_s=1.0, max_inflight=4)
-    session = Session("prop", LineStream(source, sink, 4 * len(HUGE)), catalog.watch, settings)
+    session = Session("prop", LineStream(source, sink, MAX_LINE_BYTES), catalog.watch, settings)
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_fake_backend, backend)
@@ -869,5 +899,5 @@ def test_every_request_of_any_shape_gets_exactly_one_answer_and_the_session_serv
     output = trio.run(_serve_script, lines)
     answered = [message.get("id") for message in output if "method" not in message]
     for request_id in requests:
-        assert answered.count(request_id) == 1, (request_id, output)
+        assert answered.count(request_id) == 1, (request_id, [str(m)[:300] for m in output])
     assert {"jsonrpc": "2.0", "id": "last", "result": {}} in output
