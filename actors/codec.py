@@ -100,7 +100,8 @@ def _may_be_deep(frame: bytes | str) -> bool:
     nearly every frame, and `_check_depth` (one C-speed trial encoding) looks at the rest."""
     if isinstance(frame, str):
         return frame.count("[") + frame.count("{") > MAX_DEPTH
-    return frame.count(b"[") + frame.count(b"{") > MAX_DEPTH
+    data = frame.tobytes() if isinstance(frame, memoryview) else frame
+    return data.count(b"[") + data.count(b"{") > MAX_DEPTH
 
 
 def _check_depth(obj: dict[str, Any]) -> None:
