@@ -106,6 +106,7 @@ class SessionSettings:
     middleware: tuple[Middleware, ...] = ()  # around tools/list and tools/call, in config order
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)  # shared by the gateway's sessions
     max_inflight: int = 256  # requests of one session not yet answered; past it, an error at once
+    initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)
 
 
 @attrs.define(eq=False)
@@ -205,6 +206,7 @@ class Dispatcher:
     asks: trio.MemoryReceiveChannel[Mail] | None = None  # the mailbox: backends' requests for this client,
     asks_to: trio.MemorySendChannel[Mail] | None = None  # events, catalog changes; the send end is on Calls
     subject: str | None = None  # the client's bearer token subject
+    on_ready: Callable[[], None] | None = None  # told once, when the client has finished initialize
     _state: SessionState = SessionState.NEW
     _version: str | None = None  # the negotiated protocol version
     _subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
@@ -543,6 +545,8 @@ class Dispatcher:
         if self._client_ready.is_set():
             return  # said twice: nothing new
         self._client_ready.set()
+        if self.on_ready is not None:
+            self.on_ready()
         assert self.asks_to is not None
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             self.asks_to.send_nowait(CATALOG_CHANGED)  # what changed since initialize is announced now

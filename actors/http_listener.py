@@ -103,6 +103,8 @@ class HttpListener:
     def __attrs_post_init__(self) -> None:
         s = self.settings
         self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
+        within = s.initialize_timeout_s
+        self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
         self._server = self._server_config()
         self._context = WorkerContext(None)
 

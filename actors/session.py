@@ -7,6 +7,7 @@ were queued for its client, and an error for every request it had accepted and n
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import attrs
@@ -65,9 +66,12 @@ class Session:
                         asks,
                         asks_to,
                         self.subject,
+                        on_ready=self._initialized,
                     )
                     self._dispatcher = dispatcher
                     await nursery.start(dispatcher.run)
+                    if self.settings.initialize_within_s is not None:
+                        self._reader_scope.deadline = trio.current_time() + self.settings.initialize_within_s
                     nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))
                     task_status.started()
             except Exception:
@@ -120,8 +124,17 @@ class Session:
             logger.info("answered {} message(s) queued or owed before closing", len(frames))
 
     async def _read(self, reader: Reader) -> None:
+        """The reader, until the client's stream ends, stop(), or the client has not finished initialize
+        within initialize_within_s: then the session ends as if the client had closed its stream."""
         with self._reader_scope:
             await reader.run()
+        if self._reader_scope.cancelled_caught and trio.current_time() >= self._reader_scope.deadline:
+            logger.warning(
+                "closing: the client did not finish initialize within {}s", self.settings.initialize_within_s
+            )
+
+    def _initialized(self) -> None:
+        self._reader_scope.deadline = math.inf
 
     def stop(self) -> None:
         """Stop reading, answer everything in flight with an error, flush, end."""

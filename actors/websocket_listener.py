@@ -54,6 +54,8 @@ class WebSocketListener:
     def __attrs_post_init__(self) -> None:
         s = self.settings
         self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
+        within = s.initialize_timeout_s
+        self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
 
     async def bind(self) -> str:
         """Take the port (ListenError when it cannot); the URL clients use."""

@@ -4,6 +4,7 @@ session after session, slow bodies, cancelled calls, a listener whose socket fai
 from __future__ import annotations
 
 import errno
+import math
 import socket
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ from support import (
     write_config,
 )
 from test_hostile_connections import ACCEPT_BOTH, INITIALIZE, port_of, still_serves, ws_echo
-from trio_websocket import ConnectionRejected, open_websocket_url
+from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_url
 
 from actors.cli import main
 from actors.listening import Acceptor
@@ -219,3 +220,30 @@ def test_a_crashed_stdio_session_never_exits_0(tmp_path: Path, monkeypatch: pyte
     config = write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")])
     monkeypatch.setattr("actors.gateway.open_stdio_transport", lambda max_bytes: BrokenStdio())
     assert main(["serve", "--stdio", "--config", str(config)]) == 1
+
+
+async def test_a_session_that_does_not_finish_initialize_in_time_is_closed(tmp_path: Path) -> None:
+    quick = {"initialize_timeout_s": 0.5}
+    async with running(config_with(tmp_path, quick, **quick)) as gateway, httpx2.AsyncClient() as http:
+        assert gateway.websocket_url is not None and gateway.http_url is not None
+        async with open_websocket_url(gateway.websocket_url, subprotocols=["mcp"]) as silent:
+            with trio.fail_after(DEADLINE_S), pytest.raises(ConnectionClosed):
+                await silent.get_message()  # it never initialized: the gateway closes it
+
+        opened = await http.post(gateway.http_url, json=INITIALIZE, headers=ACCEPT_BOTH)
+        (half_done,) = gateway.http_listener.sessions()  # type: ignore[union-attr]
+        with trio.fail_after(DEADLINE_S):
+            await half_done.done.wait()  # initialize answered, but notifications/initialized never came
+        headers = {**ACCEPT_BOTH, "mcp-session-id": opened.headers["mcp-session-id"]}
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert (await http.post(gateway.http_url, json=ping, headers=headers)).status_code == 404
+
+        # A client that finishes initialize keeps its session past the deadline.
+        async with open_websocket_url(gateway.websocket_url, subprotocols=["mcp"]) as client:
+            await client.send_message(orjson.dumps(INITIALIZE).decode())
+            assert "result" in orjson.loads(await client.get_message())
+            await client.send_message('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            await client.send_message('{"jsonrpc": "2.0", "id": 3, "method": "ping"}')
+            assert orjson.loads(await client.get_message())["id"] == 3
+            (session,) = gateway.listener.sessions()  # type: ignore[union-attr]
+            assert session._reader_scope.deadline == math.inf
