@@ -112,7 +112,8 @@ async def test_elicitation_in_form_and_url_mode_and_its_completion_notice(tmp_pa
 
 
 async def test_a_client_without_the_capability_is_not_asked(tmp_path: Path) -> None:
-    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    entry = backend_entry("alpha", f"--only={ASK}", roots="client")  # else roots/list is refused for all
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry]))
     async with running(config) as gateway:
         assert gateway.websocket_url is not None
         async with websocket_client(gateway.websocket_url) as client:  # no callbacks: no capabilities
