@@ -16,6 +16,7 @@ import trio
 from loguru import logger
 
 from actors import __version__, codec
+from actors.backend_input import NAMED_BY, clip, entry_problem, log_params, shown, updated_params
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
@@ -32,6 +33,7 @@ from actors.envelopes import (
 )
 from actors.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.link import BackendLink, BackendRequestError, answer, unavailable
+from actors.log import RateLimiter
 from actors.messages import Notification
 from actors.protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 from actors.subscriptions import Subscriptions
@@ -43,6 +45,9 @@ from actors.transports.websocket_backend import WebSocketBackendTransport
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together
 MAX_PAGES: Final = 1000  # a server that never stops paginating is broken
+MAX_ENTRIES: Final = 50_000  # per list: more tools, prompts or resources than anyone can use is an attack
+SERVER_LOG_RATE: Final = 50.0  # a server's log messages copied to the gateway's log per second
+SERVER_LOG_CHARS: Final = 1000  # of one message's data
 # The lists the gateway aggregates: kind -> (method, result key, the capability that offers it).
 LISTS: Final = {
     "tools": ("tools/list", "tools", "tools"),
@@ -92,6 +97,8 @@ class Backend:
     _warned_env: bool = attrs.field(init=False, default=False)
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
+    _link: BackendLink | None = attrs.field(init=False, default=None)  # this run's
+    _server_logs: RateLimiter | None = attrs.field(init=False, default=None)  # this run's, for its logs
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(backend=self.config.name):
@@ -112,6 +119,7 @@ class Backend:
         )
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
+        self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
         started, error = False, None
         try:
             with link.cancel_scope:
@@ -252,35 +260,70 @@ class Backend:
         }
 
     async def _list_all(self, link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
-        """Every page of one list; entries without a name are dropped."""
+        """Every page of one list, up to MAX_ENTRIES; unusable entries (backend_input.entry_problem) and
+        repeats of a name already listed are dropped."""
         method, key, _ = LISTS[kind]
-        items: list[dict[str, Any]] = []
-        cursor: Any = None
+        items: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
         for _ in range(MAX_PAGES):
             page = await link.request(method, {"cursor": cursor} if cursor is not None else None)
             listed = page.get(key) if isinstance(page, dict) else None
             if not isinstance(listed, list):
-                raise BackendStartError(f"{method} answered without a {key} array: {str(page)[:200]}")
-            items.extend(t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
+                raise BackendStartError(f"{method} answered without a {key} array: {shown(page)}")
+            for entry in listed:
+                problem = entry_problem(kind, entry)
+                if problem is None and entry[NAMED_BY[kind]] in items:
+                    problem = f"a second entry for {shown(entry[NAMED_BY[kind]])}"
+                if problem is not None:
+                    link.drop(f"{method}: dropped {problem}")
+                    continue
+                items[entry[NAMED_BY[kind]]] = entry
+            if len(items) > MAX_ENTRIES:
+                logger.warning("{} listed more than {} entries; the rest are left out", method, MAX_ENTRIES)
+                return tuple(items.values())[:MAX_ENTRIES]
             cursor = page.get("nextCursor")
-            if not cursor:
-                return tuple(items)
+            if not isinstance(cursor, str) or not cursor:
+                if cursor not in (None, ""):
+                    link.drop(f"{method}: nextCursor {shown(cursor)} is not a string; the listing ends here")
+                return tuple(items.values())
         raise BackendStartError(f"{method} did not end after {MAX_PAGES} pages")
 
     def _on_notification(self, notification: Notification) -> None:
-        match notification.method:
-            case method if method in CHANGES:
-                for kind in CHANGES[method]:
-                    self._changed[kind].set()
-            case "notifications/message":
-                params = notification.params if isinstance(notification.params, dict) else {}
-                level = LOG_LEVELS.get(str(params.get("level")), "WARNING")
-                logger.log(level, "server log ({}): {}", params.get("logger", "-"), params.get("data"))
-                self._publish(Notification("notifications/message", {**params, "logger": self.config.name}))
-            case "notifications/resources/updated":
-                self._publish(notification)
-            case method:
-                logger.debug("ignored notification {}", method)
+        """A notification the link does not handle itself. Only a well-formed, rebuilt one reaches sessions;
+        a malformed one is dropped and logged (rate-limited by the link)."""
+        method, params = notification.method, notification.params
+        if method in CHANGES:
+            for kind in CHANGES[method]:
+                self._changed[kind].set()
+            return
+        if method == "notifications/message":
+            clean = log_params(params, self.config.name)
+            if clean is not None:
+                self._log_server_message(clean, params)  # type: ignore[arg-type]
+        elif method == "notifications/resources/updated":
+            clean = updated_params(params)
+        else:
+            logger.debug("ignored notification {}", shown(method))
+            return
+        if clean is None:
+            assert self._link is not None
+            self._link.drop(f"dropped a malformed {method}: {shown(params)}")
+        else:
+            self._publish(Notification(method, clean))
+
+    def _log_server_message(self, clean: dict[str, Any], params: dict[str, Any]) -> None:
+        """The gateway's own log gets the server's log messages too, rate-limited and cut short."""
+        limiter = self._server_logs
+        assert limiter is not None
+        suppressed = limiter.suppressed
+        if not limiter.allow():
+            return
+        if suppressed:
+            logger.warning("{} server log messages not logged (over {}/s)", suppressed, SERVER_LOG_RATE)
+        name = params.get("logger")
+        data = clip(str(clean["data"]), SERVER_LOG_CHARS)
+        level = LOG_LEVELS.get(clean["level"], "WARNING")
+        logger.log(level, "server log ({}): {}", clip(name) if isinstance(name, str) else "-", data)
 
     def _publish(self, notification: Notification) -> None:
         if self.events is not None:
@@ -292,7 +335,7 @@ class Backend:
             self._changed[kind] = trio.Event()  # changes announced from here on trigger another listing
             try:
                 items = await self._list_all(link, kind)
-            except (BackendStartError, BackendExitedError) as exc:
+            except (BackendStartError, BackendExitedError, BackendRequestError) as exc:
                 logger.warning("{} after list_changed failed, keeping the old list: {}", LISTS[kind][0], exc)
                 continue
             await self.catalog.send(ListChanged(self.config.name, kind, items))

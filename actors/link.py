@@ -18,11 +18,13 @@ import trio
 from loguru import logger
 
 from actors import codec
+from actors.backend_input import clip, elicitation_problem, is_name, is_request_id, progress_params, shown
 from actors.clients import ClientDirectory
 from actors.envelopes import Ask, Call, Cancel, Mail, Reply, ReplySlot, Withdraw, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
     BackendError,
@@ -44,7 +46,6 @@ from actors.messages import (
 from actors.transports.base import Transport
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
-PREVIEW_CHARS: Final = 200  # how much of a bad frame the log shows
 CLIENT_METHODS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
 MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
 
@@ -53,7 +54,7 @@ class BackendRequestError(BackendError):
     """The backend answered one of the gateway's own requests with a JSON-RPC error."""
 
     def __init__(self, method: str, error: RpcError) -> None:
-        super().__init__(f"{method} failed: {error.message} (code {error.code})")
+        super().__init__(f"{method} failed: {clip(error.message)} (code {error.code})")
         self.error = error
 
 
@@ -159,13 +160,13 @@ class BackendLink:
             try:
                 message = codec.decode(frame)
             except MessageError as exc:
-                self._drop(f"dropped a frame that is not JSON-RPC ({exc}): {frame[:PREVIEW_CHARS]!r}")
+                self.drop(f"dropped a frame that is not JSON-RPC ({clip(str(exc))}): {shown(frame)}")
                 continue
             self._dispatch_any(message, nursery)
 
     def _dispatch_any(self, message: Message, nursery: trio.Nursery) -> None:
         if isinstance(message, Batch):
-            self._drop("dropped a JSON-RPC batch: backends must send one message per line")
+            self.drop("dropped a JSON-RPC batch: backends must send one message per line")
             return
         self._dispatch(message, nursery)
 
@@ -182,7 +183,7 @@ class BackendLink:
             case Notification(method="notifications/cancelled", params=params):
                 self._withdraw(params)
             case Notification(method="notifications/elicitation/complete", params=params):
-                self._elicitation_complete(message)
+                self._elicitation_complete(params)
             case Notification():
                 self.on_notification(message)
             case Request(id=request_id, method="ping"):
@@ -192,27 +193,32 @@ class BackendLink:
             case Request(method=method) if method in CLIENT_METHODS:
                 self._ask_client(message, nursery)
             case Request(id=request_id, method=method):
-                error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {method} to clients")
+                error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {clip(method)} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
 
     def _settle(self, request_id: int | str | None, reply: Reply) -> None:
-        call = self.inflight.pop(request_id, None) if isinstance(request_id, int) else None
+        call = self.inflight.pop(request_id, None) if _is_call_id(request_id) else None
         if call is None:
-            self._drop(f"dropped a response to unknown or cancelled request id {request_id!r}")
+            self.drop(f"dropped a response to unknown or cancelled request id {shown(request_id)}")
             return
+        if reply.error is None and not isinstance(reply.result, dict):  # every MCP result is an object
+            self.drop(f"answered {call.method} with a result that is not an object: {shown(reply.result)}")
+            message = f"backend '{self.name}' answered {call.method} with a result that is not an object"
+            reply = Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name}))
         if reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED and call.asks_to:
             # The client is to open a URL; the backend's notice that it is done goes to the same session.
             data = reply.error.data if isinstance(reply.error.data, dict) else {}
-            for elicitation in data.get("elicitations") or ():
+            elicitations = data.get("elicitations")
+            for elicitation in elicitations if isinstance(elicitations, list) else ():
                 if isinstance(elicitation, dict):
                     self._remember_elicitation(elicitation.get("elicitationId"), call.asks_to)
         answer(call, reply)
 
     def _too_large(self, exc: MessageTooLargeError) -> None:
         """A response too large to take answers its caller with an error; anything else is dropped."""
-        call = self.inflight.pop(exc.request_id, None) if isinstance(exc.request_id, int) else None
+        call = self.inflight.pop(exc.request_id, None) if _is_call_id(exc.request_id) else None
         if call is None:
-            self._drop(f"dropped a frame: {exc}")
+            self.drop(f"dropped a frame: {exc}")
             return
         logger.warning("answer to {} was too large: {}", call.method, exc)
         message = f"backend '{self.name}' answered {call.method} with a {exc}"
@@ -222,14 +228,16 @@ class BackendLink:
     def _progress(self, params: Any) -> None:
         """Progress goes back to the session whose call it is, under the token that session chose."""
         token = params.get("progressToken") if isinstance(params, dict) else None
-        call = self.inflight.get(token) if isinstance(token, int) else None
+        call = self.inflight.get(token) if _is_call_id(token) else None  # type: ignore[arg-type]
         if call is None or call.notify_to is None or call.progress_token is None:
-            self._drop(f"dropped progress for unknown token {token!r}")
+            self.drop(f"dropped progress for unknown token {shown(token)}")
+            return
+        clean = progress_params(params, call.progress_token)
+        if clean is None:
+            self.drop(f"dropped malformed progress: {shown(params)}")
             return
         try:
-            call.notify_to.send_nowait(
-                Notification("notifications/progress", {**params, "progressToken": call.progress_token})
-            )
+            call.notify_to.send_nowait(Notification("notifications/progress", clean))
         except trio.WouldBlock:
             logger.debug("session={} is not keeping up; dropped a progress notification", call.session)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -279,7 +287,17 @@ class BackendLink:
             nursery.start_soon(self.send, ErrorResponse(request.id, error))
 
     def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
-        params = request.params if isinstance(request.params, dict) else None
+        if request.params is not None and not isinstance(request.params, dict):
+            self._refuse(request, "its params are not an object", nursery, INVALID_PARAMS)
+            return
+        params = request.params
+        problem = elicitation_problem(params or {}) if request.method == "elicitation/create" else None
+        if problem is not None:
+            self._refuse(request, problem, nursery, INVALID_PARAMS)
+            return
+        if request.id in self._asked:
+            self._refuse(request, f"its id {shown(request.id)} is in use by its request pending", nursery)
+            return
         target, why_not = self._addressee(request.method)
         if target is None:
             self._refuse(request, why_not, nursery)
@@ -309,46 +327,56 @@ class BackendLink:
             else:
                 await self.send(Response(request.id, reply.result))
 
-    def _refuse(self, request: Request, why_not: str, nursery: trio.Nursery) -> None:
+    def _refuse(
+        self, request: Request, why_not: str, nursery: trio.Nursery, code: int = METHOD_NOT_FOUND
+    ) -> None:
         # Servers ask for roots on their own (right after initialize, say): no client to ask is normal.
         level = "INFO" if request.method == "roots/list" else "WARNING"
-        logger.log(level, "refused its {}: {}", request.method, why_not)
+        self.drop(f"refused its {request.method}: {why_not}", level)
         message = f"the gateway cannot pass {request.method} to a client: {why_not}"
-        nursery.start_soon(self.send, ErrorResponse(request.id, RpcError(METHOD_NOT_FOUND, message)))
+        nursery.start_soon(self.send, ErrorResponse(request.id, RpcError(code, message)))
 
     def _withdraw(self, params: Any) -> None:
         """The backend cancelled one of its requests: tell the session, and stop waiting for its answer."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        asked = self._asked.pop(request_id, None) if isinstance(request_id, int | str) else None
+        asked = self._asked.pop(request_id, None) if is_request_id(request_id) else None  # type: ignore[arg-type]
         if asked is None:
-            logger.debug("ignored a cancellation of unknown request {!r}", request_id)
+            logger.debug("ignored a cancellation of unknown request {}", shown(request_id))
             return
         ask_id, target, scope = asked
         scope.cancel()
-        reason = params.get("reason") if isinstance(params.get("reason"), str) else "cancelled by the server"
+        reason = params.get("reason")
+        reason = clip(reason) if isinstance(reason, str) else "cancelled by the server"
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             target.send_nowait(Withdraw(ask_id, reason))
 
     def _remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[Mail]) -> None:
-        if isinstance(elicitation_id, str):
+        if is_name(elicitation_id):
             self._elicitations[elicitation_id] = target
             while len(self._elicitations) > MAX_ELICITATIONS:
                 self._elicitations.popitem(last=False)
 
-    def _elicitation_complete(self, notification: Notification) -> None:
-        params = notification.params if isinstance(notification.params, dict) else {}
-        target = self._elicitations.pop(params.get("elicitationId"), None)  # type: ignore[arg-type]
+    def _elicitation_complete(self, params: Any) -> None:
+        elicitation_id = params.get("elicitationId") if isinstance(params, dict) else None
+        target = self._elicitations.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
         if target is None:
-            self._drop(f"dropped an elicitation/complete for unknown id {params.get('elicitationId')!r}")
+            self.drop(f"dropped an elicitation/complete for unknown id {shown(elicitation_id)}")
             return
+        notification = Notification("notifications/elicitation/complete", {"elicitationId": elicitation_id})
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             target.send_nowait(notification)
 
-    def _drop(self, text: str) -> None:
+    def drop(self, text: str, level: str = "WARNING") -> None:
+        """Log what was dropped or refused of what the backend sent, rate-limited."""
         suppressed = self._garbage.suppressed
         if self._garbage.allow():
             more = f" ({suppressed} more not logged)" if suppressed else ""
-            logger.warning("{}{}", text, more)
+            logger.log(level, "{}{}", text, more)
+
+
+def _is_call_id(value: object) -> bool:
+    """An id the gateway could have given one of its requests (an int, never a bool)."""
+    return type(value) is int
 
 
 def fixed_roots(uris: tuple[str, ...]) -> list[dict[str, str]]:

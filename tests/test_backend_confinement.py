@@ -24,33 +24,11 @@ from sdk_websocket import websocket_client
 from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
-from actors.config import BackendConfig
 from actors.errors import BackendExitedError
-from actors.gateway import Gateway
 from actors.supervisor import ChildFailed
 
 SECRET: Final = "backend-confinement-secret-long-enough-for-hs256"
 SECRET_ENV: Final = "CONFINEMENT_JWT_SECRET"
-
-
-@pytest.fixture
-def wired(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Backend fields the gateway fills from the config (idempotent once gateway.py does it itself):
-    the listeners' token secrets are withheld, and roots follow Config.roots_of."""
-    made = Gateway._backend
-
-    def backend(self: Gateway, config: BackendConfig, events: Any) -> Any:
-        actor = made(self, config, events)
-        keys = {
-            listener.auth.key
-            for listener in (self.config.websocket, self.config.http)
-            if listener is not None and listener.auth is not None
-        }
-        actor.withheld_env = frozenset(name for name, value in os.environ.items() if value in keys)
-        actor.roots = self.config.roots_of(config)
-        return actor
-
-    monkeypatch.setattr(Gateway, "_backend", backend)
 
 
 @attrs.define
@@ -97,7 +75,7 @@ async def environment_of(client: Client, tool: str = "environment") -> dict[str,
 
 
 async def test_a_backend_sees_the_default_set_its_inherit_env_and_env_never_other_variables_or_the_secret(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wired: None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(SECRET_ENV, SECRET)
     monkeypatch.setenv("CLOUD_PROVIDER_KEY", "do-not-leak")
@@ -138,9 +116,7 @@ async def tool(client: Client, name: str, arguments: dict[str, Any] | None = Non
     return result.structured_content
 
 
-async def test_roots_none_and_fixed_roots_never_reach_a_client_nor_take_its_roots(
-    tmp_path: Path, wired: None
-) -> None:
+async def test_roots_none_and_fixed_roots_never_reach_a_client_nor_take_its_roots(tmp_path: Path) -> None:
     backends = [
         roots_backend("confined", roots=["file:///srv/project", "file:///srv/shared%20docs/"]),
         roots_backend("rootless", roots="none"),
@@ -182,7 +158,7 @@ async def test_roots_none_and_fixed_roots_never_reach_a_client_nor_take_its_root
 
 
 async def test_client_roots_before_any_session_are_no_warning_and_the_first_session_alone_is_asked(
-    tmp_path: Path, wired: None
+    tmp_path: Path,
 ) -> None:
     config = with_websocket(write_config(tmp_path / "g.toml", [roots_backend("alpha", roots="client")]))
     logged: list[Any] = []

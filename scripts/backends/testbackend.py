@@ -27,6 +27,7 @@ import orjson
 import trio
 from toolserver import (
     Context,
+    Json,
     JsonObject,
     MethodHandler,
     ToolError,
@@ -206,10 +207,22 @@ async def environment(ctx: Context, arguments: JsonObject) -> JsonObject:
 
 
 async def send_raw(ctx: Context, arguments: JsonObject) -> JsonObject:
-    """Write each of `messages` (any JSON value) to stdout as one line, then answer."""
+    """Write each of `messages` (any JSON value) to stdout as one line, then answer. The strings
+    "$requestId" and "$progressToken" anywhere in them stand for this call's id and progress token."""
+    values = {"$requestId": ctx.request_id, "$progressToken": ctx.progress_token}
+
+    def filled(value: Json) -> Json:
+        if isinstance(value, str):
+            return values.get(value, value)
+        if isinstance(value, list):
+            return [filled(item) for item in value]
+        if isinstance(value, dict):
+            return {key: filled(item) for key, item in value.items()}
+        return value
+
     messages = arguments["messages"]
     for message in messages:
-        await ctx.server.send_raw(orjson.dumps(message) + b"\n")
+        await ctx.server.send_raw(orjson.dumps(filled(message)) + b"\n")
     return text_result(f"sent {len(messages)}", {"sent": len(messages)})
 
 
