@@ -126,7 +126,7 @@ class Gateway:
                 root.cancel_scope.cancel()
         finally:
             for listener in self._listeners():
-                listener.close()  # the ports go back, bound or not, whatever ended the run
+                listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
         logger.info("gateway stopped")
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
@@ -136,7 +136,7 @@ class Gateway:
         if config.http is not None:
             self.http_listener = HttpListener(config.http, catalog, self._session_settings())
         for listener in self._listeners():
-            await listener.bind()
+            await listener.endpoint.bind()
 
     def _backend_specs(self, events: trio.MemorySendChannel[CatalogEvent]) -> list[ChildSpec]:
         return [

@@ -36,13 +36,13 @@ from hypercorn.utils import wrap_app
 from loguru import logger
 
 from actors import codec
-from actors.admission import LOOPBACK_NAMES, Admission, client_key
+from actors.admission import client_key
 from actors.auth import Refused, check_bearer
 from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.dispatch import SessionSettings
 from actors.errors import INVALID_REQUEST, MessageError
-from actors.listening import Acceptor, bind, bound_port
+from actors.listening import Acceptor, Endpoint
 from actors.messages import Batch, Notification, Request, RequestId
 from actors.protocol import SUPPORTED_VERSIONS
 from actors.session import Session
@@ -89,38 +89,25 @@ class HttpListener:
     settings: HttpSettings
     catalog: Watch[CatalogView]
     session_settings: SessionSettings
-    url: str = ""
     _sessions: dict[str, HttpSession] = attrs.field(factory=dict)
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
     _requests: int = 0  # HTTP requests being served, over all sessions
     _no_requests: trio.Event = attrs.field(factory=trio.Event)
-    _sockets: list[trio.SocketListener] | None = None
-    _admission: Admission = attrs.field(init=False)
+    endpoint: Endpoint = attrs.field(init=False)
     _server: hypercorn.config.Config = attrs.field(init=False)
     _context: WorkerContext = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        s = self.settings
-        self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
-        within = s.initialize_timeout_s
+        self.endpoint = Endpoint.of("http", "http", self.settings)
+        within = self.settings.initialize_timeout_s
         self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
         self._server = self._server_config()
         self._context = WorkerContext(None)
 
-    async def bind(self) -> str:
-        """Take the port (ListenError when it cannot); the URL clients use."""
-        self._sockets = await bind(self.settings.host, self.settings.port)
-        port = bound_port(self._sockets)
-        self._admission.port = port
-        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
-        self.url = f"http://{host}:{port}{self.settings.path}"
-        return self.url
-
-    def close(self) -> None:
-        """Give the port back (the gateway is done with this listener)."""
-        for socket in self._sockets or ():
-            socket.socket.close()
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
 
     async def run(
         self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -128,17 +115,11 @@ class HttpListener:
         """One run of the listener as a supervised child: accept on the bound sockets; each connection is
         hypercorn's HTTP/1.1 or HTTP/2 server for it, as a contained task in `connections` (which also
         runs the sessions and outlives this run)."""
-        if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
-            self.close()  # a run before this one lost a socket: take the port again, whole
-            await self.bind()
-        assert self._sockets is not None
+        sockets = await self.endpoint.for_run()
         self._nursery = connections
-        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
-            logger.warning("listening on {} WITHOUT auth: add [http.auth]", self.settings.host)
-        logger.info("listening on {}", self.url)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._expire_idle)
-            nursery.start_soon(Acceptor("http", self._connection).run, self._sockets, connections)
+            nursery.start_soon(Acceptor("http", self._connection).run, sockets, connections)
             task_status.started(self.url)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
@@ -202,8 +183,8 @@ class HttpListener:
         settings = self.settings
         if scope["path"] != settings.path:
             raise Refused(404, f"no MCP endpoint at {scope['path']}; try {settings.path}")
-        self._admission.check_host(headers.get("host"))
-        self._admission.check_origin(headers.get("origin"))
+        self.endpoint.admission.check_host(headers.get("host"))
+        self.endpoint.admission.check_origin(headers.get("origin"))
         subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
         method = scope["method"]
         if method == "POST":
@@ -432,7 +413,7 @@ class HttpListener:
         if len(self._sessions) >= self.settings.max_sessions:
             raise Refused(503, f"the gateway is at its limit of {self.settings.max_sessions} sessions")
         client = client_key(subject, address)
-        self._admission.open_session(client)
+        self.endpoint.admission.open_session(client)
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
@@ -451,7 +432,7 @@ class HttpListener:
             try:
                 await entry.session.run_temporary()
             finally:
-                self._admission.close_session(entry.client)
+                self.endpoint.admission.close_session(entry.client)
                 if self._sessions.get(session_id) is entry:
                     del self._sessions[session_id]
 

@@ -12,9 +12,12 @@ import errno
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
+import attrs
 import trio
 from loguru import logger
 
+from actors.admission import LOOPBACK_NAMES, Admission
+from actors.config import HttpSettings, WebSocketSettings
 from actors.errors import GatewayStartError
 from actors.log import RateLimiter
 from actors.supervisor import describe
@@ -44,6 +47,50 @@ async def bind(host: str, port: int) -> list[trio.SocketListener]:
 
 def bound_port(listeners: Sequence[trio.SocketListener]) -> int:
     return int(listeners[0].socket.getsockname()[1])
+
+
+@attrs.define(eq=False)
+class Endpoint:
+    """Where a listener listens. Owns: its sockets (kept across the listener's runs), its URL, and its
+    admission rules (which need the port it got)."""
+
+    table: str  # its config table, "websocket" or "http", for the log
+    scheme: str
+    settings: WebSocketSettings | HttpSettings
+    admission: Admission
+    url: str = ""
+    sockets: list[trio.SocketListener] | None = None
+
+    @classmethod
+    def of(cls, table: str, scheme: str, settings: WebSocketSettings | HttpSettings) -> Endpoint:
+        s = settings
+        return cls(
+            table, scheme, s, Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
+        )
+
+    async def bind(self) -> None:
+        """Take the port (ListenError when it cannot)."""
+        host = self.settings.host
+        self.sockets = await bind(host, self.settings.port)
+        self.admission.port = bound_port(self.sockets)
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{self.scheme}://{shown}:{self.admission.port}{self.settings.path}"
+
+    async def for_run(self) -> list[trio.SocketListener]:
+        """The sockets for one run of the listener: bound again, whole, if a run before lost one."""
+        if self.sockets is None or any(s.socket.fileno() < 0 for s in self.sockets):
+            self.close()
+            await self.bind()
+        assert self.sockets is not None
+        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
+            logger.warning("listening on {} WITHOUT auth: add [{}.auth]", self.settings.host, self.table)
+        logger.info("listening on {}", self.url)
+        return self.sockets
+
+    def close(self) -> None:
+        """Give the port back (the gateway is done with this listener)."""
+        for socket in self.sockets or ():
+            socket.socket.close()
 
 
 def peer_of(stream: trio.SocketStream) -> str:

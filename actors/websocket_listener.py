@@ -17,12 +17,12 @@ import trio
 from loguru import logger
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
-from actors.admission import LOOPBACK_NAMES, Admission, client_key
+from actors.admission import client_key
 from actors.auth import Refused, check_bearer
 from actors.catalog import CatalogView
 from actors.config import WebSocketSettings
 from actors.dispatch import SessionSettings
-from actors.listening import Acceptor, bind, bound_port, peer_host, peer_of
+from actors.listening import Acceptor, Endpoint, peer_host, peer_of
 from actors.session import Session
 from actors.transports.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
 from actors.watch import Watch
@@ -47,29 +47,16 @@ class WebSocketListener:
     session_settings: SessionSettings
     _sessions: dict[Session, WebSocketTransport] = attrs.field(factory=dict)
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
-    url: str = ""
-    _sockets: list[trio.SocketListener] | None = None
-    _admission: Admission = attrs.field(init=False)
+    endpoint: Endpoint = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        s = self.settings
-        self._admission = Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
-        within = s.initialize_timeout_s
+        self.endpoint = Endpoint.of("websocket", "ws", self.settings)
+        within = self.settings.initialize_timeout_s
         self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
 
-    async def bind(self) -> str:
-        """Take the port (ListenError when it cannot); the URL clients use."""
-        self._sockets = await bind(self.settings.host, self.settings.port)
-        port = bound_port(self._sockets)
-        self._admission.port = port
-        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
-        self.url = f"ws://{host}:{port}{self.settings.path}"
-        return self.url
-
-    def close(self) -> None:
-        """Give the port back (the gateway is done with this listener)."""
-        for socket in self._sockets or ():
-            socket.socket.close()
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
 
     async def run(
         self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -77,16 +64,10 @@ class WebSocketListener:
         """One run of the listener as a supervised child: accept on the bound sockets (bound again only if
         a run before this one lost them); each connection is a contained task in `connections`, which
         outlives this run."""
-        if self._sockets is None or any(s.socket.fileno() < 0 for s in self._sockets):
-            self.close()  # a run before this one lost a socket: take the port again, whole
-            await self.bind()
-        assert self._sockets is not None
-        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
-            logger.warning("listening on {} WITHOUT auth: add [websocket.auth]", self.settings.host)
-        logger.info("listening on {}", self.url)
+        sockets = await self.endpoint.for_run()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._keep_alive)
-            nursery.start_soon(Acceptor("websocket", self._connection).run, self._sockets, connections)
+            nursery.start_soon(Acceptor("websocket", self._connection).run, sockets, connections)
             task_status.started(self.url)
 
     def sessions(self) -> list[Session]:
@@ -122,7 +103,7 @@ class WebSocketListener:
         try:
             subject = self._admit(path, _host_of(request), headers)
             client = client_key(subject, address)
-            self._admission.open_session(client)
+            self.endpoint.admission.open_session(client)
         except Refused as refused:
             status, reason = refused.status, refused.reason
             logger.warning("refused {} from {}: HTTP {}: {}", path, peer, status, reason)
@@ -142,15 +123,15 @@ class WebSocketListener:
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
                 await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
         finally:
-            self._admission.close_session(client)
+            self.endpoint.admission.close_session(client)
 
     def _admit(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
         """The token's subject when auth is on; Refused for a connection that may not go on."""
         settings = self.settings
         if path != settings.path:
             raise Refused(404, f"no MCP endpoint at {path}; try {settings.path}")
-        self._admission.check_host(host)
-        self._admission.check_origin(headers.get("origin"))
+        self.endpoint.admission.check_host(host)
+        self.endpoint.admission.check_origin(headers.get("origin"))
         subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
         if len(self._sessions) >= settings.max_sessions:
             raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")

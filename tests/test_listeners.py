@@ -153,7 +153,7 @@ async def test_a_listener_that_loses_its_socket_is_restarted_and_its_sessions_go
 
             sink = logger.add(watch, level="INFO")
             try:
-                for listening in gateway.listener._sockets or ():
+                for listening in gateway.listener.endpoint.sockets or ():
                     listening.socket.close()  # the accept loop fails; the supervisor restarts the run
                 with trio.fail_after(DEADLINE_S):
                     await listening_again.wait()
