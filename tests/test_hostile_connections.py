@@ -85,19 +85,17 @@ async def send_raw(port: int, data: bytes) -> bytes:
     return received
 
 
+def echo_call(text: str) -> dict[str, Any]:
+    params = {"name": "echo", "arguments": {"text": text}}
+    return {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+
+
 async def ws_echo(url: str, text: str) -> str:
     async with open_websocket_url(url, subprotocols=["mcp"]) as connection:
         await connection.send_message(orjson.dumps(INITIALIZE).decode())
         assert "result" in orjson.loads(await connection.get_message())
         await connection.send_message('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "echo", "arguments": {}},
-        }
-        call["params"]["arguments"] = {"text": text}  # type: ignore[index]
-        await connection.send_message(orjson.dumps(call).decode())
+        await connection.send_message(orjson.dumps(echo_call(text)).decode())
         while "id" not in (answer := orjson.loads(await connection.get_message())):
             pass
         return str(answer["result"]["content"][0]["text"])
@@ -108,14 +106,7 @@ async def http_echo(url: str, text: str) -> str:
         opened = await http.post(url, json=INITIALIZE, headers=ACCEPT_BOTH)
         session = {**ACCEPT_BOTH, "mcp-session-id": opened.headers["mcp-session-id"]}
         await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "echo", "arguments": {}},
-        }
-        call["params"]["arguments"] = {"text": text}  # type: ignore[index]
-        answer = await http.post(url, json=call, headers=session)
+        answer = await http.post(url, json=echo_call(text), headers=session)
         return str(answer.json()["result"]["content"][0]["text"])
 
 
