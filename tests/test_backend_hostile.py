@@ -268,3 +268,54 @@ async def test_nothing_a_backend_sends_raises_out_of_its_link_and_sessions_get_o
     assert kinds == {"Ask", "Withdraw", "Notification", "BackendEvent"}  # the good ones did get through
     for frame in feed.written:  # every request of the backend got an answer
         assert "id" in orjson.loads(frame)
+
+
+async def test_malformed_list_entries_are_left_out_and_the_rest_is_listed(tmp_path: Path) -> None:
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo", "--bad-tools")])
+    )
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url) as client:
+            listed = await client.list_tools()  # an SDK client that would refuse the whole list otherwise
+    assert [tool.name for tool in listed.tools] == ["echo", "fine_extra"]
+    assert listed.tools[0].description != "a second echo"  # the first of two entries named echo
+
+
+@attrs.define
+class Pages:
+    """A link that answers each list request with the next page, and keeps what it drops."""
+
+    pages: list[Any]
+    dropped: list[str] = attrs.field(factory=list)
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        await trio.lowlevel.checkpoint()
+        return self.pages.pop(0)
+
+    def drop(self, text: str, level: str = "WARNING") -> None:
+        self.dropped.append(text)
+
+
+async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
+    backend = Backend(BackendConfig("alpha", command="unused"), None, "gateway", 1.0, 1.0, 1 << 20)  # type: ignore[arg-type]
+    resources = Pages(
+        [
+            {
+                "resources": [
+                    {"uri": "file:///a", "name": "a", "size": 3},
+                    {"uri": ["file:///b"], "name": "b"},
+                ],
+                "nextCursor": "2",
+            },
+            {"resources": [{"uri": "file:///c", "name": "c", "size": True}], "nextCursor": {"page": 3}},
+        ]
+    )
+    assert [r["uri"] for r in await backend._list_all(resources, "resources")] == ["file:///a"]  # type: ignore[arg-type]
+    assert len(resources.dropped) == 3 and "nextCursor" in resources.dropped[-1]
+    templates = Pages([{"resourceTemplates": [{"uriTemplate": "file:///{x}", "name": "x"}, {"name": "no"}]}])
+    assert len(await backend._list_all(templates, "templates")) == 1  # type: ignore[arg-type]
+    prompts = Pages(
+        [{"prompts": [{"name": "p", "arguments": [{"name": "a"}]}, {"name": "q", "arguments": [{"x": 1}]}]}]
+    )
+    assert [p["name"] for p in await backend._list_all(prompts, "prompts")] == ["p"]  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
     python scripts/backends/testbackend.py [--name NAME] [--only echo,add] [--state-file PATH]
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
-        [--exit-after-initialize] [--banner] [--roots-on-start]
+        [--exit-after-initialize] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
@@ -440,6 +440,20 @@ TOOLS: Final[dict[str, ToolSpec]] = {
 
 # --- misbehaviour -------------------------------------------------------------------------------------------
 
+OBJECT: Final = {"type": "object"}
+BAD_TOOLS: Final = (  # --bad-tools: what a broken or hostile server may list besides its tools
+    "not an object",
+    {"name": ["echo"], "inputSchema": OBJECT},
+    {"name": "line\nbreak", "inputSchema": OBJECT},
+    {"name": "escape\x1b[2J", "inputSchema": OBJECT},
+    {"name": "typed_description", "description": 5, "inputSchema": OBJECT},
+    {"name": "no_schema"},
+    {"name": "string_schema", "inputSchema": {"type": "string"}},
+    {"name": "list_annotations", "inputSchema": OBJECT, "annotations": ["readOnlyHint"]},
+    {"name": "echo", "description": "a second echo", "inputSchema": OBJECT},
+    {"name": "fine_extra", "description": "well-formed", "inputSchema": OBJECT},
+)
+
 
 async def hang(ctx: Context, params: JsonObject) -> JsonObject:
     log.warning("--hang-on-initialize: never answering initialize")
@@ -526,6 +540,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resources", action="store_true", help="serve resources and a resource template")
     parser.add_argument("--instructions", help="the initialize result's instructions")
     parser.add_argument("--roots-on-start", action="store_true", help="ask for roots once initialized")
+    parser.add_argument("--bad-tools", action="store_true", help="list malformed tool entries too")
     parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
     parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
     args = parser.parse_args(argv)
@@ -560,6 +575,8 @@ def build_server(args: argparse.Namespace) -> ToolServer:
                 output_schema=output_schema,
                 **TOOL_METADATA.get(name, {}),
             )
+    if args.bad_tools:
+        server.raw_tool_entries = list(BAD_TOOLS)
     if args.hang_on_initialize:
         server.set_method("initialize", hang)
     if args.exit_after_initialize:

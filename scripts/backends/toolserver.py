@@ -288,6 +288,7 @@ class ToolServer:
         self._write_lock = trio.Lock()
         self.cancel_notices: list[Json] = []  # every requestId of a notifications/cancelled, in order
         self.notices: list[str] = []  # the method of every notification received, in order
+        self.raw_tool_entries: list[Json] = []  # listed after the tools as they are (a broken server's)
         self._write_scope: trio.CancelScope | None = None
 
     # registration ---------------------------------------------------------------------------------------
@@ -347,7 +348,7 @@ class ToolServer:
 
     def list_tools_result(self, params: JsonObject) -> JsonObject:
         """A tools/list result: every tool, or one page of `page_size` when pagination is on."""
-        tools = [tool.describe() for tool in self._tools.values()]
+        tools = [tool.describe() for tool in self._tools.values()] + self.raw_tool_entries
         if self.page_size is None:
             return {"tools": tools}
         start = _parse_cursor(params.get("cursor"), len(tools))
