@@ -144,22 +144,23 @@ class Acceptor:
             connections.start_soon(self._contain, stream, name=f"{self._what} connection")
 
     async def _contain(self, stream: trio.SocketStream) -> None:
+        peer = peer_of(stream)  # now: the handler may have closed the socket by the time it fails
         try:
             await self._handle(stream)
         except* Exception as failed:  # the one boundary of a connection; Cancelled passes
-            self._failed(stream, failed)
+            self._failed(peer, failed)
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
 
-    def _failed(self, stream: trio.SocketStream, error: BaseException) -> None:
+    def _failed(self, peer: str, error: BaseException) -> None:
         suppressed = self._failures.suppressed
         if self._failures.allow():
             more = f" ({suppressed} more not logged)" if suppressed else ""
             logger.warning(
                 "{}: connection from {} failed and was closed: {}{}",
                 self._what,
-                peer_of(stream),
+                peer,
                 describe(error),
                 more,
             )
