@@ -2,8 +2,9 @@
 
 Each child starts in its own session (so its own process group). Stopping follows the MCP stdio lifecycle:
 close stdin, wait, SIGTERM to the whole group, wait, SIGKILL to the group; whatever is left in the group
-afterwards (grandchildren) is killed too. If the gateway itself is killed outright, each child sees the end of
-its stdin, which is how an MCP stdio server knows to exit.
+afterwards (grandchildren) is killed too. Descendants that left the group (setsid, double fork) are tracked
+and ended alongside, within the same waits (see descendants.py). If the gateway itself is killed outright,
+each child sees the end of its stdin, which is how an MCP stdio server knows to exit.
 
 No PR_SET_PDEATHSIG: it fires when the *thread* that forked the child exits, and trio forks in worker threads
 that retire after a few idle seconds; every backend would be SIGTERMed a while after its start.
@@ -26,6 +27,7 @@ from loguru import logger
 
 from actors.errors import BackendStartError
 from actors.log import RateLimiter
+from actors.transports import descendants
 from actors.transports.lines import READ_SIZE, LineStream
 from actors.transports.pipes import PipeStream
 
@@ -33,6 +35,7 @@ STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
 STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
 KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
+DESCENDANTS_NOTE_S: Final = 2.0  # how often a running backend's descendants are noted (a walk of its tree)
 # What the official MCP SDKs (Python and TypeScript) pass to a stdio server of the client's environment.
 DEFAULT_INHERITED_ENV: Final = (
     (
@@ -82,6 +85,8 @@ class ProcessTransport:
         self._lines = LineStream(PipeStream(stdout), PipeStream(stdin), max_bytes)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self.ended = trio.Event()  # stderr has closed: the process has gone and its last words are in
+        self.family = descendants.Family(process.pid)
+        descendants.running(self.family)
 
     @classmethod
     async def spawn(
@@ -102,6 +107,7 @@ class ProcessTransport:
             raise BackendStartError(
                 f"cannot start {argv[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
             ) from None
+        descendants.become_subreaper()
         return cls(process, max_bytes)
 
     @property
@@ -117,7 +123,17 @@ class ProcessTransport:
         return self.process.returncode == 0
 
     async def drain(self) -> None:
-        await self.drain_stderr()
+        """Its stderr, and a note of its descendants every DESCENDANTS_NOTE_S while it runs."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._note_descendants)
+            await self.drain_stderr()
+            nursery.cancel_scope.cancel()
+
+    async def _note_descendants(self) -> None:
+        while True:
+            self.family.note()
+            descendants.reap_adopted()
+            await trio.sleep(DESCENDANTS_NOTE_S)
 
     async def receive(self) -> bytes | None:
         return await self._lines.receive()
@@ -184,26 +200,60 @@ class ProcessTransport:
         return self.process.returncode
 
     async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
-        """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group. Shielded: runs to the end even
-        while the caller is being cancelled, bounded by the two waits plus KILL_WAIT_S."""
+        """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group. Its descendants outside the group
+        get SIGTERM and SIGKILL alongside, in the same waits. Shielded: runs to the end even while the
+        caller is being cancelled, bounded by the two waits plus KILL_WAIT_S."""
         with trio.CancelScope(shield=True):
+            self.family.note()  # while it runs its tree is whole
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self.process.stdin.aclose()  # type: ignore[union-attr]
-            if await self.wait_exit(close_wait_s) is None:
+            exited = await self.wait_exit(close_wait_s) is not None
+            rest = self._descendants_left()
+            if not exited:
                 logger.info("did not exit after stdin closed; sending SIGTERM")
                 self._signal_group(signal.SIGTERM)
-                if await self.wait_exit(term_wait_s) is None:
-                    logger.warning("did not exit after SIGTERM; sending SIGKILL")
-                    self._signal_group(signal.SIGKILL)
-                    await self.wait_exit(KILL_WAIT_S)
+            if rest:
+                logger.info("ending {} processes it started: {}", len(rest), _pids(rest))
+                descendants.signal_all(rest, signal.SIGTERM)
+            term_deadline = trio.current_time() + term_wait_s
+            if not exited:
+                exited = await self.wait_exit(term_wait_s) is not None
+            rest = await descendants.wait_gone(rest, term_deadline - trio.current_time())
+            if not exited or rest:
+                await self._kill(exited, rest)
             self._signal_group(signal.SIGKILL)  # grandchildren left in the group
+            descendants.reap_adopted()
             for stream in (self.process.stdout, self.process.stderr):
                 with contextlib.suppress(trio.ClosedResourceError, OSError):
                     await stream.aclose()  # type: ignore[union-attr]
 
+    def _descendants_left(self) -> list[descendants.Proc]:
+        """What it started that still runs, and the strays that no running backend claims."""
+        self.family.note()
+        descendants.stopping(self.pid)
+        rest = self.family.alive()
+        mine = {proc.pid for proc in rest}
+        return rest + [proc for proc in descendants.strays() if proc.pid not in mine]
+
+    async def _kill(self, exited: bool, rest: list[descendants.Proc]) -> None:
+        if not exited:
+            logger.warning("did not exit after SIGTERM; sending SIGKILL")
+            self._signal_group(signal.SIGKILL)
+        if rest:
+            logger.warning("{} processes it started did not exit after SIGTERM: SIGKILL", _pids(rest))
+            descendants.signal_all(rest, signal.SIGKILL)
+        deadline = trio.current_time() + KILL_WAIT_S
+        if not exited:
+            await self.wait_exit(KILL_WAIT_S)
+        await descendants.wait_gone(rest, deadline - trio.current_time())
+
     def _signal_group(self, signum: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signum)
+
+
+def _pids(procs: list[descendants.Proc]) -> str:
+    return ", ".join(str(proc.pid) for proc in procs)
 
 
 def _log_stderr_line(line: str) -> None:

@@ -64,7 +64,7 @@ if setsid:
     os.setsid()
 if ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-os.write(1, str(os.getpid()).encode() + b"\n")
+os.write(1, str(os.getpid()).encode() + b"\\n")
 os.close(1)
 while True:
     time.sleep(3600)
