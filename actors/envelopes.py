@@ -107,7 +107,8 @@ class Cancel:
 @attrs.frozen(slots=True)
 class Notify:
     """Requester -> Backend: pass a client's notification on (notifications/roots/list_changed). `asks_to`
-    is the session it came from, the likely addressee of the backend's next roots/list."""
+    is the session it came from: the backend passes a roots change on only when its roots are the client's
+    and that session is the one connected (the one its roots/list may go to)."""
 
     notification: Notification
     asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, eq=False, repr=False)
