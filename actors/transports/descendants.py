@@ -120,7 +120,9 @@ class Family:
 
     def note(self) -> None:
         """Walk its tree (and the trees of descendants seen before, which may have been re-parented), and
-        the gateway's adopted children in its session or process group."""
+        the gateway's adopted children in its session or process group. Those that have ended are
+        forgotten, so a server that runs a command per call does not grow this."""
+        self.seen = {pid: starttime for pid, starttime in self.seen.items() if self._running(pid)}
         adopted = [p for p in map(stat, children(os.getpid())) if p is not None and self.kin(p)]
         for proc in adopted:
             self.seen.setdefault(proc.pid, proc.starttime)
@@ -131,13 +133,17 @@ class Family:
                     self.seen[child] = proc.starttime
                     pending.append(child)
 
+    def _running(self, pid: int) -> bool:
+        """The process noted under this pid (not a new one that reuses it) has not ended."""
+        proc = stat(pid)
+        return proc is not None and proc.starttime == self.seen[pid] and not proc.exited
+
     def alive(self) -> list[Proc]:
         """Its descendants still running: those noted (the same process, not a reused pid), and whatever
         is in its session or process group now."""
         found: dict[int, Proc] = {}
-        for pid, starttime in self.seen.items():
-            proc = stat(pid)
-            if proc is not None and proc.starttime == starttime and not proc.exited:
+        for pid in self.seen:
+            if self._running(pid) and (proc := stat(pid)) is not None:
                 found[pid] = proc
         for proc in everyone():
             if self.kin(proc) and not proc.exited and proc.pid != self.root:
