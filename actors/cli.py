@@ -139,6 +139,7 @@ def format_catalog(view: CatalogView) -> str:
     for status in view.backends.values():
         count = sum(1 for route in view.routes.values() if route.backend == status.name)
         lines.append(
-            f"backend {status.name}: {status.describe()}" + (f", {count} tools" if status.calls else "")
+            f"backend {status.name}: {status.describe(stderr=True)}"
+            + (f", {count} tools" if status.calls else "")
         )
     return "\n".join(line.rstrip() for line in lines)

@@ -146,6 +146,7 @@ def test_tools_exits_non_zero_when_a_backend_is_down(tmp_path: Path) -> None:
     done = run_cli("tools", "--config", str(config))
     assert done.returncode == 1
     assert "echo" in done.stdout and "backend broken: stopped" in done.stdout and "code 4" in done.stdout
+    assert "--crash-on-start: exiting with 4" in done.stdout  # the operator's tool shows its last stderr
     assert "Traceback" not in done.stderr
 
 
