@@ -11,7 +11,8 @@ gateway that started its backends and then died.
 
 Shutdown (SIGINT, SIGTERM, or the stdio client closing its stream): sessions stop reading and answer what is
 in flight, then the root is cancelled and each backend stops its process (stdin closed, SIGTERM, SIGKILL to
-its process group) within its share of `shutdown_s`. A second signal cancels at once.
+its process group and every descendant it is known to have) within its share of `shutdown_s`. A second
+signal cancels at once. The listeners' ports are given back however the run ends.
 """
 
 from __future__ import annotations
