@@ -247,3 +247,25 @@ async def test_a_session_that_does_not_finish_initialize_in_time_is_closed(tmp_p
             assert orjson.loads(await client.get_message())["id"] == 3
             (session,) = gateway.listener.sessions()  # type: ignore[union-attr]
             assert session._reader_scope.deadline == math.inf
+
+
+async def test_a_backend_hung_at_start_holds_the_first_initialize_only_initialize_hold_s(
+    tmp_path: Path,
+) -> None:
+    hung = backend_entry("hung", "--hang-on-initialize", startup_timeout_s=60)
+    config = with_websocket(
+        write_config(
+            tmp_path / "g.toml", [backend_entry("alpha", "--only=echo"), hung], initialize_hold_s=0.5
+        )
+    )
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="WARNING")
+    try:
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            with trio.fail_after(10.0):  # far below the hung backend's 60 s start
+                assert await ws_echo(gateway.websocket_url, "ready ones serve") == "ready ones serve"
+    finally:
+        logger.remove(sink)
+    held = [line for line in lines if "answering with what is ready" in line]
+    assert len(held) == 1 and held[0].rstrip().endswith("without hung (starting)")
