@@ -87,6 +87,7 @@ MAX_SUBSCRIPTIONS: Final = 1024  # resources one session may be subscribed to (t
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
 CANCEL_FLUSH_S: Final = 1.0  # at the session's end, how long queued cancels may wait for room at a backend
 SESSION_FAILED: Final = "Internal error: the gateway's session failed; reconnect"
+SHUTTING_DOWN: Final = rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
 
 
 class SessionState(enum.Enum):
@@ -211,9 +212,9 @@ class Dispatcher:
     _version: str | None = None  # the negotiated protocol version
     _subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
     _log_level: int = 1  # forward backend logs at "info" and above until the client sets its level
+    # accepted and not yet answered into the outbox: what max_inflight counts (a task each), what a client's
+    # cancel finds by id, and what a crash still owes
     _inflight: dict[RequestId, _InFlight] = attrs.field(factory=dict)
-    # accepted and not yet in the outbox: what max_inflight counts (a task each), and what a crash still owes
-    _owed: dict[_InFlight, None] = attrs.field(factory=dict)
     _batches: int = 0  # batches received so far: each one's number
     _ready_pending: bool = False  # notifications/initialized came while initialize was held
     _commands: BackendCommands = attrs.field(factory=BackendCommands)
@@ -281,7 +282,7 @@ class Dispatcher:
                 await self._send(ErrorResponse(request_id, _duplicate(request_id)))
             case Request(id=request_id, method="ping"):
                 await self._send(Response(request_id, {}))  # at any time, answered inline
-            case Request(id=request_id) if len(self._owed) >= self.settings.max_inflight:
+            case Request(id=request_id) if len(self._inflight) >= self.settings.max_inflight:
                 await self._send(ErrorResponse(request_id, self._too_many()))
             case Request(id=request_id):
                 requests.start_soon(self._serve, message, self._accept(request_id))
@@ -297,9 +298,7 @@ class Dispatcher:
                 )
 
     def _accept(self, request_id: RequestId, batch: int = 0) -> _InFlight:
-        entry = _InFlight(request_id, batch)
-        self._inflight[request_id] = entry
-        self._owed[entry] = None
+        entry = self._inflight[request_id] = _InFlight(request_id, batch)
         return entry
 
     def _too_many(self) -> RpcError:
@@ -337,7 +336,7 @@ class Dispatcher:
                     answers.append(ErrorResponse(request_id, error))
                 case Request(id=request_id) if request_id in self._inflight:
                     answers.append(ErrorResponse(request_id, _duplicate(request_id)))
-                case Request(id=request_id) if len(self._owed) >= self.settings.max_inflight:
+                case Request(id=request_id) if len(self._inflight) >= self.settings.max_inflight:
                     answers.append(ErrorResponse(request_id, self._too_many()))
                 case Request(id=request_id):
                     accepted.append((item, self._accept(request_id, self._batches)))
@@ -359,8 +358,8 @@ class Dispatcher:
                 nursery.start_soon(self._serve, request, entry, collect)
         if answers:
             await self._send(Batch(tuple(answers)))  # type: ignore[arg-type]
-        for _, entry in accepted:
-            self._owed.pop(entry, None)
+        for request, _ in accepted:
+            del self._inflight[request.id]
 
     async def _serve(
         self,
@@ -368,31 +367,23 @@ class Dispatcher:
         entry: _InFlight,
         deliver: Callable[[Message], Awaitable[None]] | None = None,
     ) -> None:
-        response: Message | None = None
-        try:
-            with entry.scope:
-                response = await self._answer(request)
-            if entry.scope.cancelled_caught and not entry.silent:
-                response = ErrorResponse(
-                    request.id, rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
-                )
-        finally:
-            if self._inflight.get(request.id) is entry:
-                del self._inflight[request.id]
-        if response is None:  # the client cancelled it: nothing is owed
-            self._owed.pop(entry, None)
-        elif deliver is not None:
-            await deliver(response)  # the batch's task sends it, and then owes it no more
-        else:
-            await self._send(response)
-            self._owed.pop(entry, None)
+        """Answer one request. It stays in flight until its answer is in the outbox (a batch's, until the
+        batch's array is: `_serve_batch` then forgets it); a session torn down before that still owes it."""
+        with entry.scope:
+            response: Message | None = await self._answer(request)
+        if entry.scope.cancelled_caught:  # the client's cancel wants nothing; anything else an error
+            response = None if entry.silent else ErrorResponse(request.id, SHUTTING_DOWN)
+        if response is not None:
+            await (deliver or self._send)(response)
+        if deliver is None:
+            del self._inflight[request.id]
 
     def owed_answers(self, error: RpcError) -> list[Message]:
         """An error for each request accepted and not yet answered into the outbox (the requests of a batch in
         one array): what a session that crashed still owes its client."""
         alone: list[Message] = []
         batches: dict[int, list[ErrorResponse]] = {}
-        for entry in self._owed:
+        for entry in self._inflight.values():
             if entry.silent:
                 continue
             answer = ErrorResponse(entry.request_id, error)
@@ -739,11 +730,11 @@ class Dispatcher:
 
     async def _call_tool(self, request_id: RequestId, params: Params) -> Message:
         view = self.catalog.value
-        error = _named_error(params)
-        if error is not None:
-            return ErrorResponse(request_id, error)
         if self._chain is None:
             return await self._forward_named(request_id, params, "tools/call", "tool", view.routes)
+        error = _named_error(params)  # before the middleware sees the call
+        if error is not None:
+            return ErrorResponse(request_id, error)
         name = params.get("name")
         routes = view.routes
         if isinstance(name, str) and self._chain.hides(view.tools_version, view.tools, name):
