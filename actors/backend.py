@@ -313,17 +313,11 @@ class Backend:
 
     def _log_server_message(self, clean: dict[str, Any], params: dict[str, Any]) -> None:
         """The gateway's own log gets the server's log messages too, rate-limited and cut short."""
-        limiter = self._server_logs
-        assert limiter is not None
-        suppressed = limiter.suppressed
-        if not limiter.allow():
-            return
-        if suppressed:
-            logger.warning("{} server log messages not logged (over {}/s)", suppressed, SERVER_LOG_RATE)
+        assert self._server_logs is not None
         name = params.get("logger")
+        source = clip(name) if isinstance(name, str) else "-"
         data = clip(str(clean["data"]), SERVER_LOG_CHARS)
-        level = LOG_LEVELS.get(clean["level"], "WARNING")
-        logger.log(level, "server log ({}): {}", clip(name) if isinstance(name, str) else "-", data)
+        self._server_logs.log(LOG_LEVELS.get(clean["level"], "WARNING"), "server log ({}): {}", source, data)
 
     def _publish(self, notification: Notification) -> None:
         if self.events is not None:

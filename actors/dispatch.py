@@ -455,10 +455,7 @@ class Dispatcher:
 
     def _drop(self, what: str, why: str, source: str = "the client") -> None:
         """A notification (or event) not acted on, logged at a bounded rate: a peer may send floods."""
-        suppressed = self._drops.suppressed
-        if self._drops.allow():
-            more = f" ({suppressed} more not logged)" if suppressed else ""
-            logger.warning("dropped {} from {}: {}{}", shown(what), source, why, more)
+        self._drops.log("WARNING", "dropped {} from {}: {}", shown(what), source, why)
 
     async def _send(self, message: Message) -> None:
         try:

@@ -368,10 +368,7 @@ class BackendLink:
 
     def drop(self, text: str, level: str = "WARNING") -> None:
         """Log what was dropped or refused of what the backend sent, rate-limited."""
-        suppressed = self._garbage.suppressed
-        if self._garbage.allow():
-            more = f" ({suppressed} more not logged)" if suppressed else ""
-            logger.log(level, "{}{}", text, more)
+        self._garbage.log(level, "{}", text)
 
 
 def _is_call_id(value: object) -> bool:

@@ -135,10 +135,7 @@ class Acceptor:
             except OSError as exc:
                 if exc.errno not in RESOURCE_ERRNOS:
                     raise
-                suppressed = self._exhausted.suppressed
-                if self._exhausted.allow():
-                    more = f" ({suppressed} more refusals since the last line)" if suppressed else ""
-                    logger.error("{}: cannot accept connections: {}{}", self._what, exc.strerror, more)
+                self._exhausted.log("ERROR", "{}: cannot accept connections: {}", self._what, exc.strerror)
                 await trio.sleep(ACCEPT_RETRY_S)
                 continue
             connections.start_soon(self._contain, stream, name=f"{self._what} connection")
@@ -154,14 +151,7 @@ class Acceptor:
                 await trio.aclose_forcefully(stream)
 
     def _failed(self, peer: str, error: BaseException) -> None:
-        suppressed = self._failures.suppressed
-        if self._failures.allow():
-            more = f" ({suppressed} more not logged)" if suppressed else ""
-            logger.warning(
-                "{}: connection from {} failed and was closed: {}{}",
-                self._what,
-                peer,
-                describe(error),
-                more,
-            )
+        self._failures.log(
+            "WARNING", "{}: connection from {} failed and was closed: {}", self._what, peer, describe(error)
+        )
         logger.opt(exception=error).debug("{}: the failed connection's traceback", self._what)

@@ -84,3 +84,10 @@ class RateLimiter:
             return True
         self.suppressed += 1
         return False
+
+    def log(self, level: str, message: str, *args: object) -> None:
+        """Log `message` (a loguru template) if the budget allows, saying how many were held back since."""
+        suppressed = self.suppressed
+        if self.allow():
+            more = f" ({suppressed} more not logged)" if suppressed else ""
+            logger.opt(depth=1).log(level, message + "{}", *args, more)

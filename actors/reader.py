@@ -46,10 +46,7 @@ class Reader:
             try:
                 frame = await self.transport.receive()
             except MessageTooLargeError as exc:
-                suppressed = self._refusals.suppressed
-                if self._refusals.allow():
-                    more = f" ({suppressed} more not logged)" if suppressed else ""
-                    logger.warning("refused a message: {}{}", exc, more)
+                self._refusals.log("WARNING", "refused a message: {}", exc)
                 await self.outbox.send(
                     ErrorResponse(exc.request_id, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
                 )
