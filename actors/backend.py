@@ -16,10 +16,11 @@ import trio
 from loguru import logger
 
 from actors import __version__, codec
-from actors.backend_input import NAMED_BY, clip, entry_problem, log_params, shown, updated_params
+from actors.backend_input import NAMED_BY, entry_problem, log_params, updated_params
 from actors.broadcast import Broadcast
 from actors.catalog import CatalogEvent
 from actors.clients import ClientDirectory
+from actors.codec import clip, shown
 from actors.config import BackendConfig, resolve_command
 from actors.envelopes import (
     BackendCommand,

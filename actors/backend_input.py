@@ -12,25 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+from actors.codec import shown
+from actors.protocol import LOG_LEVELS
+
 CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: never in a name, URI or title
 TEXT_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # prose may keep \t \n \r
-SHOWN_CHARS: Final = 200  # of a backend's value quoted in a log line
-
-
-def clip(text: str, limit: int = SHOWN_CHARS) -> str:
-    """A backend's string as an error or a log line may quote it: cut to `limit` characters."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def shown(value: object, limit: int = SHOWN_CHARS) -> str:
-    """A backend's value as a log line may quote it: its repr, cut to `limit` characters."""
-    return clip(repr(value), limit)
-
-
-def is_request_id(value: object) -> bool:
-    """A JSON-RPC id: a string or an integer, never a bool (an int in Python), a float or null."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def is_number(value: object) -> bool:

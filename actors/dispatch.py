@@ -64,18 +64,13 @@ from actors.messages import (
 from actors.middleware import ClientInfo, Middleware, ToolCall
 from actors.middleware.chain import MiddlewareChain
 from actors.pages import page
-from actors.protocol import negotiate_version
+from actors.protocol import LOG_LEVELS, negotiate_version
 from actors.resource_routes import resource_route, template_owner, with_public_uri
 from actors.subscriptions import Subscriptions
 from actors.watch import Watch
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
-LOG_SEVERITY: Final = {
-    level: rank
-    for rank, level in enumerate(
-        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-    )
-}
+LOG_SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # the one negotiated version with JSON-RPC batches
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
 CATALOG_CHANGED: Final = CatalogChanged()

@@ -18,8 +18,9 @@ import trio
 from loguru import logger
 
 from actors import codec
-from actors.backend_input import clip, elicitation_problem, is_name, is_request_id, progress_params, shown
+from actors.backend_input import elicitation_problem, is_name, progress_params
 from actors.clients import ClientDirectory
+from actors.codec import clip, is_id, shown
 from actors.envelopes import Ask, Call, Cancel, Mail, Reply, ReplySlot, Withdraw, next_call_id
 from actors.errors import (
     BACKEND_UNAVAILABLE,
@@ -339,7 +340,7 @@ class BackendLink:
     def _withdraw(self, params: Any) -> None:
         """The backend cancelled one of its requests: tell the session, and stop waiting for its answer."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        asked = self._asked.pop(request_id, None) if is_request_id(request_id) else None  # type: ignore[arg-type]
+        asked = self._asked.pop(request_id, None) if is_id(request_id) else None  # type: ignore[arg-type]
         if asked is None:
             logger.debug("ignored a cancellation of unknown request {}", shown(request_id))
             return

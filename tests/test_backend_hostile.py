@@ -22,7 +22,7 @@ from sdk_websocket import websocket_client
 from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
 
 from actors.backend import Backend
-from actors.backend_input import LOG_LEVELS, is_name
+from actors.backend_input import is_name
 from actors.broadcast import Broadcast
 from actors.clients import ClientDirectory
 from actors.config import BackendConfig
@@ -31,6 +31,7 @@ from actors.errors import BackendExitedError
 from actors.link import BackendLink
 from actors.log import RateLimiter
 from actors.messages import Message, Notification
+from actors.protocol import LOG_LEVELS
 
 RAW: Final = "--only=send_raw,echo"
 BAD_VALUES: Final = (None, True, 1.5, -1, "", "\x00\x1b[31m", [], ["x"], {}, {"a": [1]}, "x" * 5000)
