@@ -35,7 +35,7 @@ from actors.supervisor import (
     leaves,
 )
 from actors.tool_policy import ToolPolicy
-from actors.uris import TemplateRoute, assign_public_uris, prefixed, template_pattern
+from actors.uris import TemplateRoute, assign_public_uris, prefixed
 from actors.watch import Watch
 
 PREFIX_ON_COLLISION = "prefix-on-collision"
@@ -354,7 +354,6 @@ class Catalog:
                 TemplateRoute(
                     backend,
                     "" if public == template else prefixed(backend, ""),
-                    template_pattern(template),
                     template,
                 )
                 for backend, mine in patterns.items()

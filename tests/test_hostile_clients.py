@@ -8,7 +8,6 @@ virtual time (autojump_clock) wherever a timeout is involved.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
@@ -41,10 +40,8 @@ from actors.envelopes import (
 from actors.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MessageError
 from actors.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
 from actors.middleware.base import CallOutcome, ClientInfo, Middleware, Tool, ToolCall
-from actors.resource_routes import fits
 from actors.session import Session
 from actors.transports.lines import LineStream
-from actors.uris import template_pattern
 
 DEADLINE_S: Final = 10.0  # only a broken run gets near it
 HUGE: Final = "x" * 1_000_000
@@ -349,33 +346,6 @@ async def test_middleware_that_returns_what_cannot_be_sent_fails_the_call_not_th
             assert called.code == INTERNAL_ERROR and "middleware" in called.message
         assert await h.ask(3, "ping") == Response(3, {})
         backend.cancel_scope.cancel()
-
-
-template_parts = st.sampled_from(
-    ["a", "-", "/", "?", "#", ".", ";", "&", "{", "}", "x://", *(f"{{{op}v}}" for op in ["", *"+#./;?&"])]
-)
-uri_chars = st.text(alphabet="a-/?#.;&{}x:\n", max_size=12)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(template_parts, max_size=6).map("".join), uri_chars)
-def test_a_uri_fits_a_template_exactly_when_the_template_pattern_matches_it(template: str, uri: str) -> None:
-    assert fits(template, uri) is bool(template_pattern(template).fullmatch(uri))
-
-
-@pytest.mark.parametrize(
-    ("template", "uri"),
-    [
-        ("x{.a}/y", "x" + "." * 8000 + "/z"),  # exponential for the regex
-        ("x{;a}/y", "x" + ";" * 8000 + "/z"),
-        ("x{&a}#y", "x" + "&" * 8000 + "#z"),
-        ("file:///{a}-{b}-{c}.txt", "file:///" + "-" * 8000),  # cubic for the regex
-    ],
-)
-def test_a_crafted_uri_is_matched_in_linear_time(template: str, uri: str) -> None:
-    began = time.perf_counter()
-    assert not fits(template, uri)
-    assert time.perf_counter() - began < 2.0  # the regex takes minutes to ages on these
 
 
 async def test_a_session_may_hold_only_so_many_subscriptions(monkeypatch: pytest.MonkeyPatch) -> None:
