@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from typing import Final
-from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -99,7 +98,7 @@ class WebSocketListener:
     async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
         peer, address = peer_of(stream), peer_host(stream)
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
-        path = urlsplit(request.path).path  # never the query string: it may carry a token
+        path = request.path.partition("?")[0]  # never the query string: it may carry a token
         try:
             subject = self._admit(path, _host_of(request), headers)
             client = client_key(subject, address)

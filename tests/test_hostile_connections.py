@@ -300,3 +300,10 @@ def test_after_the_random_bytes_the_gateway_still_serves_a_call(
     process, ws_port, http_port = gateway_process
     trio.run(still_serves, f"ws://127.0.0.1:{ws_port}/mcp", f"http://127.0.0.1:{http_port}/mcp")
     assert process.poll() is None
+
+
+@pytest.mark.parametrize("target", [b"//evil.example/mcp", b"//[x/mcp", b"http://evil.example/mcp"])
+async def test_a_request_target_that_is_no_plain_path_is_not_found(tmp_path: Path, target: bytes) -> None:
+    async with attacked(tmp_path) as (gateway, _):
+        answer = await send_raw(port_of(gateway.websocket_url), upgrade(target))
+        assert answer.startswith(b"HTTP/1.1 404")  # not taken for /mcp, and answered, not dropped
