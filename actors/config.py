@@ -540,21 +540,20 @@ AUDIT_RANGES: Final[dict[str, Range]] = {
     "max_age_s": _at_least(0, NUMBER, "must be 0 (size only) or more"),
     "max_argument_bytes": _at_least(16),
 }
-WEBSOCKET_RANGES: Final[dict[str, Range]] = {
+LISTENER_RANGES: Final[dict[str, Range]] = {  # the keys both [websocket] and [http] have
     "port": (int, lambda port: 0 <= port <= 65535, "must be between 0 and 65535 (0: any free port)"),
     "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
     "max_sessions": _at_least(1),
     "max_sessions_per_client": _at_least(1),
     "initialize_timeout_s": POSITIVE,
+}
+WEBSOCKET_RANGES: Final[dict[str, Range]] = {
+    **LISTENER_RANGES,
     "ping_interval_s": POSITIVE,
     "send_timeout_s": POSITIVE,
 }
 HTTP_RANGES: Final[dict[str, Range]] = {
-    "port": WEBSOCKET_RANGES["port"],
-    "max_message_bytes": GATEWAY_RANGES["max_message_bytes"],
-    "max_sessions": _at_least(1),
-    "max_sessions_per_client": _at_least(1),
-    "initialize_timeout_s": POSITIVE,
+    **LISTENER_RANGES,
     "body_timeout_s": POSITIVE,
     "session_idle_s": POSITIVE,
     "resume_window_s": _at_least(0, NUMBER, "must be 0 (no resuming) or more"),

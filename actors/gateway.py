@@ -156,9 +156,10 @@ class Gateway:
         events, reports = trio.open_memory_channel[ChildEvent](0)
         async with trio.open_nursery() as connections:
             specs = [
-                ChildSpec(name, partial(listener.run, connections), LISTENER_POLICY, kind="child")
-                for name, listener in (("websocket", self.listener), ("http", self.http_listener))
-                if listener is not None
+                ChildSpec(
+                    listener.endpoint.table, partial(listener.run, connections), LISTENER_POLICY, kind="child"
+                )
+                for listener in self._listeners()
             ]
             if stdio:
                 specs.append(
