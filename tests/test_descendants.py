@@ -110,8 +110,17 @@ async def test_adopted_orphans_are_reaped_and_trios_own_children_keep_their_exit
     ours = await trio.lowlevel.open_process(["sh", "-c", "exit 3"])
     gate, release = os.pipe()  # the orphan lives until `release` closes
     try:
-        script = f"sh -c 'read line <&{gate}' </dev/null >/dev/null 2>&1 & echo $!"
-        started = await trio.run_process(["sh", "-c", script], capture_stdout=True, pass_fds=(gate,))
+        # Python, not sh: dash cannot redirect from a descriptor numbered 10 or above.
+        orphan = f"import os; os.read({gate}, 1)"
+        script = (
+            "import subprocess, sys; "
+            f"child = subprocess.Popen([sys.executable, '-c', {orphan!r}], pass_fds=({gate},), "
+            "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            "print(child.pid)"
+        )
+        started = await trio.run_process(
+            [sys.executable, "-c", script], capture_stdout=True, pass_fds=(gate,)
+        )
         adopted = int(started.stdout)
         assert parent_of(adopted) == os.getpid()  # its parent has exited: this process adopted it
     finally:
