@@ -14,10 +14,10 @@ from loguru import logger
 from actors import __version__
 from actors.catalog import CatalogView
 from actors.config import ConfigError, command_problems, load_config
-from actors.errors import GatewayStartError
+from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
-from actors.listening import ListenError
-from actors.log import configure_logging
+from actors.protocol.errors import GatewayStartError
+from actors.runtime.log import configure_logging
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 EXIT_CONFIG_ERROR: Final = 2
@@ -129,7 +129,7 @@ def format_catalog(view: CatalogView) -> str:
         first = description[0] if description else ""
         if len(first) > DESCRIPTION_CHARS:
             first = first[: DESCRIPTION_CHARS - 1] + "…"
-        rows.append((tool["name"], route.backend, "" if route.tool == tool["name"] else route.tool, first))
+        rows.append((tool["name"], route.backend, "" if route.own == tool["name"] else route.own, first))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]

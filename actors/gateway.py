@@ -25,22 +25,22 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backend import Backend
-from actors.broadcast import Broadcast
+from actors.backends.actor import Backend
 from actors.catalog import Catalog, CatalogEvent, CatalogView
-from actors.clients import ClientDirectory
+from actors.catalog.clients import ClientDirectory
+from actors.catalog.subscriptions import Subscriptions
 from actors.config import BackendConfig, Config
-from actors.dispatch import SessionSettings
-from actors.envelopes import BackendEvent
-from actors.http_listener import HttpListener
+from actors.frontends.http.app import HttpListener
+from actors.frontends.stdio import open_stdio_transport
+from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
-from actors.session import Session
-from actors.subscriptions import Subscriptions
-from actors.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
-from actors.transports.stdio import open_stdio_transport
-from actors.watch import Watch
-from actors.websocket_listener import WebSocketListener
+from actors.protocol.envelopes import BackendEvent
+from actors.runtime.broadcast import Broadcast
+from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
+from actors.runtime.watch import Watch
+from actors.session.dispatcher import SessionSettings
+from actors.session.session import Session
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s

@@ -28,11 +28,13 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
-from proctools import alive, descendants, peak_rss_mib, terminate
 from trio_websocket import ConnectionClosed, WebSocketConnection, connect_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-TEST_BACKEND: Final = ROOT / "scripts" / "backends" / "testbackend.py"
+sys.path.insert(0, str(ROOT / "bench"))  # proctools.py, shared with the bench
+from proctools import alive, descendants, peak_rss_mib, terminate  # noqa: E402
+
+TEST_BACKEND: Final = ROOT / "tests" / "backends" / "testbackend.py"
 MODES: Final = ("kill", "freeze", "garbage")
 SETTLE_S: Final = 15.0  # after the run: how long calls still in flight may take to be answered
 EXCUSE_MARGIN_S: Final = 0.5  # around a fault window, for calls answered as the backend went down or came up

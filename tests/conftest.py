@@ -1,4 +1,7 @@
-"""Fixtures shared by test modules: the npm packages of the interop tests."""
+"""Fixtures shared by test modules (the npm packages of the interop tests), and the markers each folder gives
+its tests: tests/unit (actors alone, memory channels and MockClock), tests/integration (a real gateway, real
+clients and backend processes), tests/interop (third-party peers: Node, the conformance suite).
+`scripts/test -m "not interop"` is the quick loop; `scripts/test` runs everything."""
 
 from __future__ import annotations
 
@@ -40,3 +43,13 @@ def node() -> Path:
         pytest.fail(f"scripts/setup-interop exited {done.returncode}:\n{done.stderr}{done.stdout}")
     assert NODE.exists(), f"{NODE} missing after scripts/setup-interop"
     return NODE
+
+
+TIERS: Final = ("unit", "integration", "interop")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.relative_to(ROOT / "tests").parts[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))

@@ -7,8 +7,8 @@ from typing import Any
 
 import attrs
 
-from actors.messages import RpcError
 from actors.middleware import CallOutcome, ClientInfo, Middleware, ToolCall
+from actors.protocol.messages import RpcError
 
 REFUSED = -32010
 

@@ -24,7 +24,7 @@ from actors.config import load_config
 from actors.gateway import Gateway
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-TEST_BACKEND: Final = ROOT / "scripts" / "backends" / "testbackend.py"
+TEST_BACKEND: Final = ROOT / "tests" / "backends" / "testbackend.py"
 DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
 SESSION_DEADLINE_S: Final = (
     120.0  # a whole SDK session, so a hung gateway fails its test instead of the suite

@@ -31,9 +31,9 @@ import trio
 from loguru import logger
 
 from actors.config import AuditSettings
-from actors.errors import GatewayStartError
-from actors.log import escape_controls, escape_json_controls
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
+from actors.protocol.errors import GatewayStartError
+from actors.runtime.log import escape_controls, escape_json_controls
 
 QUEUE_SIZE: Final = 10_000  # records waiting for the writer before calls wait for it
 BATCH_SIZE: Final = 500  # records per transaction

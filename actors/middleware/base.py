@@ -15,9 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.messages import RpcError
-
-Tool = dict[str, Any]
+from actors.protocol.messages import RpcError, Tool
 
 
 @attrs.frozen(slots=True)

@@ -8,9 +8,9 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.errors import INTERNAL_ERROR
-from actors.messages import ErrorResponse, Message, RequestId, Response, RpcError
 from actors.middleware.base import CallOutcome, ClientInfo, Middleware, Tool, ToolCall
+from actors.protocol.errors import INTERNAL_ERROR
+from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
 
 AFTER_CANCEL_S = 1.0  # how long after_call hooks may take for a call the client cancelled
 

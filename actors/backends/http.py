@@ -1,0 +1,306 @@
+"""A backend MCP server reached over Streamable HTTP (`url = "http(s)://..."` in [[backends]]), with the
+gateway as the client (spec 2025-11-25, transports).
+
+Each outgoing message is a POST. `initialize` is sent and answered before anything else goes out, so its
+`Mcp-Session-Id` is on every later request, with the negotiated `MCP-Protocol-Version`. Other POSTs run
+side by side; their answers (JSON, or the events of an SSE stream) come back as frames in arrival order.
+After `notifications/initialized` a GET stream listens for what the server sends unasked.
+
+The session is lost, and the backend actor's run ends as if a process had died, when the server answers
+404 to the session id (it forgot the session: the supervisor's restart initializes a new one), when it
+cannot be reached, or when it answers with garbage. An error for one request is that request's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import suppress
+from typing import Any, Final
+
+import httpx2
+import orjson
+import trio
+from loguru import logger
+
+from actors.framing.transport import receive_or_end
+
+INBOUND_SIZE: Final = 64  # frames from the server queued before its streams wait for the backend actor
+CONNECT_TIMEOUT_S: Final = 10.0
+RETRY_S: Final = 1.0  # before a GET stream is opened again, unless the server says otherwise (retry)
+RETRY_MAX_S: Final = 30.0
+RESUME_ATTEMPTS: Final = 2  # GETs with Last-Event-ID for a response stream that dropped before its answer
+HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+class HttpBackendTransport:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        client: httpx2.AsyncClient,
+        url: str,
+        headers: Mapping[str, str],
+        max_bytes: int,
+    ) -> None:
+        self._nursery = nursery
+        self._client = client
+        self.url = url
+        self._headers = {**HEADERS, **headers}
+        self._max_bytes = max_bytes
+        self._inbound_send, self._inbound = trio.open_memory_channel[bytes](INBOUND_SIZE)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.ended = trio.Event()
+        self._end = ""
+
+    @classmethod
+    async def connect(
+        cls, nursery: trio.Nursery, url: str, headers: Mapping[str, str], max_bytes: int
+    ) -> HttpBackendTransport:
+        """Nothing is sent yet: the backend actor's initialize is the first request."""
+        timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=None)  # a call may take as long as its timeout
+        client = httpx2.AsyncClient(timeout=timeout, follow_redirects=False)
+        return cls(nursery, client, url, headers, max_bytes)
+
+    @property
+    def label(self) -> str:
+        return f"session at {self.url}"
+
+    @property
+    def ended_cleanly(self) -> bool:
+        return False
+
+    def describe_end(self) -> str:
+        return self._end or f"{self.label} ended"
+
+    # --- frames -------------------------------------------------------------------------------------
+
+    async def receive(self) -> bytes | None:
+        return await receive_or_end(self._inbound)
+
+    async def send(self, frame: bytes) -> None:
+        if self.ended.is_set():
+            raise trio.BrokenResourceError(self.describe_end())
+        message = orjson.loads(frame)
+        method = message.get("method")
+        if method == "initialize":
+            await self._post(frame, message)  # its session id goes on everything after it
+            return
+        if method == "notifications/initialized":
+            # The GET stream first: what the server sends as soon as it is initialized (a list_changed for
+            # tools it adds for this client, say) has a stream to go to instead of being dropped.
+            await self._nursery.start(self._listen)
+        self._nursery.start_soon(self._post, frame, message)
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        for frame in frames:
+            await self.send(frame)
+
+    async def drain(self) -> None:
+        await trio.sleep_forever()  # the streams run in the connection's nursery
+
+    async def aclose(self) -> None:
+        self._lose("closed by the gateway", quiet=True)
+        with trio.CancelScope(shield=True):
+            await self._client.aclose()
+
+    async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
+        """End the session at the server (DELETE), then close the connections."""
+        if self.session_id is not None and not self.ended.is_set():
+            with trio.CancelScope(shield=True), trio.move_on_after(max(close_wait_s, 0.5)):
+                try:
+                    await self._client.delete(self.url, headers=self._request_headers())
+                except httpx2.HTTPError as exc:
+                    logger.debug("could not end the session at {}: {}", self.url, exc)
+        self._lose("the gateway is stopping this backend", quiet=True)
+        with trio.CancelScope(shield=True):
+            await self._client.aclose()
+
+    # --- requests -----------------------------------------------------------------------------------
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = dict(self._headers)
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["mcp-protocol-version"] = self.protocol_version
+        return headers
+
+    async def _post(self, frame: bytes, message: dict[str, Any]) -> None:
+        request_id = message.get("id") if "method" in message else None
+        try:
+            async with self._client.stream(
+                "POST", self.url, content=frame, headers=self._request_headers()
+            ) as response:
+                await self._answer(response, message, request_id)
+        except httpx2.HTTPError as exc:
+            self._lose(f"cannot reach {self.url}: {exc or type(exc).__name__}")
+        except TooLargeError as exc:
+            self._lose(f"{self.url} sent {exc}")
+
+    async def _answer(self, response: httpx2.Response, message: dict[str, Any], request_id: Any) -> None:
+        status = response.status_code
+        if status == 404 and self.session_id is not None:
+            self._lose(f"{self.url} answered 404 to the session id: the server ended the session")
+            return
+        if status == 202 or request_id is None:
+            if status >= 400:
+                logger.warning(
+                    "{} refused a {}: HTTP {}", self.url, message.get("method", "response"), status
+                )
+            return
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if status >= 400:
+            await self._push(await self._error_for(response, kind, request_id))
+            return
+        if message.get("method") == "initialize":
+            self.session_id = response.headers.get("mcp-session-id")
+        if kind == "application/json":
+            body = await self._read_all(response)
+            if message.get("method") == "initialize":
+                self._note_version(body)
+            await self._push(body)
+        elif kind == "text/event-stream":
+            await self._follow(response, request_id)
+        else:
+            self._lose(f"{self.url} answered a request with {kind or 'no content type'}")
+
+    async def _error_for(self, response: httpx2.Response, kind: str, request_id: Any) -> bytes:
+        """The server's JSON-RPC error under this request's id, or one that says what HTTP said."""
+        body = await self._read_all(response)
+        error: Any = None
+        if kind == "application/json":
+            try:
+                error = orjson.loads(body).get("error")
+            except (orjson.JSONDecodeError, AttributeError):
+                error = None
+        if not isinstance(error, dict):
+            error = {"code": -32603, "message": f"{self.url} answered HTTP {response.status_code}"}
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    def _note_version(self, body: bytes) -> None:
+        try:
+            version = orjson.loads(body).get("result", {}).get("protocolVersion")
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        self.protocol_version = version if isinstance(version, str) else None
+
+    async def _read_all(self, response: httpx2.Response) -> bytes:
+        parts, size = [], 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max_bytes:
+                raise TooLargeError(self._max_bytes)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    # --- SSE ----------------------------------------------------------------------------------------
+
+    async def _follow(self, response: httpx2.Response, request_id: Any) -> None:
+        """Pass a response stream's events on until its answer; a stream that drops first is resumed
+        with Last-Event-ID, or its request gets an error."""
+        answered, last_id = await self._relay(response, request_id)
+        for _ in range(RESUME_ATTEMPTS):
+            if answered or last_id is None:
+                break
+            headers = {**self._request_headers(), "accept": "text/event-stream", "last-event-id": last_id}
+            try:
+                async with self._client.stream("GET", self.url, headers=headers) as resumed:
+                    if resumed.status_code != 200:
+                        break
+                    answered, newer = await self._relay(resumed, request_id)
+                    last_id = newer or last_id
+            except httpx2.HTTPError:
+                break
+        if not answered:
+            error = {"code": -32603, "message": f"{self.url} closed the stream without answering"}
+            await self._push(orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
+
+    async def _relay(self, response: httpx2.Response, request_id: Any) -> tuple[bool, str | None]:
+        answered, last_id = False, None
+        async for event_id, data in self._events(response):
+            last_id = event_id or last_id
+            if not data:
+                continue
+            if request_id is not None and _answers(data, request_id):
+                answered = True
+            await self._push(data)
+            if answered:
+                break
+        return answered, last_id
+
+    async def _listen(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The standalone GET stream, opened again whenever it ends, while the session lives. Started once
+        the first GET is answered (or has failed)."""
+        delay = RETRY_S
+        while not self.ended.is_set():
+            headers = {**self._request_headers(), "accept": "text/event-stream"}
+            try:
+                async with self._client.stream("GET", self.url, headers=headers) as response:
+                    task_status.started()
+                    task_status = trio.TASK_STATUS_IGNORED
+                    if response.status_code == 405:
+                        return  # the server offers no such stream
+                    if response.status_code == 404:
+                        self._lose(f"{self.url} answered 404 to the session id: the server ended the session")
+                        return
+                    if response.status_code == 200:
+                        delay = RETRY_S
+                        await self._relay(response, None)
+            except httpx2.HTTPError as exc:
+                logger.debug("the GET stream of {} broke: {}", self.url, exc)
+            except TooLargeError as exc:
+                self._lose(f"{self.url} sent {exc}")
+                return
+            finally:
+                task_status.started()  # a first GET that failed: the session goes on without it for now
+                task_status = trio.TASK_STATUS_IGNORED
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _events(self, response: httpx2.Response) -> AsyncIterator[tuple[str | None, bytes]]:
+        """(id, data) of each SSE event; events without data too, for their id."""
+        event_id: str | None = None
+        data: list[str] = []
+        size = 0
+        async for line in response.aiter_lines():
+            if not line:
+                if data or event_id is not None:
+                    yield event_id, "\n".join(data).encode()
+                event_id, data, size = None, [], 0
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                size += len(value)
+                if size > self._max_bytes:
+                    raise TooLargeError(self._max_bytes)
+                data.append(value)
+            elif field == "id":
+                event_id = value
+
+    # --- frames in ----------------------------------------------------------------------------------
+
+    async def _push(self, frame: bytes) -> None:
+        with suppress(trio.ClosedResourceError, trio.BrokenResourceError):  # over: nobody waits for it
+            await self._inbound_send.send(frame)
+
+    def _lose(self, reason: str, *, quiet: bool = False) -> None:
+        if not self.ended.is_set():
+            self._end = reason
+            if not quiet:  # the warning is the supervisor's, which gets the reason from describe_end()
+                logger.debug("{}", reason)
+            self.ended.set()
+        self._inbound_send.close()
+
+
+class TooLargeError(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"a message larger than max_message_bytes ({limit} bytes)")
+
+
+def _answers(data: bytes, request_id: Any) -> bool:
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(message, dict) and "method" not in message and message.get("id") == request_id

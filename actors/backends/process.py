@@ -1,0 +1,260 @@
+"""A backend MCP server as a child process: newline-delimited JSON-RPC on its stdin/stdout, stderr drained.
+
+Each child starts in its own session (so its own process group). Stopping follows the MCP stdio lifecycle:
+close stdin, wait, SIGTERM to the whole group, wait, SIGKILL to the group; whatever is left in the group
+afterwards (grandchildren) is killed too. Descendants that left the group (setsid, double fork) are tracked
+and ended alongside, within the same waits (see descendants.py). If the gateway itself is killed outright,
+each child sees the end of its stdin, which is how an MCP stdio server knows to exit.
+
+No PR_SET_PDEATHSIG: it fires when the *thread* that forked the child exits, and trio forks in worker threads
+that retire after a few idle seconds; every backend would be SIGTERMed a while after its start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import trio
+from loguru import logger
+
+from actors.backends import descendants
+from actors.framing.lines import READ_SIZE, LineStream
+from actors.framing.pipes import PipeStream
+from actors.protocol.errors import BackendStartError
+from actors.runtime.log import RateLimiter
+
+STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
+STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
+STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
+KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
+DESCENDANTS_NOTE_S: Final = 2.0  # how often a running backend's descendants are noted (a walk of its tree)
+# What the official MCP SDKs (Python and TypeScript) pass to a stdio server of the client's environment.
+DEFAULT_INHERITED_ENV: Final = (
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
+
+
+def backend_environment(
+    env: Mapping[str, str], inherit: Iterable[str] = (), withheld: Collection[str] = frozenset()
+) -> dict[str, str]:
+    """A backend's whole environment: the SDKs' default set and the `inherit` names, read from the gateway's
+    own environment (never a `withheld` name, nor a default whose value is a shell function), then `env`."""
+    chosen: dict[str, str] = {}
+    for name in DEFAULT_INHERITED_ENV:
+        value = os.environ.get(name)
+        if value is not None and not value.startswith("()") and name not in withheld:
+            chosen[name] = value
+    for name in inherit:
+        value = os.environ.get(name)
+        if value is not None and name not in withheld:
+            chosen[name] = value
+    return {**chosen, **env}
+
+
+class ProcessTransport:
+    """A Transport over a child process. Owns the process: `stop()` must run on every exit path."""
+
+    def __init__(self, process: trio.Process, max_bytes: int) -> None:
+        assert process.stdin and process.stdout and process.stderr
+        self.process = process
+        stdout, stdin = process.stdout, process.stdin
+        assert isinstance(stdout, trio.lowlevel.FdStream) and isinstance(stdin, trio.lowlevel.FdStream)
+        self._lines = LineStream(PipeStream(stdout), PipeStream(stdin), max_bytes)
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.ended = trio.Event()  # stderr has closed: the process has gone and its last words are in
+        self.family = descendants.Family(process.pid)
+        descendants.running(self.family)
+
+    @classmethod
+    async def spawn(
+        cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], max_bytes: int
+    ) -> ProcessTransport:
+        """Start `argv` with exactly the environment `env` (see backend_environment)."""
+        try:
+            process = await trio.lowlevel.open_process(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendStartError(
+                f"cannot start {argv[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
+            ) from None
+        descendants.become_subreaper()
+        return cls(process, max_bytes)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def label(self) -> str:
+        return f"process {self.pid}"
+
+    @property
+    def ended_cleanly(self) -> bool:
+        return self.process.returncode == 0
+
+    async def drain(self) -> None:
+        """Its stderr, and a note of its descendants every DESCENDANTS_NOTE_S while it runs."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._note_descendants)
+            await self.drain_stderr()
+            nursery.cancel_scope.cancel()
+
+    async def _note_descendants(self) -> None:
+        while True:
+            self.family.note()
+            descendants.reap_adopted()
+            await trio.sleep(DESCENDANTS_NOTE_S)
+
+    async def receive(self) -> bytes | None:
+        return await self._lines.receive()
+
+    async def send(self, frame: bytes) -> None:
+        await self._lines.send(frame)
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        await self._lines.send_many(frames)
+
+    async def aclose(self) -> None:
+        await self.stop(close_wait_s=0.0, term_wait_s=0.0)
+
+    async def drain_stderr(self, log_line: Callable[[str], None] | None = None) -> None:
+        """Read stderr until it closes, logging each line (rate-limited) and keeping a tail for crash reports.
+        Never stops reading, so a chatty server can never block on a full stderr pipe."""
+        assert self.process.stderr
+        emit = log_line or _log_stderr_line
+        limiter, pending = RateLimiter(STDERR_LOG_RATE), bytearray()
+        try:
+            while chunk := await self.process.stderr.receive_some(READ_SIZE):
+                pending += chunk
+                *lines, rest = pending.split(b"\n")
+                pending = bytearray(rest[-STDERR_LINE_MAX:]) if len(rest) > STDERR_LINE_MAX else rest
+                for raw in lines:
+                    self._stderr_line(raw, limiter, emit)
+            if pending:
+                self._stderr_line(bytes(pending), limiter, emit)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        finally:
+            self.ended.set()
+            if limiter.suppressed:
+                logger.warning("{} stderr lines not logged (over {}/s)", limiter.suppressed, STDERR_LOG_RATE)
+
+    def _stderr_line(self, raw: bytes | bytearray, limiter: RateLimiter, emit: Callable[[str], None]) -> None:
+        line = raw[:STDERR_LINE_MAX].decode("utf-8", "replace").rstrip()
+        if not line:
+            return
+        self.stderr_tail.append(line)
+        suppressed = limiter.suppressed
+        if limiter.allow():
+            if suppressed:
+                logger.warning("{} stderr lines not logged (over {}/s)", suppressed, STDERR_LOG_RATE)
+            emit(line)
+
+    def describe_end(self) -> str:
+        code = self.process.returncode
+        if code is None:
+            what = "is still running"
+        elif code < 0:
+            what = f"was killed by {signal.Signals(-code).name}"
+        else:
+            what = f"exited with code {code}"
+        return f"process {self.pid} {what}"
+
+    def last_stderr(self) -> str:
+        """The last lines the process wrote to stderr, for the log (and only the log, by default)."""
+        return " | ".join(self.stderr_tail)
+
+    async def wait_exit(self, timeout_s: float) -> int | None:
+        with trio.move_on_after(timeout_s):
+            await self.process.wait()
+        return self.process.returncode
+
+    async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
+        """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group. Its descendants outside the group
+        get SIGTERM and SIGKILL alongside, in the same waits. Shielded: runs to the end even while the
+        caller is being cancelled, bounded by the two waits plus KILL_WAIT_S."""
+        with trio.CancelScope(shield=True):
+            self.family.note()  # while it runs its tree is whole
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.process.stdin.aclose()  # type: ignore[union-attr]
+            exited = await self.wait_exit(close_wait_s) is not None
+            rest = self._descendants_left()
+            if not exited:
+                logger.info("did not exit after stdin closed; sending SIGTERM")
+                self._signal_group(signal.SIGTERM)
+            if rest:
+                logger.info("ending {} processes it started: {}", len(rest), _pids(rest))
+                descendants.signal_all(rest, signal.SIGTERM)
+            term_deadline = trio.current_time() + term_wait_s
+            if not exited:
+                exited = await self.wait_exit(term_wait_s) is not None
+            rest = await descendants.wait_gone(rest, term_deadline - trio.current_time())
+            if not exited or rest:
+                await self._kill(exited, rest)
+            self._signal_group(signal.SIGKILL)  # grandchildren left in the group
+            descendants.reap_adopted()
+            for stream in (self.process.stdout, self.process.stderr):
+                with contextlib.suppress(trio.ClosedResourceError, OSError):
+                    await stream.aclose()  # type: ignore[union-attr]
+
+    def _descendants_left(self) -> list[descendants.Proc]:
+        """What it started that still runs, and the strays that no running backend claims."""
+        self.family.note()
+        descendants.stopping(self.pid)
+        rest = self.family.alive()
+        mine = {proc.pid for proc in rest}
+        return rest + [proc for proc in descendants.strays() if proc.pid not in mine]
+
+    async def _kill(self, exited: bool, rest: list[descendants.Proc]) -> None:
+        if not exited:
+            logger.warning("did not exit after SIGTERM; sending SIGKILL")
+            self._signal_group(signal.SIGKILL)
+        if rest:
+            logger.warning("{} processes it started did not exit after SIGTERM: SIGKILL", _pids(rest))
+            descendants.signal_all(rest, signal.SIGKILL)
+        deadline = trio.current_time() + KILL_WAIT_S
+        if not exited:
+            await self.wait_exit(KILL_WAIT_S)
+        await descendants.wait_gone(rest, deadline - trio.current_time())
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+
+def _pids(procs: list[descendants.Proc]) -> str:
+    return ", ".join(str(proc.pid) for proc in procs)
+
+
+def _log_stderr_line(line: str) -> None:
+    logger.info("stderr: {}", line)

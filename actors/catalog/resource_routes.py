@@ -1,0 +1,41 @@
+"""Which backend owns a resource URI or a resource template, and the URI forms on each side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.catalog import CatalogView, Route
+from actors.catalog.uris import PREFIX_SEPARATOR
+
+
+def resource_route(view: CatalogView, uri: str) -> Route | None:
+    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix."""
+    route = view.resource_routes.get(uri)
+    if route is not None:
+        return route
+    for template in view.template_routes:
+        own = template.owns(uri)
+        if own is not None:
+            return Route(template.backend, own)
+    backend, separator, own = uri.partition(PREFIX_SEPARATOR)
+    return Route(backend, own) if separator and backend in view.backends else None
+
+
+def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:
+    """The backend whose resource template is published as `published`, and the template's own form."""
+    for template in view.template_routes:
+        if published.startswith(template.prefix) and template.template == published[len(template.prefix) :]:
+            return Route(template.backend, template.template), template.template
+    return None, published
+
+
+def with_public_uri(result: dict[str, Any], own: str, public: str) -> dict[str, Any]:
+    """The read result with the backend's URI replaced by the one the client asked for."""
+    contents = result.get("contents")
+    if not isinstance(contents, list):
+        return result
+    renamed = [
+        {**item, "uri": public} if isinstance(item, dict) and item.get("uri") == own else item
+        for item in contents
+    ]
+    return {**result, "contents": renamed}

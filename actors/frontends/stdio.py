@@ -1,0 +1,50 @@
+"""The stdio frontend transport: the gateway's own stdin and stdout, newline-delimited."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import trio
+
+from actors.framing.lines import LineStream
+from actors.framing.pipes import PipeStream
+
+
+class _RegularFileStream(trio.abc.HalfCloseableStream):
+    """A regular file cannot be polled: reads and writes run in a worker thread (`< requests.jsonl`)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await trio.to_thread.run_sync(os.read, self._fd, max_bytes or 65536)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[await trio.to_thread.run_sync(os.write, self._fd, view) :]
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        await trio.lowlevel.checkpoint()
+
+
+def _stream(fd: int) -> trio.abc.HalfCloseableStream:
+    """A trio stream over a duplicate of `fd` (so closing it leaves the process's own fd alone)."""
+    own = os.dup(fd)
+    if stat.S_ISREG(os.fstat(own).st_mode):
+        return _RegularFileStream(own)
+    return PipeStream(trio.lowlevel.FdStream(own))
+
+
+def open_stdio_transport(max_bytes: int) -> LineStream:
+    return LineStream(_stream(0), _stream(1), max_bytes)

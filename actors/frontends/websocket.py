@@ -1,0 +1,172 @@
+"""The WebSocket frontend: one listener, one session per accepted connection.
+
+The handshake is where a connection is refused, before any MCP message is read: a wrong path (404), a Host
+not allowed (421), an Origin not allowed (403), a missing or bad bearer token (401), a client that has its
+share of sessions (429), too many sessions (503). Whatever the WebSocket library raises on a peer's bytes
+ends that connection alone (actors.frontends.listening).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Final
+
+import attrs
+import trio
+from loguru import logger
+from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
+
+from actors.catalog import CatalogView
+from actors.config import WebSocketSettings
+from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
+from actors.frontends.admission import client_key
+from actors.frontends.auth import Refused, check_bearer
+from actors.frontends.listening import Acceptor, Endpoint, peer_host, peer_of
+from actors.runtime.watch import Watch
+from actors.session.dispatcher import SessionSettings
+from actors.session.session import Session
+
+SUBPROTOCOL: Final = "mcp"
+HANDSHAKE_TIMEOUT_S: Final = 10.0
+
+
+@attrs.define(eq=False)
+class WebSocketListener:
+    """Owns: the listening socket and every WebSocket session it accepted.
+    Receives: connections.
+    Sends: nothing itself; each session talks to the catalog and the backends.
+    Stops when: cancelled; `stop_sessions()` first answers what every session has in flight and closes
+        each connection with 1001. Its connections live in the frontends' nursery, not in a run: a run
+        that fails is restarted by the frontends supervisor while the sessions go on.
+    Errors: a connection's or a session's failure is logged and ends that connection alone.
+    """
+
+    settings: WebSocketSettings
+    catalog: Watch[CatalogView]
+    session_settings: SessionSettings
+    _sessions: dict[Session, WebSocketTransport] = attrs.field(factory=dict)
+    _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    endpoint: Endpoint = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.endpoint = Endpoint.of("websocket", "ws", self.settings)
+        within = self.settings.initialize_timeout_s
+        self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    async def run(
+        self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """One run of the listener as a supervised child: accept on the bound sockets (bound again only if
+        a run before this one lost them); each connection is a contained task in `connections`, which
+        outlives this run."""
+        sockets = await self.endpoint.for_run()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._keep_alive)
+            nursery.start_soon(Acceptor("websocket", self._connection).run, sockets, connections)
+            task_status.started(self.url)
+
+    def sessions(self) -> list[Session]:
+        return list(self._sessions)
+
+    def stop_sessions(self) -> None:
+        """Answer everything in flight, then close each connection with 1001."""
+        for session, transport in self._sessions.items():
+            transport.close_code, transport.close_reason = CLOSE_GOING_AWAY, "the gateway is shutting down"
+            session.stop()
+
+    async def wait_sessions_done(self) -> None:
+        for session in list(self._sessions):
+            await session.done.wait()
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        """One TCP connection: the WebSocket handshake within HANDSHAKE_TIMEOUT_S, then its session. The
+        library's reader task runs in this connection's nursery, so what it raises ends this connection."""
+        async with trio.open_nursery() as nursery:
+            request = None
+            with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+                request = await wrap_server_stream(
+                    nursery, stream, max_message_size=self.settings.max_message_bytes
+                )
+            if request is not None:
+                await self._handle(request, stream)
+            nursery.cancel_scope.cancel()
+
+    async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
+        peer, address = peer_of(stream), peer_host(stream)
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
+        path = request.path.partition("?")[0]  # never the query string: it may carry a token
+        try:
+            subject = self._admit(path, _host_of(request), headers)
+            client = client_key(subject, address)
+            self.endpoint.admission.open_session(client)
+        except Refused as refused:
+            status, reason = refused.status, refused.reason
+            logger.warning("refused {} from {}: HTTP {}: {}", path, peer, status, reason)
+            body = (refused.reason + "\n").encode()
+            extra = [(b"content-type", b"text/plain; charset=utf-8"), *refused.headers]
+            with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+                await request.reject(refused.status, extra_headers=extra, body=body)
+            return
+        try:
+            subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
+            try:
+                connection = await request.accept(subprotocol=subprotocol)
+            except ConnectionClosed:
+                return
+            session_id, send_timeout = f"ws-{next(self._numbers)}", self.settings.send_timeout_s
+            with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
+                logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
+                await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
+        finally:
+            self.endpoint.admission.close_session(client)
+
+    def _admit(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
+        """The token's subject when auth is on; Refused for a connection that may not go on."""
+        settings = self.settings
+        if path != settings.path:
+            raise Refused(404, f"no MCP endpoint at {path}; try {settings.path}")
+        self.endpoint.admission.check_host(host)
+        self.endpoint.admission.check_origin(headers.get("origin"))
+        subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
+        if len(self._sessions) >= settings.max_sessions:
+            raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
+        return subject
+
+    async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
+        session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
+        self._sessions[session] = transport
+        try:
+            await session.run_temporary()
+        finally:
+            del self._sessions[session]
+
+    async def _keep_alive(self) -> None:
+        """One task for every connection: a ping to each every interval; a peer that has not answered by
+        the next one is gone. (A task per connection would cost each idle session its memory.)"""
+        interval = self.settings.ping_interval_s
+        async with trio.open_nursery() as pings:
+            while True:
+                await trio.sleep(interval)
+                for session, transport in list(self._sessions.items()):
+                    pings.start_soon(self._ping, session.id, transport, interval)
+
+    async def _ping(self, session_id: str, transport: WebSocketTransport, interval: float) -> None:
+        with trio.move_on_after(interval) as timer:
+            try:
+                await transport.connection.ping()
+            except ConnectionClosed:
+                return
+        if timer.cancelled_caught:
+            with logger.contextualize(session=session_id):
+                logger.warning("closing with 1011: no pong for {}s", interval)
+            await transport.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")  # ends the session
+
+
+def _host_of(request: WebSocketRequest) -> str | None:
+    """The Host header: wsproto keeps it on the handshake event, apart from the other headers."""
+    host = getattr(getattr(request, "_event", None), "host", None)
+    return host if isinstance(host, str) else None

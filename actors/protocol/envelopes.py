@@ -1,0 +1,160 @@
+"""Internal actor messages. Commands are imperatives, facts are past tense (STYLE.md)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+import trio
+
+from actors.protocol.messages import Message, Notification, RequestId, RpcError
+
+_call_ids = itertools.count(1)
+
+
+def next_call_id() -> int:
+    """A gateway-wide unique id. Backends use it as their backend-side request id, so ids from different
+    sessions (or from the gateway itself) never collide on any backend."""
+    return next(_call_ids)
+
+
+@attrs.frozen(slots=True)
+class Reply:
+    """Backend -> requester: the backend's answer, with `result` or `error`."""
+
+    result: Any = None
+    error: RpcError | None = None
+
+
+class ReplySlot:
+    """Where the one reply to a Call or an Ask goes: filled once by whoever answers, awaited by the one
+    requester. It does a memory channel's job for a single item at a fraction of the cost (it is on every
+    call's path), and `fill` never blocks. A second fill is ignored: the first answer wins."""
+
+    __slots__ = ("_filled", "_reply")
+
+    def __init__(self) -> None:
+        self._reply: Reply | None = None
+        self._filled = trio.Event()
+
+    def fill(self, reply: Reply) -> None:
+        if self._reply is None:
+            self._reply = reply
+            self._filled.set()
+
+    @property
+    def filled(self) -> bool:
+        return self._reply is not None
+
+    async def wait(self) -> Reply:
+        await self._filled.wait()
+        assert self._reply is not None
+        return self._reply
+
+
+@attrs.frozen(slots=True, eq=False)
+class Call:
+    """Requester -> Backend: forward one request. The backend answers on `reply_to` exactly once, even when it
+    dies (then with an error naming itself), and sends progress for it to `notify_to`."""
+
+    call_id: int
+    method: str
+    params: dict[str, Any] | None
+    session: str
+    reply_to: ReplySlot = attrs.field(repr=False)
+    notify_to: trio.MemorySendChannel[Message] | None = attrs.field(default=None, repr=False)
+    progress_token: RequestId | None = None  # the client's token; the backend sees call_id instead
+    asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, repr=False)  # its session
+
+
+@attrs.frozen(slots=True, eq=False)
+class Ask:
+    """Backend -> session: a request from a backend for the client (sampling/createMessage,
+    elicitation/create, roots/list). The session answers on `reply_to` exactly once: with the client's
+    answer, or with an error when it cannot take it or ends first. `ask_id` is the id the client sees."""
+
+    ask_id: int
+    backend: str
+    method: str
+    params: dict[str, Any] | None
+    reply_to: ReplySlot = attrs.field(repr=False)
+
+
+@attrs.frozen(slots=True)
+class Withdraw:
+    """Backend -> session: the backend cancelled its request `ask_id`; the client is told and its answer,
+    if one still comes, is dropped."""
+
+    ask_id: int
+    reason: str
+
+
+# What a backend sends straight to one session: its requests for the client, their withdrawals, and
+# notifications about them (notifications/elicitation/complete).
+ToClient = Ask | Withdraw | Notification
+
+
+@attrs.frozen(slots=True)
+class Cancel:
+    """Requester -> Backend: the caller gave up on a call (client cancel or timeout). The backend forgets it
+    and tells the server with notifications/cancelled."""
+
+    call_id: int
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class Notify:
+    """Requester -> Backend: pass a client's notification on (notifications/roots/list_changed). `asks_to`
+    is the session it came from: the backend passes a roots change on only when its roots are the client's
+    and that session is the one connected (the one its roots/list may go to)."""
+
+    notification: Notification
+    asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, eq=False, repr=False)
+
+
+BackendCommand = Call | Cancel | Notify
+
+
+@attrs.frozen(slots=True)
+class BackendReady:
+    """Backend -> Catalog: a run finished its handshake and first tools/list; calls go to `calls`."""
+
+    name: str
+    tools: tuple[dict[str, Any], ...]
+    calls: trio.MemorySendChannel[BackendCommand] = attrs.field(eq=False, repr=False)
+    server_info: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    instructions: str | None = None
+    prompts: tuple[dict[str, Any], ...] = ()
+    resources: tuple[dict[str, Any], ...] = ()
+    templates: tuple[dict[str, Any], ...] = ()  # resource templates
+    capabilities: dict[str, Any] = attrs.field(factory=dict, eq=False)  # what the server offers
+
+
+@attrs.frozen(slots=True)
+class BackendEvent:
+    """Backend -> every session (through a Broadcast): a notification that is not about one call, such as
+    notifications/message or notifications/resources/updated. Each session decides whether it is its."""
+
+    backend: str
+    notification: Notification
+
+
+@attrs.frozen(slots=True)
+class CatalogChanged:
+    """Catalog (through its Watch) -> a session's mailbox: a newer catalog version exists."""
+
+
+# What a session's one mailbox holds: everything that comes to it unasked.
+Mail = ToClient | BackendEvent | CatalogChanged
+
+
+@attrs.frozen(slots=True)
+class ListChanged:
+    """Backend -> Catalog: one of the backend's lists (tools, prompts, resources, templates) changed,
+    after its list_changed notification and a fresh listing."""
+
+    name: str
+    kind: str
+    items: tuple[dict[str, Any], ...]

@@ -1,0 +1,81 @@
+"""Error codes and the gateway's exception tree.
+
+JSON-RPC reserves -32768..-32000; -32000..-32099 are for the implementation. The codes below are the ones MCP
+clients already know: -32002 for "not initialized", -32001 for a request timeout (the SDKs' own code), and
+-32000 for a backend that is not available (the SDKs' "connection closed").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from actors.protocol.messages import RpcError
+from actors.runtime.supervisor import ChildExitError
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+BACKEND_UNAVAILABLE: Final = -32000
+REQUEST_TIMEOUT: Final = -32001
+NOT_INITIALIZED: Final = -32002
+RESOURCE_NOT_FOUND: Final = -32002  # the MCP specification gives resources/read misses this code too
+URL_ELICITATION_REQUIRED: Final = -32042  # a tool needs the user to open a URL first (2025-11-25)
+
+
+def rpc_error(code: int, message: str, **data: Any) -> RpcError:
+    """An RpcError whose `data` holds the given fields (omitted when there are none)."""
+    return RpcError(code, message, data or None)
+
+
+class GatewayError(Exception):
+    """Base of the errors the gateway raises on purpose."""
+
+
+class MessageError(GatewayError):
+    """A frame that is not a usable JSON-RPC message. Carries the answer the peer should get."""
+
+    def __init__(self, error: RpcError, request_id: int | str | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.request_id = request_id
+
+
+class MessageTooLargeError(GatewayError):
+    """A frame longer than max_message_bytes; the stream has skipped it and can go on."""
+
+    def __init__(self, size: int, limit: int, request_id: int | str | None = None) -> None:
+        super().__init__(f"message of {size} bytes exceeds max_message_bytes ({limit})")
+        self.size = size
+        self.limit = limit
+        self.request_id = request_id  # when the skipped message's own id could be read from its ends
+
+
+class BackendError(GatewayError, ChildExitError):
+    """A backend failed in a way that ends its current run (the supervisor decides what follows).
+
+    `str()` is for the log and carries the process's last stderr lines when there are any; `without_stderr`
+    is the reason a client may be told (stderr goes to clients only with [gateway] expose_backend_stderr)."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(f"{message}; last stderr: {stderr}" if stderr else message)
+        self.without_stderr = message
+        self.stderr = stderr
+
+
+class BackendExitedError(BackendError):
+    """The backend's process ended or its stream closed."""
+
+
+class BackendStartError(BackendError):
+    """The backend could not be started or did not finish its handshake."""
+
+
+class BackendHungError(BackendError):
+    """The backend stopped answering health pings: alive, perhaps, but of no use."""
+
+
+class GatewayStartError(GatewayError):
+    """Something the gateway needs cannot be set up (the audit file cannot be opened, say): it does not
+    start, and says why in one line."""

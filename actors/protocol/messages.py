@@ -1,0 +1,68 @@
+"""JSON-RPC 2.0 wire types.
+
+Params and results stay opaque (plain dicts and lists from the decoder): the gateway routes on the envelope
+(`id`, `method`, `params.name`) and never reshapes what it forwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+RequestId = int | str
+Params = dict[str, Any]
+Tool = dict[str, Any]  # a tool (prompt, resource) definition: opaque JSON but for the fields read
+
+
+@attrs.frozen(slots=True)
+class RpcError:
+    """The `error` member of a JSON-RPC error response. `data` of None means absent."""
+
+    code: int
+    message: str
+    data: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            wire["data"] = self.data
+        return wire
+
+
+@attrs.frozen(slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: Params | None = None
+
+
+@attrs.frozen(slots=True)
+class Notification:
+    method: str
+    params: Params | None = None
+
+
+@attrs.frozen(slots=True)
+class Response:
+    id: RequestId
+    result: Any
+
+
+@attrs.frozen(slots=True)
+class ErrorResponse:
+    """An error answer. `id` is None only when the request's id could not be read (e.g. a parse error)."""
+
+    id: RequestId | None
+    error: RpcError
+
+
+@attrs.frozen(slots=True)
+class Batch:
+    """A JSON-RPC batch (an array), in either direction. Coming in, an element that is not a valid message
+    is kept as the ErrorResponse it earns; going out, it holds the responses to a batch of requests."""
+
+    items: tuple[Request | Notification | Response | ErrorResponse, ...]
+
+
+Message = Request | Notification | Response | ErrorResponse | Batch

@@ -1,0 +1,1 @@
+"""One client session: reader, dispatcher and writer, and what the dispatcher runs per MCP feature."""

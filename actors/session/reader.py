@@ -1,0 +1,62 @@
+"""The reader actor: frames in from the client, messages out to the dispatcher."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.framing.transport import Transport
+from actors.protocol import codec
+from actors.protocol.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
+from actors.protocol.messages import ErrorResponse, Message, RpcError
+from actors.runtime.channels import put
+from actors.runtime.log import RateLimiter
+
+REFUSAL_LOG_RATE: Final = 2.0  # warnings per second about refused frames: a client may send floods of them
+
+
+@attrs.define
+class Reader:
+    """Owns: the dispatcher's inbox send end and a clone of the outbox; closes both when it stops.
+    Receives: frames from the transport.
+    Sends: each decoded message to the dispatcher; an error response straight to the writer for a frame that
+        is not JSON (-32700), not a JSON-RPC message (-32600) or too large (-32600). The session goes on.
+    Stops when: the client's stream ends or breaks, or the session cancels it.
+    Errors: none of its own.
+    """
+
+    transport: Transport
+    dispatch: trio.MemorySendChannel[Message]
+    outbox: trio.MemorySendChannel[Message]
+    _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.dispatch, self.outbox:
+            task_status.started()
+            try:
+                await self._read()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                logger.debug("stream closed under the reader")
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                frame = await self.transport.receive()
+            except MessageTooLargeError as exc:
+                self._refusals.log("WARNING", "refused a message: {}", exc)
+                await self.outbox.send(
+                    ErrorResponse(exc.request_id, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
+                )
+                continue
+            if frame is None:
+                logger.info("client closed its stream")
+                return
+            try:
+                message = codec.decode(frame)
+            except MessageError as exc:
+                await self.outbox.send(ErrorResponse(exc.request_id, exc.error))
+                continue
+            await put(self.dispatch, message)

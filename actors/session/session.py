@@ -1,0 +1,143 @@
+"""One client session: a reader, a dispatcher and a writer in a nursery of their own.
+
+The session dies whole and alone: a crash in any of its actors cancels the other two and nothing else. Before
+its transport closes, a crashed session still writes, best effort and within CRASH_ANSWER_S: the answers that
+were queued for its client, and an error for every request it had accepted and not answered.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.catalog import CatalogView
+from actors.framing.transport import Transport
+from actors.protocol import codec
+from actors.protocol.envelopes import Mail
+from actors.protocol.errors import INTERNAL_ERROR
+from actors.protocol.messages import Message, RpcError
+from actors.runtime.watch import Watch
+from actors.session.dispatcher import MAILBOX_SIZE, SESSION_FAILED, Dispatcher, SessionSettings
+from actors.session.reader import Reader
+from actors.session.writer import Writer
+
+INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
+OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before their senders wait
+CRASH_ANSWER_S: Final = 1.0  # how long a crashed session may take to write its last answers
+
+
+@attrs.define(eq=False)
+class Session:
+    """Owns: its transport (closed when the session ends) and its three actors.
+    Stops when: the client's stream ends (in-flight requests get `drain_s` to finish), the client is gone,
+        or `stop()` is called (in-flight requests are answered with an error at once).
+    Errors: a crash of any of its actors ends it; its requests in flight are answered with -32603 first (best
+        effort, bounded), then `run` raises and `run_temporary` logs it and sets `crashed`."""
+
+    id: str
+    transport: Transport
+    catalog: Watch[CatalogView]
+    settings: SessionSettings
+    subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
+    done: trio.Event = attrs.field(factory=trio.Event)
+    crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
+    _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _dispatcher: Dispatcher | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with logger.contextualize(session=self.id):
+            inbox_send, inbox_recv = trio.open_memory_channel[Message](INBOX_SIZE)
+            outbox_send, outbox_recv = trio.open_memory_channel[Message](OUTBOX_SIZE)
+            unwritten = outbox_recv.clone()  # what the writer had not taken when a crash stopped it
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel).run)
+                    asks_to, asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
+                    dispatcher = Dispatcher(
+                        self.id,
+                        inbox_recv,
+                        outbox_send.clone(),
+                        self.catalog,
+                        self.settings,
+                        asks,
+                        asks_to,
+                        self.subject,
+                        on_ready=self._initialized,
+                    )
+                    self._dispatcher = dispatcher
+                    await nursery.start(dispatcher.run)
+                    if self.settings.initialize_within_s is not None:
+                        self._reader_scope.deadline = trio.current_time() + self.settings.initialize_within_s
+                    nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))
+                    task_status.started()
+            except Exception:
+                await self._answer_after_crash(unwritten)
+                raise
+            finally:
+                unwritten.close()
+                self.done.set()
+                with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                    await self.transport.aclose()
+            logger.info("session ended")
+
+    async def run_temporary(self) -> None:
+        """run(), as a temporary child: a crash ends this session alone, logged, and is never restarted."""
+        try:
+            await self.run()
+        except Exception:
+            self.crashed = True
+            with logger.contextualize(session=self.id):
+                logger.opt(exception=True).error("session crashed")
+
+    async def _answer_after_crash(self, unwritten: trio.MemoryReceiveChannel[Message]) -> None:
+        """The writer is gone: write to the transport directly what was queued for the client, then an error
+        for each request still owed. Shielded and bounded; a transport that cannot take it is let be."""
+        messages: list[Message] = []
+        while True:
+            try:
+                messages.append(unwritten.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        if self._dispatcher is not None:
+            messages += self._dispatcher.owed_answers(RpcError(INTERNAL_ERROR, SESSION_FAILED))
+        frames = []
+        for message in messages:
+            try:
+                frames.append(codec.encode(message))
+            except TypeError:  # a request or notification that cannot be written; answers always can
+                logger.debug("dropped an unwritable {} after the crash", type(message).__name__)
+        if not frames:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(CRASH_ANSWER_S) as timer:
+            try:
+                await self.transport.send_many(frames)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+                logger.info("could not tell the client about the crash: its transport is gone")
+                return
+        if timer.cancelled_caught:
+            logger.info("could not tell the client about the crash within {}s", CRASH_ANSWER_S)
+        else:
+            logger.info("answered {} message(s) queued or owed before closing", len(frames))
+
+    async def _read(self, reader: Reader) -> None:
+        """The reader, until the client's stream ends, stop(), or the client has not finished initialize
+        within initialize_within_s: then the session ends as if the client had closed its stream."""
+        with self._reader_scope:
+            await reader.run()
+        if self._reader_scope.cancelled_caught and trio.current_time() >= self._reader_scope.deadline:
+            logger.warning(
+                "closing: the client did not finish initialize within {}s", self.settings.initialize_within_s
+            )
+
+    def _initialized(self) -> None:
+        self._reader_scope.deadline = math.inf
+
+    def stop(self) -> None:
+        """Stop reading, answer everything in flight with an error, flush, end."""
+        self._reader_scope.cancel()
+        if self._dispatcher is not None:
+            self._dispatcher.halt()

@@ -1,0 +1,49 @@
+"""The writer actor: the only task that writes to the client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.framing.transport import Transport
+from actors.protocol import codec
+from actors.protocol.messages import Message
+
+BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
+
+
+@attrs.define
+class Writer:
+    """Owns: the outbox receive end; closes it when it stops.
+    Receives: messages on the outbox, in order.
+    Sends: each as one frame to the client.
+    Stops when: every outbox sender has closed (all queued messages written), or the client is gone; then it
+        calls `on_peer_gone` so the session ends instead of queueing answers nobody reads.
+    Errors: none of its own.
+    """
+
+    transport: Transport
+    outbox: trio.MemoryReceiveChannel[Message]
+    on_peer_gone: Callable[[], None]
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.outbox:
+            task_status.started()
+            async for message in self.outbox:
+                frames = [codec.encode(message)]
+                while len(frames) < BATCH_MAX:  # what else is ready goes in the same write
+                    try:
+                        frames.append(codec.encode(self.outbox.receive_nowait()))
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                try:
+                    await self.transport.send_many(frames)
+                    frames.clear()  # not kept alive while the writer waits: an idle session holds no frames
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    logger.info("client is gone; closing the session")
+                    self.on_peer_gone()
+                    return

@@ -1,0 +1,117 @@
+"""Installing as a package: the wheel alone (no extras), in a fresh venv, runs `mcp-gateway`, imports every
+module of `actors` and checks configs with each kind of backend; config/stdio.toml, the editors' config,
+has the default backends and no listener.
+
+The wheel tests are marked `slow` (about 20 s: a wheel build and an install of the runtime dependencies,
+from pip's cache once it is warm); they run by default, and `-m "not slow"` leaves them out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Final
+
+import pytest
+from support import ROOT
+
+from actors.cli import main
+
+STEP_S: Final = 300.0  # one build or install step; a cold pip cache downloads the dependencies
+IMPORT_ALL: Final = (
+    "import importlib, pkgutil, actors\n"
+    "walk = pkgutil.walk_packages(actors.__path__, 'actors.')\n"
+    "names = [m.name for m in walk if m.name != 'actors.__main__']  # which runs the CLI\n"
+    "[importlib.import_module(name) for name in names]\n"
+    "print(len(names), actors.__file__)"
+)
+EVERY_TRANSPORT: Final = """
+[[backends]]
+name = "local"
+command = "python"
+args = ["-c", "pass"]
+
+[[backends]]
+name = "socket"
+url = "ws://127.0.0.1:9/mcp"
+
+[[backends]]
+name = "web"
+url = "http://127.0.0.1:9/mcp"
+"""
+
+
+def run(args: list[str | Path], cwd: Path) -> str:
+    """Run a step outside the repository (so `actors` can only come from the venv); its stdout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    done = subprocess.run(
+        [str(arg) for arg in args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel of the working tree and its runtime dependencies, nothing else.
+    The wheel is built from a copy, so the build leaves no build/ or *.egg-info in the repository."""
+    work = tmp_path_factory.mktemp("packaging")
+    source = work / "source"
+    shutil.copytree(ROOT / "actors", source / "actors", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, source / name)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", work / "dist", source],
+        work,
+    )
+    (wheel,) = (work / "dist").glob("*.whl")
+    run([sys.executable, "-m", "venv", "--without-pip", work / "venv"], work)
+    python = work / "venv" / "bin" / "python"
+    run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", wheel], work)
+    return work / "venv"
+
+
+@pytest.mark.slow
+def test_the_wheel_alone_runs_and_imports_every_module(venv: Path, tmp_path: Path) -> None:
+    assert "serve" in run([venv / "bin" / "mcp-gateway", "--help"], tmp_path)
+    assert "serve" in run([venv / "bin" / "python", "-m", "actors", "--help"], tmp_path)
+    count, location = run([venv / "bin" / "python", "-c", IMPORT_ALL], tmp_path).split()
+    assert int(count) > 30 and Path(location).is_relative_to(venv)  # the installed copy, not the tree
+    config = tmp_path / "every-transport.toml"
+    config.write_text(EVERY_TRANSPORT)
+    assert run([venv / "bin" / "mcp-gateway", "check", "--config", config], tmp_path).endswith(
+        "ok (3 backends)\n"
+    )
+
+
+@pytest.mark.slow
+def test_the_stdio_config_serves_its_backends_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    """What an editor runs after `pipx install .`: the demo backends need nothing but the runtime
+    dependencies (they run on the gateway's own interpreter). A copy of the tree keeps data/ out of it."""
+    (tmp_path / "config").mkdir()
+    shutil.copy2(ROOT / "config" / "stdio.toml", tmp_path / "config" / "stdio.toml")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    out = run(
+        [venv / "bin" / "mcp-gateway", "tools", "--config", tmp_path / "config" / "stdio.toml"], tmp_path
+    )
+    assert "search" in out and "utility__search" in out
+
+
+def test_the_stdio_config_has_the_default_backends_and_no_listener(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stdio = tomllib.loads((ROOT / "config" / "stdio.toml").read_text())
+    default = tomllib.loads((ROOT / "config" / "gateway.toml").read_text())
+    assert "websocket" not in stdio and "http" not in stdio
+    assert stdio["backends"] == default["backends"] and stdio["gateway"] == default["gateway"]
+    assert main(["check", "--config", str(ROOT / "config" / "stdio.toml")]) == 0
+    assert capsys.readouterr().out.endswith("stdio.toml: ok (2 backends)\n")

@@ -1,0 +1,143 @@
+"""Catalog naming and routing: config order decides collisions; restarts never rename anybody."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from actors.catalog import (
+    ALWAYS_PREFIX,
+    PREFIX_ON_COLLISION,
+    BackendState,
+    Catalog,
+    CatalogEvent,
+    Route,
+    assign_public_names,
+)
+from actors.config.tool_policy import ToolPolicy
+from actors.protocol.envelopes import BackendCommand, BackendReady, ListChanged
+from actors.runtime.supervisor import ChildFailed, ChildRestarting
+
+
+def tools(*names: str) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": n, "description": f"{n} tool", "inputSchema": {"type": "object"}} for n in names)
+
+
+def test_prefix_on_collision_follows_config_order() -> None:
+    names = assign_public_names(
+        ["a", "b", "c"], {"c": tools("x"), "b": tools("x", "y"), "a": tools("y")}, PREFIX_ON_COLLISION
+    )
+    assert names == {"a": {"y": "y"}, "b": {"x": "x", "y": "b__y"}, "c": {"x": "c__x"}}
+
+
+def test_always_prefix() -> None:
+    names = assign_public_names(["a", "b"], {"a": tools("x"), "b": tools("x")}, ALWAYS_PREFIX)
+    assert names == {"a": {"x": "a__x"}, "b": {"x": "b__x"}}
+
+
+def test_duplicates_and_nameless_tools_are_not_routable() -> None:
+    odd = ({"name": "x"}, {"name": "x", "description": "again"}, {"description": "no name"})
+    assert assign_public_names(["a"], {"a": odd}, PREFIX_ON_COLLISION) == {"a": {"x": "x"}}
+
+
+def new_catalog(rule: str = PREFIX_ON_COLLISION) -> Catalog:
+    _, inbox = trio.open_memory_channel[CatalogEvent](0)
+    return Catalog(["first", "second"], {"first": 5.0, "second": 7.0}, rule, inbox)
+
+
+def ready(name: str, *tool_names: str) -> BackendReady:
+    calls, _ = trio.open_memory_channel[BackendCommand](1)
+    return BackendReady(name, tools(*tool_names), calls)
+
+
+def test_starts_unsettled_and_settles_when_every_backend_has_an_outcome() -> None:
+    catalog = new_catalog()
+    assert not catalog.watch.value.settled
+    catalog.apply(ready("second", "x"))
+    assert not catalog.view().settled
+    catalog.apply(ChildRestarting("first", RuntimeError("boom"), 1.0))
+    view = catalog.view()
+    assert view.settled
+    assert view.backends["first"].state is BackendState.RESTARTING
+    assert "boom" in (view.backends["first"].reason or "")
+    assert view.backends["second"].request_timeout_s == 7.0
+
+
+def test_down_backend_leaves_the_list_and_nobody_is_renamed() -> None:
+    catalog = new_catalog()
+    catalog.apply(ready("first", "search", "a"))
+    catalog.apply(ready("second", "search", "b"))
+    before = catalog.view()
+    assert [t["name"] for t in before.tools] == ["search", "a", "second__search", "b"]
+    assert before.routes["second__search"] == Route("second", "search")
+    assert before.tools[2]["description"] == "search tool"  # everything else passes through
+
+    catalog.apply(ChildRestarting("first", None, 0.5))
+    down = catalog.view()
+    assert [t["name"] for t in down.tools] == ["second__search", "b"]
+    assert down.routes["search"] == Route("first", "search")  # still known, for the error message
+    assert down.tools_version == before.tools_version + 1
+
+    catalog.apply(ready("first", "search", "a"))
+    assert catalog.view().tools == before.tools
+
+
+def test_tools_changed_and_failed_states() -> None:
+    catalog = new_catalog()
+    catalog.apply(ready("first", "a"))
+    catalog.apply(ready("second", "b"))
+    version = catalog.view().tools_version
+    catalog.apply(ListChanged("first", "tools", tools("a", "c")))
+    view = catalog.view()
+    assert [t["name"] for t in view.tools] == ["a", "c", "b"]
+    assert view.tools_version == version + 1
+    catalog.apply(ChildFailed("second", RuntimeError("gave up"), 6))
+    view = catalog.view()
+    assert view.backends["second"].state is BackendState.FAILED
+    assert view.backends["second"].calls is None
+    assert [t["name"] for t in view.tools] == ["a", "c"]
+
+
+def test_unchanged_tools_keep_their_version() -> None:
+    catalog = new_catalog()
+    catalog.apply(ready("first", "a"))
+    version = catalog.view().tools_version
+    catalog.apply(ListChanged("first", "tools", tools("a")))
+    assert catalog.view().tools_version == version
+
+
+async def test_actor_publishes_each_change() -> None:
+    send, inbox = trio.open_memory_channel[CatalogEvent](0)
+    catalog = Catalog(["first"], {"first": 1.0}, PREFIX_ON_COLLISION, inbox)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(catalog.run)
+        version = catalog.watch.version
+        async with send:
+            await send.send(ready("first", "a"))
+            version, view = await catalog.watch.wait_newer(version)
+            assert [t["name"] for t in view.tools] == ["a"]
+    # run returned when its inbox ended
+
+
+def test_a_tool_policy_hides_renames_and_annotates_before_the_naming_rule() -> None:
+    _, inbox = trio.open_memory_channel[CatalogEvent](0)
+    policy = ToolPolicy(
+        allow=("get_*", "search", "echo"),
+        deny=("get_secret",),
+        rename={"search": "find", "echo": "first_echo"},
+        annotations={"get_note": {"readOnlyHint": True}},
+    )
+    catalog = Catalog(
+        ["first", "second"], {"first": 5.0, "second": 7.0}, PREFIX_ON_COLLISION, inbox, {"first": policy}
+    )
+    catalog.apply(ready("first", "get_note", "get_secret", "search", "echo", "delete_all"))
+    catalog.apply(ready("second", "find", "echo"))
+    view = catalog.view()
+    assert [tool["name"] for tool in view.tools] == ["get_note", "find", "first_echo", "second__find", "echo"]
+    assert view.routes["find"] == Route("first", "search")  # called under the backend's own name
+    assert view.routes["second__find"] == Route("second", "find")
+    assert view.routes["echo"] == Route("second", "echo")  # no collision once first's echo is renamed
+    assert "get_secret" not in view.routes and "delete_all" not in view.routes
+    note = next(tool for tool in view.tools if tool["name"] == "get_note")
+    assert note["annotations"] == {"readOnlyHint": True}

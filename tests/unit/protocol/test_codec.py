@@ -1,0 +1,132 @@
+"""The wire codec: classification by envelope, one error answer for every bad frame."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.protocol import codec
+from actors.protocol.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
+from actors.protocol.messages import Batch, ErrorResponse, Notification, Request, Response, RpcError
+
+
+def test_request_notification_and_responses_are_told_apart() -> None:
+    assert codec.decode(b'{"jsonrpc":"2.0","id":1,"method":"ping"}') == Request(1, "ping")
+    assert codec.decode(b'{"jsonrpc":"2.0","id":"a","method":"x","params":{"k":1}}') == Request(
+        "a", "x", {"k": 1}
+    )
+    assert codec.decode(b'{"jsonrpc":"2.0","method":"notifications/initialized"}') == Notification(
+        "notifications/initialized"
+    )
+    assert codec.decode(b'{"jsonrpc":"2.0","id":7,"result":{"ok":true}}') == Response(7, {"ok": True})
+    decoded = codec.decode(b'{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"m","data":[1]}}')
+    assert decoded == ErrorResponse(7, RpcError(-1, "m", [1]))
+
+
+def test_a_batch_decodes_each_element_on_its_own() -> None:
+    batch = codec.decode(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},2,{"jsonrpc":"2.0","method":"n"},{"id":3}]'
+    )
+    assert isinstance(batch, Batch)
+    first, second, third, fourth = batch.items
+    assert first == Request(1, "ping") and third == Notification("n")
+    assert isinstance(second, ErrorResponse) and second.id is None and second.error.code == INVALID_REQUEST
+    assert isinstance(fourth, ErrorResponse) and fourth.id == 3 and fourth.error.code == INVALID_REQUEST
+    assert orjson.loads(codec.encode(Batch((Response(1, {}), fourth)))) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": 3, "error": fourth.error.to_wire()},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "request_id"),
+    [
+        (b"{not json", PARSE_ERROR, None),
+        (b"\xff\xfe", PARSE_ERROR, None),
+        (b"[]", INVALID_REQUEST, None),
+        (b"42", INVALID_REQUEST, None),
+        (b'{"id":1,"method":"x"}', INVALID_REQUEST, 1),
+        (b'{"jsonrpc":"1.0","id":"q","method":"x"}', INVALID_REQUEST, "q"),
+        (b'{"jsonrpc":"2.0","id":true,"method":"x"}', INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":3,"method":5}', INVALID_REQUEST, 3),
+        (b'{"jsonrpc":"2.0","id":3,"method":"x","params":"s"}', INVALID_REQUEST, 3),
+        (b'{"jsonrpc":"2.0","id":4}', INVALID_REQUEST, 4),
+        (b'{"jsonrpc":"2.0","id":4,"result":1,"error":{}}', INVALID_REQUEST, 4),
+        (b'{"jsonrpc":"2.0","id":4,"error":{"code":"x","message":"m"}}', INVALID_REQUEST, 4),
+    ],
+)
+def test_bad_frames_carry_the_answer_they_deserve(frame: bytes, code: int, request_id: object) -> None:
+    with pytest.raises(MessageError) as caught:
+        codec.decode(frame)
+    assert caught.value.error.code == code
+    assert caught.value.request_id == request_id
+
+
+def test_encode_round_trips_and_omits_absent_members() -> None:
+    assert orjson.loads(codec.encode(Notification("n"))) == {"jsonrpc": "2.0", "method": "n"}
+    assert orjson.loads(codec.encode(ErrorResponse(None, RpcError(-32700, "bad")))) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "bad"},
+    }
+    for message in (Request(1, "m", {"a": [1]}), Response("x", {"r": None}), Notification("n", {"p": 1})):
+        assert codec.decode(codec.encode(message)) == message
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_decode_or_raise_message_error(frame: bytes) -> None:
+    try:
+        codec.decode(frame)
+    except MessageError as exc:
+        assert exc.error.code in (PARSE_ERROR, INVALID_REQUEST)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+envelopes = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0"]) | json_values,
+        "id": st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=5) | json_values,
+        "method": st.text(max_size=10) | json_values,
+        "params": json_values,
+        "result": json_values,
+        "error": json_values,
+    },
+)
+
+
+@given(envelopes)
+def test_arbitrary_json_objects_never_escape_as_other_errors(obj: dict[str, object]) -> None:
+    try:
+        message = codec.decode(orjson.dumps(obj))
+    except MessageError as exc:
+        assert exc.error.code == INVALID_REQUEST
+        return
+    assert codec.decode(codec.encode(message)) == message
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"id":3', b"...", 7),
+        (b'{ "jsonrpc": "2.0", "id": "a\\"b", "method": "x", "params": {', b"...", 'a"b'),
+        (b'{"result":{"id":3,"x":"', b'xyz"}]},"jsonrpc":"2.0","id":12}', 12),  # id last, as JS writes it
+        (b'{"result":{"id":3,"x":"', b'xyz","id":5}]}}', None),  # a nested id is never taken
+        (b'{"method":"tools/call","params":{"id":4', b"...", None),
+        (b'{"jsonrpc":"2.0","id":true,"result":', b"...", None),
+    ],
+)
+def test_the_id_of_an_oversized_message_is_read_only_when_certain(
+    head: bytes, tail: bytes, expected: object
+) -> None:
+    assert codec.find_request_id(head, tail) == expected
