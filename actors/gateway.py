@@ -172,15 +172,16 @@ class Gateway:
     def _backend(self, backend: BackendConfig, events: trio.MemorySendChannel[CatalogEvent]) -> Backend:
         settings = self.config.gateway
         return Backend(
-            backend,
-            events,
-            settings.name,
-            self.config.startup_timeout_s(backend),
-            settings.shutdown_s,
-            settings.max_message_bytes,
-            self.events,
-            self.clients,
-            self.subscriptions,
+            config=backend,
+            catalog=events,
+            gateway_name=settings.name,
+            startup_timeout_s=self.config.startup_timeout_s(backend),
+            shutdown_s=settings.shutdown_s,
+            max_message_bytes=settings.max_message_bytes,
+            request_timeout_s=self.config.request_timeout_s(backend),
+            events=self.events,
+            clients=self.clients,
+            subscriptions=self.subscriptions,
             withheld_env=self.config.secret_variables(),
             roots=self.config.roots_of(backend),
         )
@@ -188,14 +189,14 @@ class Gateway:
     def _session_settings(self) -> SessionSettings:
         settings = self.config.gateway
         return SessionSettings(
-            settings.name,
-            settings.initialize_hold_s,
-            settings.shutdown_s,
-            settings.page_size,
-            self.events,
-            self.clients,
-            self.middleware,
-            self.subscriptions,
+            server_name=settings.name,
+            settle_timeout_s=settings.initialize_hold_s,
+            drain_s=settings.shutdown_s,
+            page_size=settings.page_size,
+            events=self.events,
+            clients=self.clients,
+            middleware=self.middleware,
+            subscriptions=self.subscriptions,
             max_inflight=settings.max_inflight_per_session,
         )
 

@@ -8,6 +8,7 @@ supervisor restarts it by policy; nothing here retries.
 from __future__ import annotations
 
 import contextlib
+import math
 import shlex
 from typing import Any, Final
 
@@ -73,7 +74,7 @@ CLIENT_CAPABILITIES: Final = {
 }
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class Backend:
     """One supervised backend.
 
@@ -91,6 +92,7 @@ class Backend:
     startup_timeout_s: float
     shutdown_s: float
     max_message_bytes: int
+    request_timeout_s: float = math.inf  # a client's call unanswered that long gets REQUEST_TIMEOUT
     events: Broadcast[BackendEvent] | None = None  # log messages and resource updates, to the sessions
     clients: ClientDirectory | None = None  # sessions its requests for a client may go to
     subscriptions: Subscriptions | None = None  # URIs sessions want updates of, renewed at each start
@@ -112,10 +114,11 @@ class Backend:
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await self._open(connection)
         link = BackendLink(
-            self.config.name,
-            transport,
-            self._on_notification,
-            trio.CancelScope(),
+            name=self.config.name,
+            transport=transport,
+            on_notification=self._on_notification,
+            cancel_scope=trio.CancelScope(),
+            request_timeout_s=self.request_timeout_s,
             clients=self.clients,
             roots=self.roots,
         )
@@ -128,6 +131,7 @@ class Backend:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(transport.drain)
                     nursery.start_soon(link.read, nursery)
+                    nursery.start_soon(link.sweep)
                     ready = await self._handshake(link, calls)
                     for kind in self._kinds:
                         nursery.start_soon(self._relist_on_change, link, kind)
@@ -401,7 +405,7 @@ class Backend:
             now = self.clients.only()
             if now is not addressee:
                 addressee = now
-                if link.asked_roots:
+                if link.client_requests.asked_roots:
                     await link.send(Notification("notifications/roots/list_changed"))
             await self.clients.wait_changed()
 

@@ -1,33 +1,33 @@
 """One run of a backend connection: the transport, the in-flight table, and the frames read from it.
 
-Transport-agnostic: a stdio process, and later a WebSocket or HTTP backend, share this code. The in-flight
-table maps backend-side id -> Call; every Call put in it is answered exactly once, by the backend's response
-or by `fail_all` when the run ends.
+Transport-agnostic: a stdio process, a WebSocket or an HTTP backend share this code. The in-flight table maps
+backend-side id -> Call, and is the only one a call is in: every Call put in it is answered exactly once,
+straight to its `reply_to` (a session's table entry, which puts the answer in that session's outbox), by the
+backend's response, by the sweep when its request_timeout_s has passed, or by `fail_all` when the run ends.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections import OrderedDict
+import math
 from collections.abc import Callable
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
 
 import attrs
 import trio
 from loguru import logger
 
-from actors.backends.input import elicitation_problem, is_name, progress_params
+from actors.backends.client_requests import ClientRequests
+from actors.backends.input import progress_params
 from actors.catalog.clients import ClientDirectory
 from actors.framing.transport import Transport
 from actors.protocol import codec
-from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Ask, Call, Cancel, Mail, Reply, ReplySlot, Withdraw, next_call_id
+from actors.protocol.codec import clip, shown
+from actors.protocol.envelopes import Ask, Call, Cancel, Reply, ReplySlot, next_call_id
 from actors.protocol.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
     URL_ELICITATION_REQUIRED,
     BackendError,
     BackendExitedError,
@@ -40,7 +40,6 @@ from actors.protocol.messages import (
     Message,
     Notification,
     Request,
-    RequestId,
     Response,
     RpcError,
 )
@@ -48,7 +47,6 @@ from actors.runtime.log import RateLimiter
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
 CLIENT_METHODS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
-MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
 
 
 class BackendRequestError(BackendError):
@@ -72,22 +70,35 @@ def answer(call: Call | Ask, reply: Reply) -> None:
     call.reply_to.fill(reply)
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class BackendLink:
+    """Owns: one run's transport (writes to it, reads it in `read`), its in-flight table and its deadlines.
+    Receives: Calls and Cancels from the backend actor (`frame_for`, `cancel_frame`); frames from the backend.
+    Sends: each call's one Reply to its reply_to; progress to the caller's session; notifications the link
+        does not handle to `on_notification`; requests for a client to its ClientRequests.
+    Stops when: the transport ends, or `lose` is called; the backend actor then calls `fail_all`.
+    Errors: what the backend sends is checked where it enters: a frame that is not JSON-RPC is dropped and
+        logged (rate-limited); a call it does not answer within request_timeout_s gets REQUEST_TIMEOUT and the
+        backend a notifications/cancelled."""
+
     name: str
     transport: Transport
     on_notification: Callable[[Notification], None]
     cancel_scope: trio.CancelScope
+    request_timeout_s: float = math.inf  # a client's call unanswered that long is answered by the sweep
     inflight: dict[int, Call] = attrs.field(factory=dict)
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
     roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config
-    asked_roots: bool = False  # it has asked for roots in this run, so it wants to hear of changes
-    _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[Mail], trio.CancelScope]] = attrs.field(
-        factory=dict
-    )
-    _elicitations: OrderedDict[str, trio.MemorySendChannel[Mail]] = attrs.field(factory=OrderedDict)
+    client_requests: ClientRequests = attrs.field(init=False)
+    # call id -> deadline of the calls the sweep answers, oldest first: one timeout for every call, so
+    # insertion order is deadline order and the sweep looks only at the front
+    _deadlines: dict[int, float] = attrs.field(factory=dict)
+    _sweep: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _garbage: RateLimiter = attrs.field(factory=lambda: RateLimiter(GARBAGE_LOG_RATE))
+
+    def __attrs_post_init__(self) -> None:
+        self.client_requests = ClientRequests(self, self.clients, self.roots)
 
     def lose(self, error: BackendError) -> None:
         """End this run: remember the first reason and cancel the run's scope."""
@@ -99,13 +110,11 @@ class BackendLink:
         """Answer every call still in flight with an error naming this backend, and withdraw its requests
         to clients. Synchronous: nothing can slip in between."""
         calls, self.inflight = self.inflight, {}
+        self._deadlines.clear()
         error = unavailable(self.name, reason)
         for call in calls.values():
             answer(call, Reply(error=error))
-        asked, self._asked = self._asked, {}
-        for ask_id, target, _ in asked.values():  # its questions to clients will never be wanted now
-            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                target.send_nowait(Withdraw(ask_id, f"backend '{self.name}' is unavailable: {reason}"))
+        self.client_requests.withdraw_all(reason)
 
     async def send(self, message: Request | Notification | Response | ErrorResponse) -> None:
         await self.send_frames([codec.encode(message)])
@@ -117,27 +126,57 @@ class BackendLink:
             self.lose(BackendExitedError(f"connection lost while writing: {exc or type(exc).__name__}"))
             await trio.sleep_forever()  # the scope is cancelled; this only waits for it
 
-    async def forward(self, call: Call) -> None:
-        await self.send_frames([self.frame_for(call)])
-
-    def frame_for(self, call: Call) -> bytes:
-        """The request frame of a call, which is in flight from now on."""
+    def frame_for(self, call: Call, *, timed: bool = True) -> bytes:
+        """The request frame of a call, which is in flight from now on (and, `timed`, answered by the sweep
+        if the backend has not answered it within request_timeout_s)."""
         self.inflight[call.call_id] = call
+        if timed and self.request_timeout_s < math.inf:
+            deadline = trio.current_time() + self.request_timeout_s
+            if not self._deadlines:
+                self._sweep.deadline = deadline
+            self._deadlines[call.call_id] = deadline
         return codec.encode(Request(call.call_id, call.method, call.params))
 
     def cancel_frame(self, cancel: Cancel) -> bytes | None:
         """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""
-        if self.inflight.pop(cancel.call_id, None) is None:
+        if self._forget(cancel.call_id) is None:
             return None
-        params = {"requestId": cancel.call_id, "reason": cancel.reason}
-        return codec.encode(Notification("notifications/cancelled", params))
+        return _cancelled(cancel.call_id, cancel.reason)
+
+    def _forget(self, call_id: object) -> Call | None:
+        """Take a call out of the in-flight table (it is being answered or cancelled)."""
+        if not _is_call_id(call_id):
+            return None
+        self._deadlines.pop(call_id, None)  # type: ignore[call-overload]
+        return self.inflight.pop(call_id, None)  # type: ignore[call-overload]
+
+    async def sweep(self) -> None:
+        """One timer for every call: wakes at the oldest call's deadline, answers the calls past theirs with
+        REQUEST_TIMEOUT, and tells the backend it may stop working on them."""
+        while True:
+            with self._sweep:
+                await trio.sleep_forever()
+            now, frames = trio.current_time(), []
+            while self._deadlines:
+                call_id, deadline = next(iter(self._deadlines.items()))
+                if deadline > now:
+                    break
+                del self._deadlines[call_id]
+                call = self.inflight.pop(call_id)
+                timeout = self.request_timeout_s
+                message = f"backend '{self.name}' did not answer {call.method} within {timeout}s"
+                answer(call, Reply(error=RpcError(REQUEST_TIMEOUT, message, {"backend": self.name})))
+                frames.append(_cancelled(call_id, f"no answer within {timeout}s"))
+            self._sweep = trio.CancelScope(deadline=deadline if self._deadlines else math.inf)
+            if frames:
+                await self.send_frames(frames)
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """The gateway's own request to this backend; returns the result or raises BackendRequestError."""
         call = Call(next_call_id(), method, params, "gateway", ReplySlot())
-        await self.forward(call)
+        await self.send_frames([self.frame_for(call, timed=False)])  # its caller bounds the wait
         try:
-            reply = await call.reply_to.wait()
+            reply = await call.reply_to.wait()  # type: ignore[union-attr]
         finally:
             self.inflight.pop(call.call_id, None)
         if reply.error is not None:
@@ -182,23 +221,21 @@ class BackendLink:
             case Notification(method="notifications/progress", params=params):
                 self._progress(params)
             case Notification(method="notifications/cancelled", params=params):
-                self._withdraw(params)
+                self.client_requests.withdraw(params)
             case Notification(method="notifications/elicitation/complete", params=params):
-                self._elicitation_complete(params)
+                self.client_requests.elicitation_complete(params)
             case Notification():
                 self.on_notification(message)
             case Request(id=request_id, method="ping"):
                 nursery.start_soon(self.send, Response(request_id, {}))
-            case Request(method="roots/list"):
-                self._answer_roots(message, nursery)
             case Request(method=method) if method in CLIENT_METHODS:
-                self._ask_client(message, nursery)
+                self.client_requests.take(message, nursery)
             case Request(id=request_id, method=method):
                 error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {clip(method)} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
 
     def _settle(self, request_id: int | str | None, reply: Reply) -> None:
-        call = self.inflight.pop(request_id, None) if _is_call_id(request_id) else None
+        call = self._forget(request_id)
         if call is None:
             self.drop(f"dropped a response to unknown or cancelled request id {shown(request_id)}")
             return
@@ -212,12 +249,12 @@ class BackendLink:
             elicitations = data.get("elicitations")
             for elicitation in elicitations if isinstance(elicitations, list) else ():
                 if isinstance(elicitation, dict):
-                    self._remember_elicitation(elicitation.get("elicitationId"), call.asks_to)
+                    self.client_requests.remember_elicitation(elicitation.get("elicitationId"), call.asks_to)
         answer(call, reply)
 
     def _too_large(self, exc: MessageTooLargeError) -> None:
         """A response too large to take answers its caller with an error; anything else is dropped."""
-        call = self.inflight.pop(exc.request_id, None) if _is_call_id(exc.request_id) else None
+        call = self._forget(exc.request_id)
         if call is None:
             self.drop(f"dropped a frame: {exc}")
             return
@@ -244,129 +281,6 @@ class BackendLink:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    # -- requests from the backend for a client ---------------------------------------------------------
-
-    def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[Mail] | None, str]:
-        """The session a backend's request is for. roots/list: only a session that is alone, since the
-        backend's roots are every session's. Else the one whose calls are in flight here; with none, the only
-        session connected. Never a guess between two sessions: a sampling or elicitation request shown to
-        the wrong user is worse than an error."""
-        only = self.clients.only() if self.clients is not None else None
-        connected = len(self.clients) if self.clients is not None else 0
-        if method == "roots/list":
-            if only is not None:
-                return only, ""
-            return None, (
-                "no client session is connected"
-                if connected == 0
-                else f"{connected} client sessions are connected and roots come only from a client alone"
-            )
-        callers = {id(c.asks_to): c.asks_to for c in self.inflight.values() if c.asks_to is not None}
-        if len(callers) == 1:
-            return next(iter(callers.values())), ""
-        if len(callers) > 1:
-            return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
-        if only is not None:
-            return only, ""
-        return None, (
-            "no client session is connected"
-            if connected == 0
-            else f"no call is in progress on it and {connected} client sessions are connected"
-        )
-
-    def _answer_roots(self, request: Request, nursery: trio.Nursery) -> None:
-        """roots/list by the backend's `roots` key: refused ("none", the capability was not offered), the
-        operator's URIs, or the one client session's answer ("client")."""
-        self.asked_roots = True
-        if isinstance(self.roots, tuple):
-            nursery.start_soon(self.send, Response(request.id, {"roots": fixed_roots(self.roots)}))
-        elif self.roots == "client":
-            self._ask_client(request, nursery)
-        else:
-            logger.debug("refused its roots/list: the gateway offers it no roots")
-            error = RpcError(METHOD_NOT_FOUND, "the gateway offers no roots to this server")
-            nursery.start_soon(self.send, ErrorResponse(request.id, error))
-
-    def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
-        if request.params is not None and not isinstance(request.params, dict):
-            self._refuse(request, "its params are not an object", nursery, INVALID_PARAMS)
-            return
-        params = request.params
-        problem = elicitation_problem(params or {}) if request.method == "elicitation/create" else None
-        if problem is not None:
-            self._refuse(request, problem, nursery, INVALID_PARAMS)
-            return
-        if request.id in self._asked:
-            self._refuse(request, f"its id {shown(request.id)} is in use by its request pending", nursery)
-            return
-        target, why_not = self._addressee(request.method)
-        if target is None:
-            self._refuse(request, why_not, nursery)
-            return
-        ask = Ask(next_call_id(), self.name, request.method, params, ReplySlot())
-        try:
-            target.send_nowait(ask)
-        except trio.WouldBlock:
-            self._refuse(request, "the client session has too many requests pending", nursery)
-            return
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._refuse(request, "the client session has ended", nursery)
-            return
-        if request.method == "elicitation/create" and params and params.get("mode") == "url":
-            self._remember_elicitation(params.get("elicitationId"), target)
-        scope = trio.CancelScope()
-        self._asked[request.id] = (ask.ask_id, target, scope)
-        nursery.start_soon(self._relay_answer, request, ask.reply_to, scope)
-
-    async def _relay_answer(self, request: Request, slot: ReplySlot, scope: trio.CancelScope) -> None:
-        """The client's answer (or the session's error) back to the backend under the backend's own id."""
-        with scope:
-            reply = await slot.wait()
-            self._asked.pop(request.id, None)
-            if reply.error is not None:
-                await self.send(ErrorResponse(request.id, reply.error))
-            else:
-                await self.send(Response(request.id, reply.result))
-
-    def _refuse(
-        self, request: Request, why_not: str, nursery: trio.Nursery, code: int = METHOD_NOT_FOUND
-    ) -> None:
-        # Servers ask for roots on their own (right after initialize, say): no client to ask is normal.
-        level = "INFO" if request.method == "roots/list" else "WARNING"
-        self.drop(f"refused its {request.method}: {why_not}", level)
-        message = f"the gateway cannot pass {request.method} to a client: {why_not}"
-        nursery.start_soon(self.send, ErrorResponse(request.id, RpcError(code, message)))
-
-    def _withdraw(self, params: Any) -> None:
-        """The backend cancelled one of its requests: tell the session, and stop waiting for its answer."""
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        asked = self._asked.pop(request_id, None) if is_id(request_id) else None  # type: ignore[arg-type]
-        if asked is None:
-            logger.debug("ignored a cancellation of unknown request {}", shown(request_id))
-            return
-        ask_id, target, scope = asked
-        scope.cancel()
-        reason = params.get("reason")
-        reason = clip(reason) if isinstance(reason, str) else "cancelled by the server"
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            target.send_nowait(Withdraw(ask_id, reason))
-
-    def _remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[Mail]) -> None:
-        if is_name(elicitation_id):
-            self._elicitations[elicitation_id] = target
-            while len(self._elicitations) > MAX_ELICITATIONS:
-                self._elicitations.popitem(last=False)
-
-    def _elicitation_complete(self, params: Any) -> None:
-        elicitation_id = params.get("elicitationId") if isinstance(params, dict) else None
-        target = self._elicitations.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
-        if target is None:
-            self.drop(f"dropped an elicitation/complete for unknown id {shown(elicitation_id)}")
-            return
-        notification = Notification("notifications/elicitation/complete", {"elicitationId": elicitation_id})
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            target.send_nowait(notification)
-
     def drop(self, text: str, level: str = "WARNING") -> None:
         """Log what was dropped or refused of what the backend sent, rate-limited."""
         self._garbage.log(level, "{}", text)
@@ -377,10 +291,5 @@ def _is_call_id(value: object) -> bool:
     return type(value) is int
 
 
-def fixed_roots(uris: tuple[str, ...]) -> list[dict[str, str]]:
-    """The operator's roots as roots/list lists them, each named by its last path segment."""
-    roots = []
-    for uri in uris:
-        name = unquote(urlsplit(uri).path.rstrip("/").rpartition("/")[2])
-        roots.append({"uri": uri, "name": name} if name else {"uri": uri})
-    return roots
+def _cancelled(call_id: int, reason: str) -> bytes:
+    return codec.encode(Notification("notifications/cancelled", {"requestId": call_id, "reason": reason}))

@@ -21,8 +21,10 @@ from actors.protocol.envelopes import Mail
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import Message, RpcError
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import MAILBOX_SIZE, SESSION_FAILED, Dispatcher, SessionSettings
+from actors.session.dispatcher import Dispatcher
+from actors.session.inflight import Answers
 from actors.session.reader import Reader
+from actors.session.settings import MAILBOX_SIZE, SESSION_FAILED, SessionSettings
 from actors.session.writer import Writer
 
 INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
@@ -47,6 +49,7 @@ class Session:
     crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _dispatcher: Dispatcher | None = None
+    _answers: Answers | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(session=self.id):
@@ -55,17 +58,20 @@ class Session:
             unwritten = outbox_recv.clone()  # what the writer had not taken when a crash stopped it
             try:
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel).run)
+                    answers = self._answers = Answers(outbox_send.clone())
+                    writer = Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel, answers)
+                    await nursery.start(writer.run)
                     asks_to, asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
                     dispatcher = Dispatcher(
-                        self.id,
-                        inbox_recv,
-                        outbox_send.clone(),
-                        self.catalog,
-                        self.settings,
-                        asks,
-                        asks_to,
-                        self.subject,
+                        session=self.id,
+                        inbox=inbox_recv,
+                        outbox=answers.outbox,  # the dispatcher closes it when it ends
+                        catalog=self.catalog,
+                        settings=self.settings,
+                        asks=asks,
+                        asks_to=asks_to,
+                        answers=answers,
+                        subject=self.subject,
                         on_ready=self._initialized,
                     )
                     self._dispatcher = dispatcher
@@ -102,6 +108,8 @@ class Session:
                 messages.append(unwritten.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 break
+        if self._answers is not None:
+            messages += self._answers.take_overflow()
         if self._dispatcher is not None:
             messages += self._dispatcher.owed_answers(RpcError(INTERNAL_ERROR, SESSION_FAILED))
         frames = []

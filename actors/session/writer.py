@@ -12,6 +12,7 @@ from loguru import logger
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.messages import Message
+from actors.session.inflight import Answers
 
 BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
 
@@ -19,7 +20,7 @@ BATCH_MAX: Final = 64  # messages written together when the outbox has that many
 @attrs.define
 class Writer:
     """Owns: the outbox receive end; closes it when it stops.
-    Receives: messages on the outbox, in order.
+    Receives: messages on the outbox, in order, and after them the answers that found it full (`answers`).
     Sends: each as one frame to the client.
     Stops when: every outbox sender has closed (all queued messages written), or the client is gone; then it
         calls `on_peer_gone` so the session ends instead of queueing answers nobody reads.
@@ -29,6 +30,7 @@ class Writer:
     transport: Transport
     outbox: trio.MemoryReceiveChannel[Message]
     on_peer_gone: Callable[[], None]
+    answers: Answers | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self.outbox:
@@ -40,6 +42,8 @@ class Writer:
                         frames.append(codec.encode(self.outbox.receive_nowait()))
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                if self.answers is not None and self.answers.overflow:
+                    frames += [codec.encode(answer) for answer in self.answers.take_overflow()]
                 try:
                     await self.transport.send_many(frames)
                     frames.clear()  # not kept alive while the writer waits: an idle session holds no frames

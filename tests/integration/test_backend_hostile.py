@@ -253,9 +253,24 @@ async def test_nothing_a_backend_sends_raises_out_of_its_link_and_sessions_get_o
     clients, broadcast = ClientDirectory(), Broadcast[Mail]()
     clients.join("s", session)
     config = BackendConfig("alpha", command="unused")
-    backend = Backend(config, None, "gateway", 1.0, 1.0, 1 << 20, broadcast, clients)  # type: ignore[arg-type]
+    backend = Backend(
+        config=config,
+        catalog=None,
+        gateway_name="gateway",
+        startup_timeout_s=1.0,
+        shutdown_s=1.0,  # type: ignore[arg-type]
+        max_message_bytes=1 << 20,
+        events=broadcast,
+        clients=clients,
+    )
     feed = Feed(frames())
-    link = BackendLink("alpha", feed, backend._on_notification, trio.CancelScope(), clients=clients)  # type: ignore[arg-type]
+    link = BackendLink(
+        name="alpha",
+        transport=feed,
+        on_notification=backend._on_notification,  # type: ignore[arg-type]
+        cancel_scope=trio.CancelScope(),
+        clients=clients,
+    )
     backend._link, backend._server_logs = link, RateLimiter(50.0)
     backend._changed = {"tools": trio.Event()}
     link.inflight[1] = Call(1, "tools/call", {}, "s", ReplySlot(), progress, "client-token", session)
@@ -299,7 +314,14 @@ class Pages:
 
 
 async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
-    backend = Backend(BackendConfig("alpha", command="unused"), None, "gateway", 1.0, 1.0, 1 << 20)  # type: ignore[arg-type]
+    backend = Backend(
+        config=BackendConfig("alpha", command="unused"),
+        catalog=None,
+        gateway_name="gateway",  # type: ignore[arg-type]
+        startup_timeout_s=1.0,
+        shutdown_s=1.0,
+        max_message_bytes=1 << 20,
+    )
     resources = Pages(
         [
             {

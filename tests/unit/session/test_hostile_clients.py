@@ -40,8 +40,10 @@ from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUE
 from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
 from actors.runtime.broadcast import Broadcast
 from actors.session.client_asks import ClientAsks, refusal
-from actors.session.dispatcher import LOG_SEVERITY, TOO_MANY_REQUESTS, Dispatcher, SessionSettings
+from actors.session.dispatcher import NOW, Dispatcher
+from actors.session.logs import LOG_SEVERITY
 from actors.session.session import Session
+from actors.session.settings import TOO_MANY_REQUESTS, SessionSettings
 
 DEADLINE_S: Final = 10.0  # only a broken run gets near it
 HUGE: Final = "x" * 1_000_000
@@ -110,14 +112,16 @@ async def dispatcher(
     catalog = Catalog(["one", "two"], {"one": 30.0, "two": 30.0}, PREFIX_ON_COLLISION, catalog_events)
     events = Broadcast[BackendEvent]()
     settings = SessionSettings(
-        "hostile-gateway",
+        server_name="hostile-gateway",
         settle_timeout_s=hold_s,
         drain_s=5.0,
         events=events,
         middleware=middleware,
         max_inflight=max_inflight,
     )
-    actor = Dispatcher("s1", inbox_recv, outbox_send, catalog.watch, settings)
+    actor = Dispatcher(
+        session="s1", inbox=inbox_recv, outbox=outbox_send, catalog=catalog.watch, settings=settings
+    )
     harness = Harness(inbox_send, outbox_recv, catalog, backend, other, other_calls, events, actor)
     harness.publish(BackendReady("one", calls=calls, **ONE))  # type: ignore[arg-type]
     if not late:
@@ -302,7 +306,7 @@ async def test_notifications_initialized_sent_again_and_again_during_the_hold_st
         for _ in range(500):
             await h.inbox.send(Notification("notifications/initialized"))
         await trio.testing.wait_all_tasks_blocked()
-        assert len(h.actor._background.child_tasks) <= 3  # the mailbox reader, one waiter, no more
+        assert len(h.actor.background.child_tasks) <= 3  # the mailbox reader, one waiter, no more
         h.publish(BackendReady("two", (tool("other"),), h.other_calls))
         with trio.fail_after(DEADLINE_S):
             assert isinstance(await h.outbox.receive(), Response)
@@ -349,7 +353,7 @@ async def test_middleware_that_returns_what_cannot_be_sent_fails_the_call_not_th
 
 
 async def test_a_session_may_hold_only_so_many_subscriptions(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("actors.session.dispatcher.MAX_SUBSCRIPTIONS", 2)
+    monkeypatch.setattr("actors.session.resources.MAX_SUBSCRIPTIONS", 2)
     async with dispatcher() as h, trio.open_nursery() as backend:
         backend.start_soon(_fake_backend, h.backend)
         await h.initialize()
@@ -459,7 +463,7 @@ async def test_cancels_for_a_full_inbox_wait_in_order_before_later_calls_and_not
         await trio.testing.wait_all_tasks_blocked()
         # one's backlog: two cancels and one roots list_changed (not 100); two's: one roots list_changed
         # past the 16 its inbox took
-        assert h.actor._commands.pending() == 4
+        assert h.actor.forwarder.commands.pending() == 4
         with trio.fail_after(DEADLINE_S):
             got = [await h.backend.receive() for _ in range(6)]
         kinds = [type(command).__name__ for command in got]
@@ -471,7 +475,7 @@ async def test_cancels_for_a_full_inbox_wait_in_order_before_later_calls_and_not
             told_two = [await h.other.receive() for _ in range(17)]
         assert all(isinstance(command, Notify) for command in told_two)
         await trio.testing.wait_all_tasks_blocked()
-        assert h.actor._commands.pending() == 0
+        assert h.actor.forwarder.commands.pending() == 0
         assert (
             h.backend.statistics().current_buffer_used == 0 and h.other.statistics().current_buffer_used == 0
         )
@@ -588,7 +592,12 @@ async def crashing_session(
     catalog = Catalog(["one"], {"one": 30.0}, PREFIX_ON_COLLISION, catalog_events)
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
-    session = Session("doomed", transport, catalog.watch, SessionSettings("g", 1.0, 1.0))  # type: ignore[arg-type]
+    session = Session(
+        "doomed",
+        transport,
+        catalog.watch,
+        SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
+    )  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(session.run_temporary)
         await transport.request("init", "initialize", {"protocolVersion": version})
@@ -635,10 +644,10 @@ async def test_a_session_whose_stream_fails_answers_its_requests_in_flight_befor
 async def test_a_session_whose_dispatcher_crashes_answers_every_request_it_had(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def broken(self: Dispatcher, request_id: object, params: object) -> Message:
+    def broken(dispatcher: Dispatcher, request_id: object, params: object) -> Message:
         raise RuntimeError("a bug in a handler")
 
-    monkeypatch.setattr(Dispatcher, "_list_prompts", broken)
+    monkeypatch.setitem(NOW, "prompts/list", broken)
     with captured_logs("ERROR") as logs:
         async with crashing_session() as (session, transport, backend):
             await transport.request(1, "tools/call", {"name": "slow"})
@@ -818,7 +827,7 @@ async def _serve_script(lines: list[bytes]) -> list[Any]:
     catalog = Catalog(["one"], {"one": 30.0}, PREFIX_ON_COLLISION, catalog_events)
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
-    settings = SessionSettings("property", settle_timeout_s=1.0, drain_s=1.0, max_inflight=4)
+    settings = SessionSettings(server_name="property", settle_timeout_s=1.0, drain_s=1.0, max_inflight=4)
     session = Session("prop", LineStream(source, sink, MAX_LINE_BYTES), catalog.watch, settings)
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:

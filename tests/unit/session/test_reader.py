@@ -91,7 +91,7 @@ async def run_session(raw_lines: list[bytes]) -> list[dict[str, object]]:
     source.put_eof()
     _, events = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
-    settings = SessionSettings("property-gateway", settle_timeout_s=1.0, drain_s=1.0)
+    settings = SessionSettings(server_name="property-gateway", settle_timeout_s=1.0, drain_s=1.0)
     with trio.fail_after(10):
         await Session("prop", LineStream(source, sink, MAX_BYTES), catalog.watch, settings).run()
     return [orjson.loads(line) for line in sink.get_data_nowait().splitlines()]
@@ -146,7 +146,12 @@ async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
     sink = logger.add(lambda m: lines.append(str(m)), level="ERROR")
     _, events = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
-    session = Session("doomed", _BrokenTransport(), catalog.watch, SessionSettings("g", 1.0, 1.0))
+    session = Session(
+        "doomed",
+        _BrokenTransport(),
+        catalog.watch,
+        SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
+    )
     try:
         with trio.fail_after(5):
             await session.run_temporary()  # returns instead of raising into its parent

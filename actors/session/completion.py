@@ -1,0 +1,46 @@
+"""completion/complete, routed by its ref: a prompt by public name, a resource template by its published
+form."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actors.catalog import Route
+from actors.catalog.resource_routes import template_owner
+from actors.protocol.errors import INVALID_PARAMS, rpc_error
+from actors.protocol.messages import ErrorResponse, Message, Params, RequestId
+from actors.session.fields import backend_down, invalid_field
+from actors.session.forward import Forward
+
+if TYPE_CHECKING:
+    from actors.session.dispatcher import Dispatcher
+
+
+def complete(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward:
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, dict):
+        return ErrorResponse(request_id, invalid_field("ref", "an object"))
+    if argument is not None and not isinstance(argument, dict):
+        return ErrorResponse(request_id, invalid_field("argument", "an object"))
+    view = d.catalog.value
+    route: Route | None = None
+    kind, name, uri = ref.get("type"), ref.get("name"), ref.get("uri")
+    if kind == "ref/prompt":
+        if not isinstance(name, str):
+            return ErrorResponse(request_id, invalid_field("ref.name", "a string"))
+        route = view.prompt_routes.get(name)
+        own_ref = {**ref, "name": route.own} if route else ref
+    elif kind == "ref/resource":
+        if not isinstance(uri, str):
+            return ErrorResponse(request_id, invalid_field("ref.uri", "a string"))
+        route, own = template_owner(view, uri)
+        own_ref = {**ref, "uri": own}
+    else:
+        return ErrorResponse(request_id, invalid_field("ref.type", '"ref/prompt" or "ref/resource"'))
+    status = view.backends.get(route.backend) if route is not None else None
+    if route is None or status is None:
+        message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
+        return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+    if not status.ready:
+        return ErrorResponse(request_id, backend_down(str(name or uri), status, "ref"))
+    return Forward(status, "completion/complete", {**params, "ref": own_ref})

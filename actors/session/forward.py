@@ -1,0 +1,144 @@
+"""Forwarding a client's request to the backend that owns it, under the backend's own names and ids.
+
+Two ways, one result. `now`: the dispatcher puts the Call in the backend's inbox and goes on; the backend's
+connection answers the request's InFlight entry, which answers the client (a task only when the backend's
+inbox is full). `wait`: a task that needs the answer itself (middleware around a call, a batch, a
+subscription) awaits it. Either way the backend's connection sweeps the timeout, and a client's cancel
+reaches the backend at once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+import trio
+
+from actors.backends.connection import unavailable
+from actors.catalog import BackendStatus, CatalogView
+from actors.protocol.envelopes import Call, Cancel, Mail, Reply, ReplySlot, next_call_id
+from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
+from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
+from actors.runtime.watch import Watch
+from actors.session.backend_commands import BackendCommands
+from actors.session.fields import progress_token
+from actors.session.inflight import InFlight, Rewrite
+
+SHUTTING_DOWN: Final = rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
+
+
+@attrs.frozen(slots=True)
+class Forward:
+    """A handler's decision: this request goes to `backend` as `method` with `params`."""
+
+    backend: BackendStatus
+    method: str
+    params: Params
+    rewrite: Rewrite | None = None  # applied to a successful result (a resource's URI as the client wrote it)
+
+
+@attrs.define(kw_only=True)
+class Forwarder:
+    """Owns: the session's queue of commands for backends whose inbox is full (BackendCommands).
+    Receives: Forward decisions from the dispatcher, cancels of forwarded calls.
+    Sends: Calls, Cancels and Notifies to backends' inboxes.
+    Stops when: the session ends (`flush` sends the cancels still queued).
+    Errors: a backend that went down as the call was sent answers it as unavailable, naming the backend."""
+
+    session: str
+    catalog: Watch[CatalogView]
+    outbox: trio.MemorySendChannel[Message]  # where progress for the client's token goes
+    asks_to: trio.MemorySendChannel[Mail] | None  # the session's mailbox: backends' requests for its client
+    commands: BackendCommands = attrs.field(factory=BackendCommands)
+    background: trio.Nursery | None = None  # set by the dispatcher: where queued commands and late sends run
+
+    def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot) -> Call:
+        params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
+        if token is not None:
+            params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
+        notify_to = self.outbox if token is not None else None
+        return Call(call_id, forward.method, params, self.session, reply_to, notify_to, token, self.asks_to)  # type: ignore[arg-type]
+
+    def now(self, entry: InFlight, forward: Forward) -> None:
+        """Put the call in the backend's inbox and go on; the backend answers `entry`."""
+        entry.rewrite = forward.rewrite
+        call = self.call_for(forward, entry)
+        calls = forward.backend.calls
+        assert calls is not None and self.background is not None
+        if not self.commands.holds(calls):
+            try:
+                calls.send_nowait(call)
+            except trio.WouldBlock:
+                pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                entry.fill(Reply(error=self.gone(forward.backend)))
+                return
+            else:
+                entry.forwarded = (forward.backend, call.call_id)
+                return
+        entry.scope = trio.CancelScope()
+        self.background.start_soon(self._send_when_room, entry, forward.backend, call)
+
+    async def _send_when_room(self, entry: InFlight, backend: BackendStatus, call: Call) -> None:
+        assert entry.scope is not None and backend.calls is not None
+        with entry.scope:
+            try:
+                await self.commands.call(backend.calls, call)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                entry.fill(Reply(error=self.gone(backend)))
+                return
+            if not entry.done:
+                entry.forwarded = (backend, call.call_id)
+                entry.scope = None
+            return
+        entry.fill(Reply(error=SHUTTING_DOWN))  # stopped before the backend had it: nothing to cancel there
+
+    async def wait(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
+        """Forward and wait for the answer (in the request's task)."""
+        backend, slot = forward.backend, ReplySlot()
+        call = self.call_for(forward, slot)
+        calls = backend.calls
+        assert calls is not None
+        sent = False  # in the backend's inbox: from then on, giving up on it means telling the backend
+        try:
+            try:
+                await self.commands.call(calls, call)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return ErrorResponse(request_id, self.gone(backend))
+            sent = True
+            if entry is not None:
+                entry.forwarded = (backend, call.call_id)
+            reply = await slot.wait()
+        except trio.Cancelled:
+            if sent and (entry is None or entry.forwarded is not None):  # no client cancel told it yet
+                self.cancel(backend, call.call_id, "the gateway is shutting down")
+            raise
+        finally:
+            if entry is not None:
+                entry.forwarded = None
+        if reply.error is not None:
+            return ErrorResponse(request_id, reply.error)
+        result = reply.result
+        if forward.rewrite is not None and isinstance(result, dict):
+            result = forward.rewrite(result)
+        return Response(request_id, result)
+
+    def gone(self, backend: BackendStatus) -> RpcError:
+        now = self.catalog.value.backends.get(backend.name, backend)
+        reason = f"it is {now.describe()}" if now.reason else "it went down as the call was sent"
+        return unavailable(backend.name, reason)
+
+    def cancel(self, backend: BackendStatus, call_id: int, reason: str) -> None:
+        assert backend.calls is not None and self.background is not None
+        self.commands.send(backend.calls, Cancel(call_id, reason), self.background)
+
+    def stop(self, entry: InFlight, reason: str) -> None:
+        """Give up on a request now: the backend is told (if it has the call), and the entry is answered with
+        SHUTTING_DOWN unless the client cancelled it. A task serving it is cancelled and answers itself."""
+        if entry.forwarded is not None:
+            self.cancel(*entry.forwarded, reason)
+            entry.forwarded = None
+        if entry.scope is not None:
+            entry.scope.cancel()
+        else:
+            entry.fill(Reply(error=SHUTTING_DOWN))

@@ -1,0 +1,148 @@
+"""A session's requests in flight, and the reply-to a backend answers them on.
+
+The OTP reply-to shape: the dispatcher forwards a call and goes on. The call's `reply_to` is the request's
+`InFlight` entry; the backend's connection fills it (with the backend's answer, its sweep's timeout error,
+or an error when the backend dies), and the entry puts the client's answer straight into the session's
+outbox through `Answers`, which never blocks the backend: an answer that finds the outbox full waits in a
+queue of its own that the writer drains, and the dispatcher reads no new request until that queue is empty.
+A request that needs a task (middleware around a call, batches, handlers that wait) keeps its entry in the
+same table, with a cancel scope, and answers through the task.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from actors.catalog import BackendStatus
+from actors.protocol.envelopes import Reply
+from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
+
+Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@attrs.define(eq=False)
+class Answers:
+    """Owns: answers that found the outbox full (`overflow`), in order, until the writer takes them.
+    Receives: answers from entries, filled by backends' connections (`deliver`, never blocks).
+    Sends: each answer to the outbox, or to the overflow the writer drains after the outbox.
+    Stops when: the session ends; answers delivered after the outbox closed are dropped.
+    Errors: none. The overflow holds at most the session's max_inflight answers: the dispatcher takes no
+        request while it is not empty."""
+
+    outbox: trio.MemorySendChannel[Message]
+    overflow: deque[Message] = attrs.field(factory=deque)
+    _drained: trio.Event | None = None
+
+    def deliver(self, message: Message) -> None:
+        if not self.overflow:
+            try:
+                self.outbox.send_nowait(message)
+                return
+            except trio.WouldBlock:
+                pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the session is over: its client reads nothing any more
+        self.overflow.append(message)
+
+    def take_overflow(self) -> list[Message]:
+        """The writer's: everything queued beside the outbox, now."""
+        taken = list(self.overflow)
+        self.overflow.clear()
+        if self._drained is not None:
+            self._drained.set()
+            self._drained = None
+        return taken
+
+    async def wait_drained(self) -> None:
+        while self.overflow:
+            if self._drained is None:
+                self._drained = trio.Event()
+            await self._drained.wait()
+
+
+@attrs.define(eq=False, slots=True, kw_only=True)
+class InFlight:
+    """One accepted request not yet answered: what max_inflight counts, what a client's cancel finds by id,
+    and what a crash still owes. As the reply-to of a forwarded call, `fill` answers it."""
+
+    request_id: RequestId
+    table: InFlightTable
+    batch: int = 0  # the batch it came in (0: alone); after a crash a batch is answered in one array
+    scope: trio.CancelScope | None = None  # while a task serves it (or waits for room at a backend)
+    silent: bool = False  # cancelled by the client: the spec says send nothing
+    forwarded: tuple[BackendStatus, int] | None = None  # in a backend's table: the backend and the call id
+    rewrite: Rewrite | None = None  # applied to a successful result before the client sees it
+    done: bool = False
+
+    def fill(self, reply: Reply) -> None:
+        """The call's one answer, from the backend's connection: into the outbox under the client's id."""
+        if self.done:
+            return  # answered already: by a timeout, a cancel, or the session's end
+        self.table.remove(self)
+        if self.silent:
+            return
+        if reply.error is not None:
+            message: Message = ErrorResponse(self.request_id, reply.error)
+        else:
+            result = reply.result
+            if self.rewrite is not None and isinstance(result, dict):
+                result = self.rewrite(result)
+            message = Response(self.request_id, result)
+        self.table.answers.deliver(message)
+
+
+@attrs.define(eq=False)
+class InFlightTable:
+    """Owns: the session's accepted requests not yet answered into the outbox, by the client's id."""
+
+    answers: Answers
+    entries: dict[RequestId, InFlight] = attrs.field(factory=dict)
+    _emptied: trio.Event | None = None
+
+    def __contains__(self, request_id: RequestId) -> bool:
+        return request_id in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, request_id: RequestId) -> InFlight | None:
+        return self.entries.get(request_id)
+
+    def accept(self, request_id: RequestId, batch: int = 0) -> InFlight:
+        entry = self.entries[request_id] = InFlight(request_id=request_id, table=self, batch=batch)
+        return entry
+
+    def remove(self, entry: InFlight) -> None:
+        entry.done = True
+        entry.forwarded = None
+        if self.entries.get(entry.request_id) is entry:
+            del self.entries[entry.request_id]
+            if not self.entries and self._emptied is not None:
+                self._emptied.set()
+                self._emptied = None
+
+    async def wait_empty(self) -> None:
+        while self.entries:
+            if self._emptied is None:
+                self._emptied = trio.Event()
+            await self._emptied.wait()
+
+    def owed_answers(self, error: RpcError) -> list[Message]:
+        """An error for each request accepted and not yet answered into the outbox (the requests of a batch in
+        one array): what a session that crashed still owes its client."""
+        alone: list[Message] = []
+        batches: dict[int, list[ErrorResponse]] = {}
+        for entry in self.entries.values():
+            if entry.silent:
+                continue
+            answer = ErrorResponse(entry.request_id, error)
+            if entry.batch:
+                batches.setdefault(entry.batch, []).append(answer)
+            else:
+                alone.append(answer)
+        return alone + [Batch(tuple(items)) for items in batches.values()]

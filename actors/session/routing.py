@@ -1,0 +1,36 @@
+"""Which ready backend a request names, by a tool's or prompt's public name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from actors.catalog import Route
+from actors.protocol.codec import clip
+from actors.protocol.errors import INVALID_PARAMS, rpc_error
+from actors.protocol.messages import ErrorResponse, Params, RequestId
+from actors.session.fields import backend_down, named_error
+from actors.session.forward import Forward
+
+if TYPE_CHECKING:
+    from actors.session.dispatcher import Dispatcher
+
+
+def forward_named(
+    d: Dispatcher, request_id: RequestId, params: Params, method: str, kind: str, routes: Mapping[str, Route]
+) -> Forward | ErrorResponse:
+    """A request naming a tool or prompt by its public name: to the owner, under the owner's name."""
+    error = named_error(params)
+    if error is not None:
+        return ErrorResponse(request_id, error)
+    name: str = params["name"]
+    route = routes.get(name)
+    status = d.catalog.value.backends.get(route.backend) if route is not None else None
+    if route is None or status is None:
+        shown_name = clip(name)
+        return ErrorResponse(
+            request_id, rpc_error(INVALID_PARAMS, f"Unknown {kind}: {shown_name}", **{kind: shown_name})
+        )
+    if not status.ready:
+        return ErrorResponse(request_id, backend_down(name, status, kind))
+    return Forward(status, method, params if route.own == name else {**params, "name": route.own})

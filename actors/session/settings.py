@@ -1,0 +1,38 @@
+"""What every session of a gateway shares: its settings, and the limits of one session."""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+import attrs
+
+from actors.catalog.clients import ClientDirectory
+from actors.catalog.subscriptions import Subscriptions
+from actors.middleware import Middleware
+from actors.protocol.envelopes import BackendEvent
+from actors.runtime.broadcast import Broadcast
+
+MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
+TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on
+SESSION_FAILED: Final = "Internal error: the gateway's session failed; reconnect"
+
+
+class SessionState(enum.Enum):
+    NEW = "new"
+    INITIALIZING = "initializing"
+    OPERATING = "operating"
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    server_name: str
+    settle_timeout_s: float  # longest hold of the first initialize while backends start (initialize_hold_s)
+    drain_s: float  # after the client's stream ends, how long in-flight requests may still finish
+    page_size: int = 100  # entries per page of an aggregated list
+    events: Broadcast[BackendEvent] | None = None  # backends' log messages and resource updates
+    clients: ClientDirectory | None = None  # where backends find the only session connected
+    middleware: tuple[Middleware, ...] = ()  # around tools/list and tools/call, in config order
+    subscriptions: Subscriptions = attrs.field(factory=Subscriptions)  # shared by the gateway's sessions
+    max_inflight: int = 256  # requests of one session not yet answered; past it, an error at once
+    initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)

@@ -1,0 +1,103 @@
+"""The backend connection's in-flight table: the one place a forwarded call waits, answered exactly once,
+and swept when the backend does not answer within request_timeout_s (one timer for every call)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import orjson
+import trio
+import trio.testing
+
+from actors.backends.connection import BackendLink
+from actors.protocol.envelopes import Call, Cancel, ReplySlot
+from actors.protocol.errors import REQUEST_TIMEOUT
+
+
+@attrs.define
+class RecordingTransport:
+    """Frames the link writes, kept; nothing ever comes back."""
+
+    sent: list[dict[str, object]] = attrs.field(factory=list)
+    wrote: trio.Event = attrs.field(factory=trio.Event)
+
+    async def receive(self) -> bytes | None:
+        await trio.sleep_forever()
+
+    async def send(self, frame: bytes) -> None:
+        await self.send_many([frame])
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        self.sent += [orjson.loads(frame) for frame in frames]
+        self.wrote.set()
+
+    async def aclose(self) -> None:
+        pass
+
+
+def link_with(transport: RecordingTransport, timeout_s: float) -> BackendLink:
+    return BackendLink(
+        name="alpha",
+        transport=transport,  # type: ignore[arg-type]
+        on_notification=lambda _: None,
+        cancel_scope=trio.CancelScope(),
+        request_timeout_s=timeout_s,
+    )
+
+
+def call(call_id: int) -> Call:
+    return Call(call_id, "tools/call", {"name": "slow"}, "s1", ReplySlot())
+
+
+async def test_a_call_unanswered_in_time_is_answered_by_the_sweep_and_cancelled_at_the_backend(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    transport = RecordingTransport()
+    link = link_with(transport, 3.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.sweep)
+        first, second = call(1), call(2)
+        link.frame_for(first)
+        await trio.sleep(1.0)
+        link.frame_for(second)
+        reply = await first.reply_to.wait()  # type: ignore[union-attr]
+        assert reply.error is not None and reply.error.code == REQUEST_TIMEOUT
+        assert trio.current_time() == 3.0 and "did not answer tools/call within 3.0s" in reply.error.message
+        assert reply.error.data == {"backend": "alpha"}
+        await transport.wrote.wait()
+        assert transport.sent == [
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 1, "reason": "no answer within 3.0s"},
+            }
+        ]
+        assert not second.reply_to.filled  # type: ignore[union-attr]
+        await second.reply_to.wait()  # type: ignore[union-attr]
+        assert trio.current_time() == 4.0 and link.inflight == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_answered_and_cancelled_calls_leave_the_sweep_nothing_to_do(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    transport = RecordingTransport()
+    link = link_with(transport, 3.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.sweep)
+        answered, cancelled = call(1), call(2)
+        link.frame_for(answered)
+        link.frame_for(cancelled)
+        link._dispatch_any(_response(1), nursery)
+        assert link.cancel_frame(Cancel(2, "by the client")) is not None
+        await trio.sleep(10.0)
+        assert answered.reply_to.filled and not cancelled.reply_to.filled  # type: ignore[union-attr]
+        assert transport.sent == [] and link.inflight == {}
+        nursery.cancel_scope.cancel()
+
+
+def _response(call_id: int):  # type: ignore[no-untyped-def]
+    from actors.protocol.messages import Response
+
+    return Response(call_id, {"content": []})
