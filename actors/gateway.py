@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import signal
 from functools import partial
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import trio
@@ -30,7 +30,8 @@ from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.config import BackendConfig, Config
-from actors.frontends.http.app import HttpListener
+from actors.frontends.http.listener import HttpListener
+from actors.frontends.listener import Listener
 from actors.frontends.stdio import open_stdio_transport
 from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
@@ -49,6 +50,11 @@ SESSIONS_SHARE: Final = 0.4  # of shutdown_s, for sessions to answer and flush b
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
+# Every kind of network listener, in the order they start and are named in the log; a new kind is a new
+# Listener module and an entry here.
+LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, HttpListener)
+
+ListenerT = TypeVar("ListenerT", bound=Listener[Any])
 
 
 def restart_policy(backend: BackendConfig) -> RestartPolicy:
@@ -68,8 +74,7 @@ class Gateway:
     config: Config
     _stopping: trio.Event = attrs.field(factory=trio.Event)
     _sessions: set[Session] = attrs.field(factory=set)
-    listener: WebSocketListener | None = None
-    http_listener: HttpListener | None = None
+    listeners: list[Listener[Any]] = attrs.field(init=False, factory=list)  # the configured ones, once bound
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
@@ -81,6 +86,14 @@ class Gateway:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    @property
+    def listener(self) -> WebSocketListener | None:
+        return self._listener_of(WebSocketListener)
+
+    @property
+    def http_listener(self) -> HttpListener | None:
+        return self._listener_of(HttpListener)
 
     @property
     def websocket_url(self) -> str | None:
@@ -126,17 +139,17 @@ class Gateway:
                 await self._stop_sessions()
                 root.cancel_scope.cancel()
         finally:
-            for listener in self._listeners():
+            for listener in self.listeners:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
         logger.info("gateway stopped")
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
-        config = self.config
-        if config.websocket is not None:
-            self.listener = WebSocketListener(config.websocket, catalog, self._session_settings())
-        if config.http is not None:
-            self.http_listener = HttpListener(config.http, catalog, self._session_settings())
-        for listener in self._listeners():
+        self.listeners = [
+            kind(settings, catalog, self._session_settings())
+            for kind in LISTENER_KINDS
+            if (settings := kind.settings_in(self.config)) is not None
+        ]
+        for listener in self.listeners:
             await listener.endpoint.bind()
 
     def _backend_specs(self, events: trio.MemorySendChannel[CatalogEvent]) -> list[ChildSpec]:
@@ -145,8 +158,8 @@ class Gateway:
             for b in self.config.backends
         ]
 
-    def _listeners(self) -> list[WebSocketListener | HttpListener]:
-        return [listener for listener in (self.listener, self.http_listener) if listener is not None]
+    def _listener_of(self, kind: type[ListenerT]) -> ListenerT | None:
+        return next((listener for listener in self.listeners if isinstance(listener, kind)), None)
 
     async def _frontends(
         self, catalog: Watch[CatalogView], stdio: bool, *, task_status: trio.TaskStatus[None]
@@ -156,10 +169,8 @@ class Gateway:
         events, reports = trio.open_memory_channel[ChildEvent](0)
         async with trio.open_nursery() as connections:
             specs = [
-                ChildSpec(
-                    listener.endpoint.table, partial(listener.run, connections), LISTENER_POLICY, kind="child"
-                )
-                for listener in self._listeners()
+                ChildSpec(listener.name, partial(listener.run, connections), LISTENER_POLICY, kind="child")
+                for listener in self.listeners
             ]
             if stdio:
                 specs.append(
@@ -217,7 +228,7 @@ class Gateway:
             self._sessions.discard(session)
         if session.crashed:
             self.exit_code = 1
-        urls = [url for url in (self.websocket_url, self.http_url) if url]
+        urls = [listener.url for listener in self.listeners if listener.url]
         if not urls:
             logger.info("stdio client is gone; stopping")
             self.stop()
@@ -228,13 +239,12 @@ class Gateway:
         """Every session answers what it has in flight and closes, within its share of shutdown_s."""
         for session in list(self._sessions):
             session.stop()
-        listeners = self._listeners()
-        for listener in listeners:
+        for listener in self.listeners:
             listener.stop_sessions()
         with trio.move_on_after(self.config.gateway.shutdown_s * SESSIONS_SHARE):
             for session in list(self._sessions):
                 await session.done.wait()
-            for listener in listeners:
+            for listener in self.listeners:
                 await listener.wait_sessions_done()
 
     async def _watch_signals(self, root: trio.CancelScope) -> None:

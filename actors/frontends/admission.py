@@ -1,5 +1,8 @@
 """Admission rules both network listeners apply before a connection or request reaches a session.
 
+In order: the path (404), Host (421), Origin (403), the bearer token when auth is on (401); then, for a
+new session, the listener's limit (503) and the client's share (429).
+
 Host and Origin are parsed strictly: `127.0.0.1:1@evil.com` is no host, `http://localhost:3000` is not the
 listener's own origin. Sessions are counted per client (the token's subject, or the peer's address when
 there is no auth), so one client cannot take every slot.
@@ -9,12 +12,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
 from typing import Final
 
 import attrs
 
-from actors.frontends.auth import Refused
+from actors.config import HttpSettings, JwtAuth, WebSocketSettings
+from actors.frontends.auth import Refused, check_bearer
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
@@ -45,20 +48,38 @@ def parse_origin(value: str) -> tuple[str, str, int] | None:
     return scheme, match["name"].strip("[]").lower(), port
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class Admission:
-    """Host, Origin and the per-client session count for one listener."""
+    """Who may reach one listener: its path, Host, Origin and bearer token, and the sessions per client."""
 
+    path: str
+    auth: JwtAuth | None
     allowed_hosts: frozenset[str]
     allowed_origins: frozenset[str]
+    max_sessions: int
     per_client: int
     port: int = 0  # the listener's own port, once bound: pages it serves may call it
     _sessions: Counter[str] = attrs.field(factory=Counter)
 
     @classmethod
-    def of(cls, allowed_hosts: Iterable[str], allowed_origins: Iterable[str], per_client: int) -> Admission:
-        hosts = frozenset(h if h == "*" else h.strip("[]").lower() for h in allowed_hosts)
-        return cls(hosts, frozenset(allowed_origins), per_client)
+    def of(cls, settings: WebSocketSettings | HttpSettings) -> Admission:
+        return cls(
+            path=settings.path,
+            auth=settings.auth,
+            allowed_hosts=frozenset(h if h == "*" else h.strip("[]").lower() for h in settings.allowed_hosts),
+            allowed_origins=frozenset(settings.allowed_origins),
+            max_sessions=settings.max_sessions,
+            per_client=settings.max_sessions_per_client,
+        )
+
+    def check(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
+        """Path, Host, Origin, then the bearer token: its subject when auth is on, else None; Refused for a
+        connection or request that may not go on. `headers` has lower-case names."""
+        if path != self.path:
+            raise Refused(404, f"no MCP endpoint at {path}; try {self.path}")
+        self.check_host(host)
+        self.check_origin(headers.get("origin"))
+        return check_bearer(headers, self.auth) if self.auth is not None else None
 
     def check_host(self, host: str | None) -> None:
         """421 unless the Host header names an allowed host (DNS rebinding protection)."""
@@ -80,13 +101,18 @@ class Admission:
                 return
         raise Refused(403, f"origin {origin} is not allowed")
 
-    def open_session(self, client: str) -> None:
-        """Count one more session for `client`, or 429 when it has its share."""
+    def open_session(self, subject: str | None, address: str, open_now: int) -> str:
+        """Count one more session, with `open_now` open on this listener: the client it counts against, or
+        503 at the listener's limit, 429 when the client has its share."""
+        if open_now >= self.max_sessions:
+            raise Refused(503, f"the gateway is at its limit of {self.max_sessions} sessions")
+        client = client_key(subject, address)
         if self._sessions[client] >= self.per_client:
             raise Refused(
                 429, f"this client already has {self.per_client} sessions (max_sessions_per_client)"
             )
         self._sessions[client] += 1
+        return client
 
     def close_session(self, client: str) -> None:
         self._sessions[client] -= 1

@@ -63,10 +63,7 @@ class Endpoint:
 
     @classmethod
     def of(cls, table: str, scheme: str, settings: WebSocketSettings | HttpSettings) -> Endpoint:
-        s = settings
-        return cls(
-            table, scheme, s, Admission.of(s.allowed_hosts, s.allowed_origins, s.max_sessions_per_client)
-        )
+        return cls(table, scheme, settings, Admission.of(settings))
 
     async def bind(self) -> None:
         """Take the port (ListenError when it cannot)."""

@@ -9,21 +9,18 @@ ends that connection alone (actors.frontends.listening).
 from __future__ import annotations
 
 import itertools
-from typing import Final
+from typing import ClassVar, Final
 
 import attrs
 import trio
 from loguru import logger
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
-from actors.catalog import CatalogView
-from actors.config import WebSocketSettings
+from actors.config import Config, WebSocketSettings
 from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
-from actors.frontends.admission import client_key
-from actors.frontends.auth import Refused, check_bearer
-from actors.frontends.listening import Acceptor, Endpoint, peer_host, peer_of
-from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
+from actors.frontends.auth import Refused
+from actors.frontends.listener import Listener
+from actors.frontends.listening import peer_host, peer_of
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -31,7 +28,7 @@ HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
 @attrs.define(eq=False)
-class WebSocketListener:
+class WebSocketListener(Listener[WebSocketSettings]):
     """Owns: the listening socket and every WebSocket session it accepted.
     Receives: connections.
     Sends: nothing itself; each session talks to the catalog and the backends.
@@ -41,33 +38,15 @@ class WebSocketListener:
     Errors: a connection's or a session's failure is logged and ends that connection alone.
     """
 
-    settings: WebSocketSettings
-    catalog: Watch[CatalogView]
-    session_settings: SessionSettings
+    TABLE: ClassVar[str] = "websocket"
+    SCHEME: ClassVar[str] = "ws"
+
     _sessions: dict[Session, WebSocketTransport] = attrs.field(factory=dict)
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
-    endpoint: Endpoint = attrs.field(init=False)
 
-    def __attrs_post_init__(self) -> None:
-        self.endpoint = Endpoint.of("websocket", "ws", self.settings)
-        within = self.settings.initialize_timeout_s
-        self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
-
-    @property
-    def url(self) -> str:
-        return self.endpoint.url
-
-    async def run(
-        self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """One run of the listener as a supervised child: accept on the bound sockets (bound again only if
-        a run before this one lost them); each connection is a contained task in `connections`, which
-        outlives this run."""
-        sockets = await self.endpoint.for_run()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._keep_alive)
-            nursery.start_soon(Acceptor("websocket", self._connection).run, sockets, connections)
-            task_status.started(self.url)
+    @classmethod
+    def settings_in(cls, config: Config) -> WebSocketSettings | None:
+        return config.websocket
 
     def sessions(self) -> list[Session]:
         return list(self._sessions)
@@ -99,10 +78,10 @@ class WebSocketListener:
         peer, address = peer_of(stream), peer_host(stream)
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
+        admission = self.endpoint.admission
         try:
-            subject = self._admit(path, _host_of(request), headers)
-            client = client_key(subject, address)
-            self.endpoint.admission.open_session(client)
+            subject = admission.check(path, _host_of(request), headers)
+            client = admission.open_session(subject, address, len(self._sessions))
         except Refused as refused:
             status, reason = refused.status, refused.reason
             logger.warning("refused {} from {}: HTTP {}: {}", path, peer, status, reason)
@@ -122,19 +101,7 @@ class WebSocketListener:
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
                 await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
         finally:
-            self.endpoint.admission.close_session(client)
-
-    def _admit(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
-        """The token's subject when auth is on; Refused for a connection that may not go on."""
-        settings = self.settings
-        if path != settings.path:
-            raise Refused(404, f"no MCP endpoint at {path}; try {settings.path}")
-        self.endpoint.admission.check_host(host)
-        self.endpoint.admission.check_origin(headers.get("origin"))
-        subject = check_bearer(headers, settings.auth) if settings.auth is not None else None
-        if len(self._sessions) >= settings.max_sessions:
-            raise Refused(503, f"the gateway is at its limit of {settings.max_sessions} sessions")
-        return subject
+            admission.close_session(client)
 
     async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
         session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
@@ -144,9 +111,9 @@ class WebSocketListener:
         finally:
             del self._sessions[session]
 
-    async def _keep_alive(self) -> None:
-        """One task for every connection: a ping to each every interval; a peer that has not answered by
-        the next one is gone. (A task per connection would cost each idle session its memory.)"""
+    async def _housekeeping(self, connections: trio.Nursery) -> None:
+        """Keepalive, one task for every connection: a ping to each every interval; a peer that has not
+        answered by the next one is gone. (A task per connection would cost each idle session its memory.)"""
         interval = self.settings.ping_interval_s
         async with trio.open_nursery() as pings:
             while True:

@@ -111,6 +111,7 @@ class HttpSessionTransport:
     """Owns: the session's streams and its inbound queue.
     Receives: POSTed frames (`deliver`), the writer's frames (`send_many`).
     Sends: frames to the reader (`receive`), events to whoever reads a stream.
+    Stops when: the session closes it (`aclose`): no more input, and every stream ends after what it has.
     Errors: `deliver` raises trio.ClosedResourceError once the session is closing."""
 
     def __init__(self) -> None:

@@ -1,6 +1,8 @@
-"""Host and Origin parsing, and the per-client session count, as both listeners apply them."""
+"""Host and Origin parsing, the request checks and the session counts, as both listeners apply them."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -53,12 +55,15 @@ def test_origins(value: str, parsed: tuple[str, str, int] | None) -> None:
 
 def admission(**overrides: object) -> Admission:
     settings = {
+        "path": "/mcp",
+        "auth": None,
         "allowed_hosts": ("127.0.0.1", "localhost", "::1"),
         "allowed_origins": ("https://app.example",),
-        "per_client": 2,
+        "max_sessions": 3,
+        "max_sessions_per_client": 2,
         **overrides,
     }
-    gate = Admission.of(settings["allowed_hosts"], settings["allowed_origins"], settings["per_client"])  # type: ignore[arg-type]
+    gate = Admission.of(SimpleNamespace(**settings))  # type: ignore[arg-type]
     gate.port = 8766
     return gate
 
@@ -92,16 +97,32 @@ def test_only_pages_of_the_listener_itself_or_listed_origins_are_allowed() -> No
     assert refusal(gate.check_origin, "null") == 403
 
 
-def test_sessions_are_counted_per_client() -> None:
+def test_the_path_comes_first_and_auth_only_when_configured() -> None:
     gate = admission()
-    alice, bob = client_key("alice", "10.0.0.1"), client_key(None, "10.0.0.1")
-    gate.open_session(alice)
-    gate.open_session(alice)
-    assert refusal(gate.open_session, alice) == 429
-    gate.open_session(bob)  # the same address without a token is another client
+    assert refusal(gate.check, "/other", "evil.example", {}) == 404
+    assert refusal(gate.check, "/mcp", "evil.example", {}) == 421
+    assert refusal(gate.check, "/mcp", "localhost:8766", {"origin": "http://localhost:3000"}) == 403
+    assert gate.check("/mcp", "localhost:8766", {}) is None  # no auth: no subject
+    assert refusal(admission(auth=object()).check, "/mcp", "localhost:8766", {}) == 401
+
+
+def test_sessions_are_counted_per_client() -> None:
+    gate = admission(max_sessions=10)
+    alice = client_key("alice", "10.0.0.1")
+    assert gate.open_session("alice", "10.0.0.1", 0) == alice
+    gate.open_session("alice", "10.0.0.2", 0)  # the subject counts, not the address
+    assert refusal(gate.open_session, "alice", "10.0.0.1", 0) == 429
+    gate.open_session(None, "10.0.0.1", 0)  # the same address without a token is another client
     gate.close_session(alice)
-    gate.open_session(alice)
-    assert refusal(gate.open_session, alice) == 429
+    gate.open_session("alice", "10.0.0.1", 0)
+    assert refusal(gate.open_session, "alice", "10.0.0.1", 0) == 429
+
+
+def test_a_listener_at_its_limit_refuses_before_counting() -> None:
+    gate = admission()
+    assert refusal(gate.open_session, "bob", "10.0.0.1", 3) == 503
+    gate.open_session("bob", "10.0.0.1", 2)
+    gate.open_session("bob", "10.0.0.1", 2)  # the 503 did not count against bob
 
 
 @given(st.text(max_size=80))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from actors.frontends.http.app import _hypercorn_log
+from actors.frontends.http.listener import hypercorn_log as _hypercorn_log
 from actors.runtime.log import FORMAT, configure_logging, escape_controls, escape_json_controls
 
 HOSTILE = "GET /mcp\x1b[31m\r\n2026-01-01 00:00:00.000 ERROR   fake\x00\u2028end\x7f\x85\u202e"

@@ -1,0 +1,158 @@
+"""The Streamable HTTP sessions of one listener, by `Mcp-Session-Id`, and their lifetimes.
+
+An initialize opens a session under a fresh id (256 random bits); every later request names it in the
+Mcp-Session-Id header. A session ends when its gateway session does (a crash included), on DELETE, when an
+initialize is answered with an error, or after session_idle_s without a request. An id that ended gets 404
+at once, and the client initializes again. Ids are secrets: the log calls a session by its number (http-N).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.catalog import CatalogView
+from actors.config import HttpSettings
+from actors.frontends.admission import Admission
+from actors.frontends.auth import Refused
+from actors.frontends.http.transport import HttpSessionTransport
+from actors.protocol.versions import SUPPORTED_VERSIONS
+from actors.runtime.watch import Watch
+from actors.session.dispatcher import SessionSettings
+from actors.session.session import Session
+
+SESSION_HEADER: Final = "mcp-session-id"
+VERSION_HEADER: Final = "mcp-protocol-version"
+
+
+@attrs.define(eq=False, kw_only=True)
+class HttpSession:
+    """One HTTP session: the gateway session, the transport the HTTP requests reach it by, and its use."""
+
+    label: str  # what the log calls it; the id itself is a secret
+    transport: HttpSessionTransport
+    session: Session
+    subject: str | None
+    client: str  # whom it counts against in max_sessions_per_client
+    last_active: float
+    busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
+
+
+@attrs.define(eq=False, kw_only=True)
+class HttpSessions(Mapping[str, HttpSession]):
+    """Owns: every HTTP session of one listener, by its id (read as a mapping); each one's count in the
+    listener's admission.
+    Receives: `open` (an initialize), `find` (any other request), `end` (DELETE, a failed initialize).
+    Sends: nothing; each session runs as a temporary task in the frontends' nursery (`serve_in`).
+    Stops when: `expire_idle` is cancelled with the listener's run; the sessions themselves go on.
+    Errors: Refused for an id that is missing (400), unknown or ended (404), a protocol version not
+        supported (400), and for a session over the limits (503, 429); a session's crash ends it alone,
+        and its id then gets 404.
+    """
+
+    settings: HttpSettings
+    catalog: Watch[CatalogView]
+    session_settings: SessionSettings
+    admission: Admission
+    _by_id: dict[str, HttpSession] = attrs.field(factory=dict)
+    _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    _nursery: trio.Nursery | None = None
+
+    def __getitem__(self, session_id: str) -> HttpSession:
+        return self._by_id[session_id]
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids of the sessions open now."""
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def serve_in(self, nursery: trio.Nursery) -> None:
+        """Where sessions and the tasks about their streams run: the frontends' nursery."""
+        self._nursery = nursery
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        assert self._nursery is not None, "the listener has not run yet"
+        return self._nursery
+
+    def sessions(self) -> list[Session]:
+        return [entry.session for entry in self._by_id.values()]
+
+    def stop_all(self) -> None:
+        for entry in self._by_id.values():
+            entry.session.stop()
+
+    async def wait_all_done(self) -> None:
+        for entry in list(self._by_id.values()):
+            await entry.session.done.wait()
+
+    def find(self, headers: dict[str, str], subject: str | None) -> HttpSession:
+        """The session a request names, for the subject its token names."""
+        session_id = headers.get(SESSION_HEADER)
+        if not session_id:
+            raise Refused(400, "the Mcp-Session-Id header is required; send initialize first")
+        entry = self._by_id.get(session_id)
+        if entry is None or entry.subject != subject:
+            raise Refused(404, "unknown or expired session; initialize a new one")
+        version = headers.get(VERSION_HEADER)
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            supported = ", ".join(SUPPORTED_VERSIONS)
+            raise Refused(400, f"unsupported MCP-Protocol-Version {version}; supported: {supported}")
+        return entry
+
+    def open(self, subject: str | None, address: str) -> tuple[str, HttpSession]:
+        """A new session and its id, running in the frontends' nursery."""
+        client = self.admission.open_session(subject, address, len(self._by_id))
+        session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
+        label = f"http-{next(self._numbers)}"
+        transport = HttpSessionTransport()
+        session = Session(label, transport, self.catalog, self.session_settings, subject=subject)
+        entry = HttpSession(
+            label=label,
+            transport=transport,
+            session=session,
+            subject=subject,
+            client=client,
+            last_active=trio.current_time(),
+        )
+        self._by_id[session_id] = entry
+        self.nursery.start_soon(self._run, session_id, entry)
+        return session_id, entry
+
+    def end(self, session_id: str, entry: HttpSession) -> None:
+        """Forget the id at once (later requests get 404); the session answers what it has in flight."""
+        if self._by_id.get(session_id) is entry:
+            del self._by_id[session_id]
+        entry.session.stop()
+
+    async def expire_idle(self) -> None:
+        """End each session that has had no request for session_idle_s (an open GET stream is a request)."""
+        idle = self.settings.session_idle_s
+        while True:
+            await trio.sleep(max(0.01, min(idle / 4, 30.0)))
+            now = trio.current_time()
+            for session_id, entry in list(self._by_id.items()):
+                if entry.busy == 0 and now - entry.last_active >= idle:
+                    with logger.contextualize(session=entry.label):
+                        logger.info("no request for {}s; closing the session", idle)
+                    self.end(session_id, entry)
+
+    async def _run(self, session_id: str, entry: HttpSession) -> None:
+        with logger.contextualize(
+            session=entry.label, **({"subject": entry.subject} if entry.subject else {})
+        ):
+            logger.info("session opened")
+            try:
+                await entry.session.run_temporary()
+            finally:
+                self.admission.close_session(entry.client)
+                if self._by_id.get(session_id) is entry:
+                    del self._by_id[session_id]
