@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.catalog.uris import TemplateRoute, assign_public_uris, fits
+from actors.catalog.uri_templates import fits
+from actors.catalog.uris import TemplateRoute, assign_public_uris
 
 # The reference for what a template matches: a regex per RFC 6570 operator. Right, but it backtracks
 # (exponentially on x{.a}/y), so the gateway matches in linear time instead and is checked against it.
