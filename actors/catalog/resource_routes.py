@@ -19,7 +19,7 @@ def resource_route(view: CatalogView, uri: str) -> Route | None:
         if own is not None:
             return Route(template.backend, own)
     explicit = unprefixed(uri)
-    return Route(*explicit) if explicit is not None and explicit[0] in view.backends else None
+    return explicit if explicit is not None and explicit.backend in view.backends else None
 
 
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:

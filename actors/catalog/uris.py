@@ -8,7 +8,7 @@ from typing import Final
 
 import attrs
 
-from actors.catalog.naming import PublicNames, assign_public
+from actors.catalog.naming import PublicNames, Route, assign_public
 from actors.catalog.uri_templates import fits
 from actors.protocol.messages import Tool
 
@@ -19,10 +19,10 @@ def prefixed(backend: str, uri: str) -> str:
     return f"{backend}{PREFIX_SEPARATOR}{uri}"
 
 
-def unprefixed(uri: str) -> tuple[str, str] | None:
-    """(backend, its own URI) from a `backend+uri`, else None."""
+def unprefixed(uri: str) -> Route | None:
+    """The backend and its own URI that a `backend+uri` names (the backend may not exist), else None."""
     backend, separator, own = uri.partition(PREFIX_SEPARATOR)
-    return (backend, own) if separator else None
+    return Route(backend, own) if separator else None
 
 
 def assign_public_uris(
