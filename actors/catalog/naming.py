@@ -10,7 +10,7 @@ resource URIs follow it with a reversible prefix of their own (uris.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -37,10 +37,15 @@ def assign_public(
     order: Sequence[str],
     lists: Mapping[str, Sequence[Tool]],
     key: str,
-    public_form: Callable[[str, str, set[str]], str | None],
+    *,
+    separator: str,
+    always_prefix: bool,
+    hide_taken: str | None,
 ) -> PublicNames:
-    """Backends in config order, each entry's `key` once (a nameless or repeated one is not routable);
-    `public_form(backend, own, taken)` gives the public form of one, or None to hide it."""
+    """Backends in config order, each entry's `key` once (a nameless or repeated one is not routable): an
+    entry keeps its own form unless an earlier backend took it (or `always_prefix`), else it is published
+    as `{backend}{separator}{own}`. With `hide_taken` (the kind of entry, for the warning) an entry whose
+    public form is taken even so is hidden."""
     taken: set[str] = set()
     names: PublicNames = {}
     for backend in order:
@@ -49,10 +54,14 @@ def assign_public(
             own = item.get(key)
             if not isinstance(own, str) or own in mine:
                 continue
-            public = public_form(backend, own, taken)
-            if public is not None:
-                taken.add(public)
-                mine[own] = public
+            public = own if not always_prefix and own not in taken else f"{backend}{separator}{own}"
+            if hide_taken and public in taken:
+                logger.bind(backend=backend).warning(
+                    "{} {!r}: public name {!r} is taken; hidden", hide_taken, own, public
+                )
+                continue
+            taken.add(public)
+            mine[own] = public
     return names
 
 
@@ -60,17 +69,10 @@ def assign_public_names(
     order: Sequence[str], tool_lists: Mapping[str, Sequence[Tool]], rule: str, kind: str = "tool"
 ) -> PublicNames:
     """backend -> {tool name -> public name}, decided by config order over the known tool lists."""
-
-    def public_form(backend: str, name: str, taken: set[str]) -> str | None:
-        public = name if rule == PREFIX_ON_COLLISION and name not in taken else f"{backend}{SEPARATOR}{name}"
-        if public in taken:
-            logger.bind(backend=backend).warning(
-                "{} {!r}: public name {!r} is taken; hidden", kind, name, public
-            )
-            return None
-        return public
-
-    return assign_public(order, tool_lists, "name", public_form)
+    always_prefix = rule != PREFIX_ON_COLLISION
+    return assign_public(
+        order, tool_lists, "name", separator=SEPARATOR, always_prefix=always_prefix, hide_taken=kind
+    )
 
 
 def routes_of(backend: str, names: Mapping[str, str], originals: Mapping[str, str]) -> dict[str, Route]:

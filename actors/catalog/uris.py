@@ -30,11 +30,9 @@ def assign_public_uris(
 ) -> PublicNames:
     """backend -> {uri (or template) -> public form}: the earliest backend in config order keeps a URI; a
     later one that lists the same URI publishes it with its name as a reversible prefix."""
-
-    def public_form(backend: str, uri: str, taken: set[str]) -> str:
-        return prefixed(backend, uri) if always_prefix or uri in taken else uri
-
-    return assign_public(order, lists, key, public_form)
+    return assign_public(
+        order, lists, key, separator=PREFIX_SEPARATOR, always_prefix=always_prefix, hide_taken=None
+    )
 
 
 @attrs.frozen
