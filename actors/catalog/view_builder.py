@@ -57,13 +57,9 @@ class ViewBuilder:
     )
 
     def build(self, entries: Mapping[str, BackendEntry]) -> CatalogView:
+        """The view of these entries (every backend's, in config order)."""
         names = assign_public_names(self.order, _lists(entries, "tools"), self.rule)
-        routes: dict[str, Route] = {}
-        for backend, mine in names.items():
-            entry = entries[backend]
-            routes.update(
-                entry.memo("routes", entry.tools, mine, partial(routes_of, backend, mine, entry.originals))
-            )
+        routes = _tool_routes(entries, names)
         self._warn_about_names(routes)
         tools = _published(entries, names, "tools")
         prompt_names = assign_public_names(self.order, _lists(entries, "prompts"), self.rule, "prompt")
@@ -123,6 +119,17 @@ def _published(
             mine, listed = names[backend], entry.listed(kind)
             published += entry.memo(kind, listed, mine, partial(renamed, listed, mine, key))
     return tuple(published)
+
+
+def _tool_routes(entries: Mapping[str, BackendEntry], names: PublicNames) -> dict[str, Route]:
+    """public name -> owner and own name for every known tool, down backends' too, so errors can name them."""
+    routes: dict[str, Route] = {}
+    for backend, mine in names.items():
+        entry = entries[backend]
+        routes.update(
+            entry.memo("routes", entry.tools, mine, partial(routes_of, backend, mine, entry.originals))
+        )
+    return routes
 
 
 def _routes(names: PublicNames) -> dict[str, Route]:
