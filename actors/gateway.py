@@ -116,11 +116,11 @@ class Gateway:
         config, settings = self.config, self.config.gateway
         events, inbox = trio.open_memory_channel[CatalogEvent](CATALOG_INBOX_SIZE)
         catalog = Catalog(
-            [b.name for b in config.backends],
-            {b.name: config.request_timeout_s(b) for b in config.backends},
-            settings.tool_names,
-            inbox,
-            {b.name: b.tools for b in config.backends},
+            order=[b.name for b in config.backends],
+            request_timeouts_s={b.name: config.request_timeout_s(b) for b in config.backends},
+            rule=settings.tool_names,
+            inbox=inbox,
+            policies={b.name: b.tools for b in config.backends},
             expose_stderr=settings.expose_backend_stderr,
         )
         try:

@@ -170,7 +170,9 @@ def catalog_rebuild(backends: int, tools_each: int, repeats: int = 20) -> dict[s
     schema = {"type": "object", "properties": {"text": {"type": "string"}}}
     tools = tuple({"name": f"tool_{n}", "description": "x", "inputSchema": schema} for n in range(tools_each))
     _, inbox = trio.open_memory_channel[Any](0)
-    catalog = Catalog(names, dict.fromkeys(names, 60.0), PREFIX_ON_COLLISION, inbox)
+    catalog = Catalog(
+        order=names, request_timeouts_s=dict.fromkeys(names, 60.0), rule=PREFIX_ON_COLLISION, inbox=inbox
+    )
     calls, _ = trio.open_memory_channel[Any](1)
     for name in names:
         catalog.apply(BackendReady(name, tools, calls))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.catalog import CatalogView, Route
-from actors.catalog.uris import PREFIX_SEPARATOR
+from actors.catalog.naming import Route
+from actors.catalog.uris import unprefixed
+from actors.catalog.view import CatalogView
 
 
 def resource_route(view: CatalogView, uri: str) -> Route | None:
@@ -17,8 +18,8 @@ def resource_route(view: CatalogView, uri: str) -> Route | None:
         own = template.owns(uri)
         if own is not None:
             return Route(template.backend, own)
-    backend, separator, own = uri.partition(PREFIX_SEPARATOR)
-    return Route(backend, own) if separator and backend in view.backends else None
+    explicit = unprefixed(uri)
+    return explicit if explicit is not None and explicit.backend in view.backends else None
 
 
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:

@@ -212,7 +212,13 @@ def test_the_catalog_tells_clients_stderr_only_when_allowed() -> None:
     exited = BackendExitedError("process 12 exited with code 3", "Traceback | KeyError: 'API_KEY'")
     for expose in (False, True):
         _, inbox = trio.open_memory_channel[CatalogEvent](1)
-        catalog = Catalog(["alpha"], {"alpha": 1.0}, PREFIX_ON_COLLISION, inbox, expose_stderr=expose)
+        catalog = Catalog(
+            order=["alpha"],
+            request_timeouts_s={"alpha": 1.0},
+            rule=PREFIX_ON_COLLISION,
+            inbox=inbox,
+            expose_stderr=expose,
+        )
         assert catalog.apply(ChildFailed("alpha", exited, restarts=5))
         status = catalog.view().backends["alpha"]
         assert status.reason == "process 12 exited with code 3"

@@ -43,7 +43,9 @@ def test_duplicates_and_nameless_tools_are_not_routable() -> None:
 
 def new_catalog(rule: str = PREFIX_ON_COLLISION) -> Catalog:
     _, inbox = trio.open_memory_channel[CatalogEvent](0)
-    return Catalog(["first", "second"], {"first": 5.0, "second": 7.0}, rule, inbox)
+    return Catalog(
+        order=["first", "second"], request_timeouts_s={"first": 5.0, "second": 7.0}, rule=rule, inbox=inbox
+    )
 
 
 def ready(name: str, *tool_names: str) -> BackendReady:
@@ -109,7 +111,9 @@ def test_unchanged_tools_keep_their_version() -> None:
 
 async def test_actor_publishes_each_change() -> None:
     send, inbox = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(["first"], {"first": 1.0}, PREFIX_ON_COLLISION, inbox)
+    catalog = Catalog(
+        order=["first"], request_timeouts_s={"first": 1.0}, rule=PREFIX_ON_COLLISION, inbox=inbox
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(catalog.run)
         version = catalog.watch.version
@@ -129,7 +133,11 @@ def test_a_tool_policy_hides_renames_and_annotates_before_the_naming_rule() -> N
         annotations={"get_note": {"readOnlyHint": True}},
     )
     catalog = Catalog(
-        ["first", "second"], {"first": 5.0, "second": 7.0}, PREFIX_ON_COLLISION, inbox, {"first": policy}
+        order=["first", "second"],
+        request_timeouts_s={"first": 5.0, "second": 7.0},
+        rule=PREFIX_ON_COLLISION,
+        inbox=inbox,
+        policies={"first": policy},
     )
     catalog.apply(ready("first", "get_note", "get_secret", "search", "echo", "delete_all"))
     catalog.apply(ready("second", "find", "echo"))

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.catalog.uris import TemplateRoute, assign_public_uris, fits
+from actors.catalog.naming import Route
+from actors.catalog.uri_templates import fits
+from actors.catalog.uris import TemplateRoute, assign_public_uris, prefixed, unprefixed
 
 # The reference for what a template matches: a regex per RFC 6570 operator. Right, but it backtracks
 # (exponentially on x{.a}/y), so the gateway matches in linear time instead and is checked against it.
@@ -66,6 +68,11 @@ def test_colliding_uris_get_a_reversible_prefix_in_config_order() -> None:
     assert assign_public_uris(["a"], lists, "uri", always_prefix=True) == {
         "a": {"x://1": "a+x://1", "x://2": "a+x://2"}
     }
+
+
+def test_the_backend_prefix_reverses() -> None:
+    assert unprefixed(prefixed("b", "x://a+b")) == Route("b", "x://a+b")
+    assert unprefixed("file:///a") is None
 
 
 def test_a_prefixed_template_owns_only_prefixed_uris() -> None:

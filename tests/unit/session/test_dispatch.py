@@ -56,7 +56,12 @@ async def dispatcher(*, ready: bool = True, timeout_s: float = 30.0) -> AsyncIte
     outbox_send, outbox_recv = trio.open_memory_channel[Message](16)
     calls, backend = trio.open_memory_channel[BackendCommand](16)
     _, events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(["one", "two"], {"one": timeout_s, "two": timeout_s}, PREFIX_ON_COLLISION, events)
+    catalog = Catalog(
+        order=["one", "two"],
+        request_timeouts_s={"one": timeout_s, "two": timeout_s},
+        rule=PREFIX_ON_COLLISION,
+        inbox=events,
+    )
     harness = Harness(inbox_send, outbox_recv, catalog, backend)
     if ready:
         harness.publish(BackendReady("one", (tool("echo"), tool("slow")), calls))

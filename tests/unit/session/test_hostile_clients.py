@@ -109,7 +109,12 @@ async def dispatcher(
     calls, backend = trio.open_memory_channel[BackendCommand](backend_inbox)
     other_calls, other = trio.open_memory_channel[BackendCommand](16)
     _, catalog_events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(["one", "two"], {"one": 30.0, "two": 30.0}, PREFIX_ON_COLLISION, catalog_events)
+    catalog = Catalog(
+        order=["one", "two"],
+        request_timeouts_s={"one": 30.0, "two": 30.0},
+        rule=PREFIX_ON_COLLISION,
+        inbox=catalog_events,
+    )
     events = Broadcast[BackendEvent]()
     settings = SessionSettings(
         server_name="hostile-gateway",
@@ -589,7 +594,9 @@ async def crashing_session(
     transport = ScriptedTransport()
     calls, backend = trio.open_memory_channel[BackendCommand](16)
     _, catalog_events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(["one"], {"one": 30.0}, PREFIX_ON_COLLISION, catalog_events)
+    catalog = Catalog(
+        order=["one"], request_timeouts_s={"one": 30.0}, rule=PREFIX_ON_COLLISION, inbox=catalog_events
+    )
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
     session = Session(
@@ -824,7 +831,9 @@ async def _serve_script(lines: list[bytes]) -> list[Any]:
     source.put_eof()
     calls, backend = trio.open_memory_channel[BackendCommand](16)
     _, catalog_events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(["one"], {"one": 30.0}, PREFIX_ON_COLLISION, catalog_events)
+    catalog = Catalog(
+        order=["one"], request_timeouts_s={"one": 30.0}, rule=PREFIX_ON_COLLISION, inbox=catalog_events
+    )
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
     settings = SessionSettings(server_name="property", settle_timeout_s=1.0, drain_s=1.0, max_inflight=4)

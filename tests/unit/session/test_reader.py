@@ -90,7 +90,7 @@ async def run_session(raw_lines: list[bytes]) -> list[dict[str, object]]:
     source.put_data(b"".join(line + b"\n" for line in raw_lines))
     source.put_eof()
     _, events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
+    catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
     settings = SessionSettings(server_name="property-gateway", settle_timeout_s=1.0, drain_s=1.0)
     with trio.fail_after(10):
         await Session("prop", LineStream(source, sink, MAX_BYTES), catalog.watch, settings).run()
@@ -145,7 +145,7 @@ async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(str(m)), level="ERROR")
     _, events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog([], {}, PREFIX_ON_COLLISION, events)
+    catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
     session = Session(
         "doomed",
         _BrokenTransport(),

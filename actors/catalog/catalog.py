@@ -1,0 +1,111 @@
+"""The Catalog actor: folds backends' facts into what it knows of each backend, and publishes a new
+CatalogView through a Watch after each change.
+
+Sessions route with the newest view synchronously and wait on the Watch to tell their clients about
+changes. The naming rule is in naming.py, the building of a view in view_builder.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.catalog.entry import BackendEntry
+from actors.catalog.status import BackendState, BackendStatus
+from actors.catalog.view import CatalogView
+from actors.catalog.view_builder import ViewBuilder
+from actors.config.tool_policy import ToolPolicy
+from actors.protocol.envelopes import BackendReady, ListChanged
+from actors.runtime.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped
+from actors.runtime.watch import Watch
+
+CatalogEvent = BackendReady | ListChanged | ChildEvent
+
+
+@attrs.define(kw_only=True)
+class Catalog:
+    """The catalog actor.
+
+    Owns: every backend's state and last tool list, and the Watch it publishes to.
+    Receives: BackendReady, ListChanged (from backends) and ChildEvents (from the backends supervisor).
+    Sends: a new CatalogView through the Watch after each event.
+    Stops when: its inbox ends.
+    Errors: none expected; an unknown backend name in an event is ignored.
+    """
+
+    order: Sequence[str]
+    request_timeouts_s: Mapping[str, float]
+    rule: str  # [gateway] tool_names
+    inbox: trio.MemoryReceiveChannel[CatalogEvent]
+    policies: Mapping[str, ToolPolicy] = attrs.field(factory=dict)
+    expose_stderr: bool = False  # [gateway] expose_backend_stderr
+    watch: Watch[CatalogView] = attrs.field(init=False)
+    _entries: dict[str, BackendEntry] = attrs.field(init=False)
+    _builder: ViewBuilder = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._entries = {
+            name: BackendEntry(
+                status=BackendStatus(
+                    name=name,
+                    state=BackendState.STARTING,
+                    request_timeout_s=self.request_timeouts_s[name],
+                    expose_stderr=self.expose_stderr,
+                ),
+                policy=self.policies.get(name, ToolPolicy()),
+            )
+            for name in self.order
+        }
+        self._builder = ViewBuilder(self.order, self.rule)
+        self.watch = Watch(self.view())
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.inbox:
+            task_status.started()
+            async for event in self.inbox:
+                if self.apply(event):
+                    self.watch.publish(self.view())
+
+    def apply(self, event: CatalogEvent) -> bool:
+        """Update state from one event; True when the view changed."""
+        entry = self._entries.get(event.id if isinstance(event, ChildEvent) else event.name)
+        if entry is None:
+            return False
+        status = entry.status
+        match event:
+            case BackendReady(tools=tools, calls=calls, instructions=instructions, prompts=prompts):
+                entry.take(tools)
+                entry.prompts, entry.resources, entry.templates = prompts, event.resources, event.templates
+                entry.status = attrs.evolve(
+                    status,
+                    state=BackendState.READY,
+                    calls=calls,
+                    reason=None,
+                    stderr=None,
+                    instructions=instructions,
+                    settled=True,
+                    capabilities=event.capabilities,
+                )
+                logger.bind(backend=status.name).info("ready with {} tools", len(tools))
+            case ListChanged(kind="tools", items=tools):
+                entry.take(tools)
+                logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
+            case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
+                setattr(entry, kind, items)
+                logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
+            case ChildStarted():
+                return False
+            case ChildRestarting(error=error):
+                entry.status = status.down(BackendState.RESTARTING, error)
+            case ChildFailed(error=error):
+                entry.status = status.down(BackendState.FAILED, error)
+            case ChildStopped(error=error):
+                entry.status = status.down(BackendState.STOPPED, error)
+        return True
+
+    def view(self) -> CatalogView:
+        """The catalog as it stands, as a new snapshot."""
+        return self._builder.build(self._entries)

@@ -1,0 +1,66 @@
+"""CatalogView: the immutable snapshot of the catalog that sessions route with and list from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from actors.catalog.naming import Route
+from actors.catalog.status import BackendStatus
+from actors.catalog.uris import TemplateRoute
+from actors.protocol.messages import Tool
+
+
+@attrs.frozen(kw_only=True)
+class CatalogView:
+    """An immutable snapshot. `routes` covers every tool with a known owner, including tools of backends
+    that are down (so an error can name the owner); `tools` lists only what is callable now. Each
+    version moves when its list changes, so a session knows when to say list_changed."""
+
+    backends: Mapping[str, BackendStatus]
+    tools: tuple[Tool, ...] = ()
+    routes: Mapping[str, Route] = attrs.field(factory=dict)
+    tools_version: int = 0
+    prompts: tuple[Tool, ...] = ()  # prompts follow the same naming rule as tools
+    prompt_routes: Mapping[str, Route] = attrs.field(factory=dict)
+    prompts_version: int = 0
+    resources: tuple[Tool, ...] = ()  # URIs follow the rule too, with a reversible "backend+" prefix
+    templates: tuple[Tool, ...] = ()
+    resource_routes: Mapping[str, Route] = attrs.field(factory=dict)  # public URI -> owner, its own URI
+    template_routes: tuple[TemplateRoute, ...] = ()  # in config order
+    resources_version: int = 0  # resources and templates together
+
+    @property
+    def settled(self) -> bool:
+        """Every backend has become ready or ended its first start."""
+        return all(status.settled for status in self.backends.values())
+
+    def server_capabilities(self) -> dict[str, Any]:
+        """What the gateway can route now, as initialize's capabilities: a feature is offered when a ready
+        backend offers it (resource subscriptions too). Tools always: the gateway's catalog is made of
+        them, and a client told of no tools would ignore the list_changed sent when a backend comes up."""
+        offered = [status.capabilities for status in self.backends.values() if status.ready]
+        capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+        if any("prompts" in c for c in offered):
+            capabilities["prompts"] = {"listChanged": True}
+        if any("resources" in c for c in offered):
+            subscribe = any(
+                isinstance(c["resources"], dict) and c["resources"].get("subscribe")
+                for c in offered
+                if "resources" in c
+            )
+            capabilities["resources"] = {"listChanged": True, "subscribe": subscribe}
+        for feature in ("completions", "logging"):
+            if any(feature in c for c in offered):
+                capabilities[feature] = {}
+        return capabilities
+
+    def instructions(self) -> str:
+        """The ready backends' instructions, each under its backend's name."""
+        return "\n\n".join(
+            f"## {name}\n{status.instructions}"
+            for name, status in self.backends.items()
+            if status.ready and status.instructions
+        )

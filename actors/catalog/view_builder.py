@@ -1,0 +1,137 @@
+"""Building a CatalogView from the backends' entries: public names by the naming rule, the lists of the
+ready backends under them, routes for every known owner, and versions that move only on a change."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Generic, TypeVar
+
+import attrs
+from loguru import logger
+
+from actors.catalog.entry import BackendEntry, ListKind
+from actors.catalog.naming import (
+    MAX_NAME_LENGTH,
+    PREFIX_ON_COLLISION,
+    PublicNames,
+    Route,
+    assign_public_names,
+    portable,
+    renamed,
+    routes_of,
+)
+from actors.catalog.status import BackendState
+from actors.catalog.uris import TemplateRoute, assign_public_uris, prefixed
+from actors.catalog.view import CatalogView
+from actors.protocol.messages import Tool
+
+Value = TypeVar("Value")
+
+
+@attrs.define
+class _Versioned(Generic[Value]):
+    """A value and a count of its changes."""
+
+    value: Value
+    version: int = 0
+
+    def update(self, value: Value) -> int:
+        """The version, moved on when `value` differs from the last one."""
+        if value != self.value:
+            self.value, self.version = value, self.version + 1
+        return self.version
+
+
+@attrs.define
+class ViewBuilder:
+    """Makes each view the catalog publishes; it keeps the list versions and which names it has checked."""
+
+    order: Sequence[str]
+    rule: str
+    _warned: set[str] = attrs.field(init=False, factory=set)
+    _tools: _Versioned[tuple[Tool, ...]] = attrs.field(init=False, factory=lambda: _Versioned(()))
+    _prompts: _Versioned[tuple[Tool, ...]] = attrs.field(init=False, factory=lambda: _Versioned(()))
+    _resources: _Versioned[tuple[tuple[Tool, ...], tuple[Tool, ...]]] = attrs.field(
+        init=False, factory=lambda: _Versioned(((), ()))
+    )
+
+    def build(self, entries: Mapping[str, BackendEntry]) -> CatalogView:
+        """The view of these entries (every backend's, in config order)."""
+        names = assign_public_names(self.order, _lists(entries, "tools"), self.rule)
+        routes = _tool_routes(entries, names)
+        self._warn_about_names(routes)
+        tools = _published(entries, names, "tools")
+        prompt_names = assign_public_names(self.order, _lists(entries, "prompts"), self.rule, "prompt")
+        prompts = _published(entries, prompt_names, "prompts")
+        always = self.rule != PREFIX_ON_COLLISION
+        uris = assign_public_uris(self.order, _lists(entries, "resources"), "uri", always)
+        patterns = assign_public_uris(self.order, _lists(entries, "templates"), "uriTemplate", always)
+        resources = _published(entries, uris, "resources", "uri")
+        templates = _published(entries, patterns, "templates", "uriTemplate")
+        return CatalogView(
+            backends={name: entry.status for name, entry in entries.items()},
+            tools=tools,
+            routes=routes,
+            tools_version=self._tools.update(tools),
+            prompts=prompts,
+            prompt_routes=_routes(prompt_names),
+            prompts_version=self._prompts.update(prompts),
+            resources=resources,
+            templates=templates,
+            resource_routes=_routes(uris),
+            template_routes=tuple(
+                TemplateRoute(backend, "" if public == template else prefixed(backend, ""), template)
+                for backend, mine in patterns.items()
+                for template, public in mine.items()
+            ),
+            resources_version=self._resources.update((resources, templates)),
+        )
+
+    def _warn_about_names(self, routes: Mapping[str, Route]) -> None:
+        """Clients may refuse tool names over 64 characters or outside [A-Za-z0-9_.-]: say so, once each."""
+        for public, route in routes.items():
+            if public in self._warned:
+                continue
+            self._warned.add(public)  # checked: each name once
+            if portable(public):
+                continue
+            logger.bind(backend=route.backend).warning(
+                "tool name {!r} is longer than {} characters or uses characters outside [A-Za-z0-9_.-]; "
+                "some clients refuse it (rename it in [backends.tools])",
+                public,
+                MAX_NAME_LENGTH,
+            )
+
+
+def _lists(entries: Mapping[str, BackendEntry], kind: ListKind) -> dict[str, tuple[Tool, ...]]:
+    """Every backend's last known list of that kind, whether it is up or not."""
+    return {name: entry.listed(kind) for name, entry in entries.items()}
+
+
+def _published(
+    entries: Mapping[str, BackendEntry], names: PublicNames, kind: ListKind, key: str = "name"
+) -> tuple[Tool, ...]:
+    """What ready backends offer, under their public names (or URIs)."""
+    published: list[Tool] = []
+    for backend, entry in entries.items():
+        if entry.status.state is BackendState.READY:
+            mine, listed = names[backend], entry.listed(kind)
+            published += entry.memo(kind, listed, mine, partial(renamed, listed, mine, key))
+    return tuple(published)
+
+
+def _tool_routes(entries: Mapping[str, BackendEntry], names: PublicNames) -> dict[str, Route]:
+    """public name -> owner and own name for every known tool, down backends' too, so errors can name them."""
+    routes: dict[str, Route] = {}
+    for backend, mine in names.items():
+        entry = entries[backend]
+        routes.update(
+            entry.memo("routes", entry.tools, mine, partial(routes_of, backend, mine, entry.originals))
+        )
+    return routes
+
+
+def _routes(names: PublicNames) -> dict[str, Route]:
+    """public name (or URI) -> its owner and own name, for lists no policy renames (prompts, resources)."""
+    return {public: Route(backend, own) for backend, mine in names.items() for own, public in mine.items()}
