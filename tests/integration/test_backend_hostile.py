@@ -25,7 +25,7 @@ from actors.backends.actor import Backend
 from actors.backends.connection import BackendLink
 from actors.backends.input import is_name
 from actors.catalog.clients import ClientDirectory
-from actors.config import BackendConfig
+from actors.config import StdioBackend
 from actors.protocol.envelopes import Ask, BackendEvent, Call, Mail, ReplySlot, Withdraw
 from actors.protocol.errors import BackendExitedError
 from actors.protocol.messages import Message, Notification
@@ -252,7 +252,7 @@ async def test_nothing_a_backend_sends_raises_out_of_its_link_and_sessions_get_o
     events, events_inbox = trio.open_memory_channel[Mail](10_000)
     clients, broadcast = ClientDirectory(), Broadcast[Mail]()
     clients.join("s", session)
-    config = BackendConfig("alpha", command="unused")
+    config = StdioBackend(name="alpha", command="unused")
     backend = Backend(config, None, "gateway", 1.0, 1.0, 1 << 20, broadcast, clients)  # type: ignore[arg-type]
     feed = Feed(frames())
     link = BackendLink("alpha", feed, backend._on_notification, trio.CancelScope(), clients=clients)  # type: ignore[arg-type]
@@ -299,7 +299,7 @@ class Pages:
 
 
 async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
-    backend = Backend(BackendConfig("alpha", command="unused"), None, "gateway", 1.0, 1.0, 1 << 20)  # type: ignore[arg-type]
+    backend = Backend(StdioBackend(name="alpha", command="unused"), None, "gateway", 1.0, 1.0, 1 << 20)  # type: ignore[arg-type]
     resources = Pages(
         [
             {

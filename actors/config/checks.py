@@ -1,0 +1,95 @@
+"""The rules a config value must pass, written as attrs validators and declared on the fields they check.
+
+Each raises ValueError with the reason the operator reads after `FILE: key: `. The loader runs a field's
+validator only on a key the file sets, with `instance` holding the table's other values as loaded (or their
+defaults), so a rule may compare two keys. Values arrive typed: numbers are finite, strings are strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+
+Validator = Callable[[Any, Any, Any], None]  # (instance, attribute, value), as attrs calls it
+
+# Field metadata: what to say when a required key is missing, if more than "required key is missing".
+WHEN_MISSING: Final = "when_missing"
+
+
+def rule(passes: Callable[[Any], object], reason: str) -> Validator:
+    """A validator: `passes(value)` must be true, else `reason` (with `{value!r}` filled in)."""
+
+    def check(_instance: Any, _attribute: Any, value: Any) -> None:
+        if not passes(value):
+            raise ValueError(reason.format(value=value))
+
+    return check
+
+
+def at_least(lowest: int, reason: str | None = None) -> Validator:
+    return rule(lambda value: value >= lowest, reason or f"must be {lowest} or more")
+
+
+def not_below(other: str) -> Validator:
+    """The value must not be less than the table's key `other`."""
+
+    def check(instance: Any, _attribute: Any, value: Any) -> None:
+        if value < getattr(instance, other):
+            raise ValueError(f"must not be less than {other}")
+
+    return check
+
+
+def is_environment_name(name: str) -> bool:
+    return bool(name) and "=" not in name and "\0" not in name
+
+
+ENVIRONMENT_NAME: Final = "{value!r} is not a valid environment variable name"
+positive: Final = rule(lambda value: value > 0, "must be greater than 0")
+not_blank: Final = rule(lambda text: text.strip(), "must not be empty")
+environment_name: Final = rule(is_environment_name, ENVIRONMENT_NAME)
+MIN_MESSAGE_BYTES: Final = 1024
+message_size: Final = at_least(
+    MIN_MESSAGE_BYTES, f"must be at least {MIN_MESSAGE_BYTES}"
+)  # max_message_bytes
+
+
+def every_item(check: Validator) -> Validator:
+    """`check` on each item of a tuple; every failing item is reported as `key[index]`."""
+
+    def each(instance: Any, attribute: Any, values: tuple[Any, ...]) -> None:
+        errors: list[Exception] = []
+        for index, item in enumerate(values):
+            try:
+                check(instance, attribute, item)
+            except ValueError as exc:
+                exc.add_note(IterableValidationNote(f"item {index}", index, type(item)))
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("items that break a rule", errors, tuple)
+
+    return each
+
+
+def every_value(check: Validator) -> Validator:
+    """`check` on each value of a table; every failing entry is reported as `key.entry`."""
+
+    def each(instance: Any, attribute: Any, table: Mapping[str, Any]) -> None:
+        errors: list[Exception] = []
+        for name, item in table.items():
+            try:
+                check(instance, attribute, item)
+            except ValueError as exc:
+                exc.add_note(AttributeValidationNote(f"entry {name}", name, type(item)))
+                errors.append(exc)
+        if errors:
+            raise ClassValidationError("entries that break a rule", errors, dict)
+
+    return each
