@@ -20,7 +20,7 @@ from actors.config.checks import (
     WHEN_MISSING,
     at_least,
     environment_name,
-    every_item,
+    every,
     not_below,
     not_blank,
     positive,
@@ -114,7 +114,7 @@ class StdioBackend(BaseBackend):
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)  # set for the backend, over the safe default set
     # the gateway's own variables passed on, besides the default set
-    inherit_env: tuple[str, ...] = attrs.field(default=(), validator=every_item(environment_name))
+    inherit_env: tuple[str, ...] = attrs.field(default=(), validator=every(environment_name))
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
 
     @property

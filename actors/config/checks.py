@@ -10,12 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from cattrs.errors import (
-    AttributeValidationNote,
-    ClassValidationError,
-    IterableValidationError,
-    IterableValidationNote,
-)
+from cattrs.errors import AttributeValidationNote, ClassValidationError, IterableValidationNote
 
 Validator = Callable[[Any, Any, Any], None]  # (instance, attribute, value), as attrs calls it
 
@@ -61,35 +56,23 @@ message_size: Final = at_least(
 )  # max_message_bytes
 
 
-def every_item(check: Validator) -> Validator:
-    """`check` on each item of a tuple; every failing item is reported as `key[index]`."""
+def every(check: Validator) -> Validator:
+    """`check` on each item of a tuple (a failure reported as `key[index]`) or each value of a table
+    (`key.name`); every failing one is reported."""
 
-    def each(instance: Any, attribute: Any, values: tuple[Any, ...]) -> None:
+    def each(instance: Any, attribute: Any, values: tuple[Any, ...] | Mapping[str, Any]) -> None:
         errors: list[Exception] = []
-        for index, item in enumerate(values):
+        entries = values.items() if isinstance(values, Mapping) else enumerate(values)
+        for where, item in entries:
             try:
                 check(instance, attribute, item)
             except ValueError as exc:
-                exc.add_note(IterableValidationNote(f"item {index}", index, type(item)))
+                if isinstance(where, int):
+                    exc.add_note(IterableValidationNote(f"item {where}", where, type(item)))
+                else:
+                    exc.add_note(AttributeValidationNote(f"entry {where}", where, type(item)))
                 errors.append(exc)
         if errors:
-            raise IterableValidationError("items that break a rule", errors, tuple)
-
-    return each
-
-
-def every_value(check: Validator) -> Validator:
-    """`check` on each value of a table; every failing entry is reported as `key.entry`."""
-
-    def each(instance: Any, attribute: Any, table: Mapping[str, Any]) -> None:
-        errors: list[Exception] = []
-        for name, item in table.items():
-            try:
-                check(instance, attribute, item)
-            except ValueError as exc:
-                exc.add_note(AttributeValidationNote(f"entry {name}", name, type(item)))
-                errors.append(exc)
-        if errors:
-            raise ClassValidationError("entries that break a rule", errors, dict)
+            raise ClassValidationError("entries that break a rule", errors, type(values))
 
     return each

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Final
@@ -25,7 +25,7 @@ from cattrs.errors import (
 )
 
 from actors.config.backend_schema import HealthConfig, RestartConfig, RootsMode
-from actors.config.checks import ENVIRONMENT_NAME, WHEN_MISSING, is_environment_name
+from actors.config.checks import WHEN_MISSING, environment_name
 from actors.config.listener_schema import AuthTable
 from actors.config.tool_policy import HINTS, ToolPolicy
 
@@ -38,12 +38,19 @@ NESTED_TABLES: Final[Mapping[type, str]] = {
     ToolPolicy: "backends.tools",
     AuthTable: "websocket.auth or http.auth",
 }
+TOML_KINDS: Final[Mapping[type, str]] = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "a table",
+}
 
 
 def kind_of(value: Any) -> str:
     """A TOML value's type, as the operator knows it."""
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}
-    return {**names, dict: "a table"}.get(type(value), type(value).__name__)
+    return TOML_KINDS.get(type(value), type(value).__name__)
 
 
 def make_converter() -> cattrs.Converter:
@@ -63,7 +70,7 @@ def make_converter() -> cattrs.Converter:
         (Mapping[str, Mapping[str, bool]], _hint_overrides),
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
-    converter.register_structure_hook(enum.StrEnum, _choice)  # before str, which StrEnum also is
+    converter.register_structure_hook(enum.StrEnum, _choice)  # a StrEnum is a str too: this hook is nearer
     converter.register_structure_hook_factory(attrs.has, lambda cls: _table_hook(converter, cls))
     return converter
 
@@ -157,9 +164,7 @@ def _boolean(value: Any, _: type) -> bool:
 def _strings(value: Any, _: type) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise TypeError(f"expected an array of strings, got {kind_of(value)}")
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise TypeError(f"item {index} is {kind_of(item)}; every item must be a string")
+    _only_strings(enumerate(value), "item {name} is {kind}; every item must be a string")
     return tuple(value)
 
 
@@ -167,12 +172,17 @@ def _string_table(value: Any, _: type) -> Mapping[str, str]:
     """env, headers, headers_env, tools.rename: strings under names fit for an environment variable."""
     if not isinstance(value, dict):
         raise TypeError(f'expected a table of strings such as {{ TZ = "UTC" }}, got {kind_of(value)}')
-    for name, item in value.items():
-        if not is_environment_name(name):
-            raise ValueError(ENVIRONMENT_NAME.format(value=name))
-        if not isinstance(item, str):
-            raise TypeError(f"{name} is {kind_of(item)}; every value must be a string")
+    for name in value:
+        environment_name(None, None, name)  # the rule inherit_env's items follow
+    _only_strings(value.items(), "{name} is {kind}; every value must be a string")
     return dict(value)
+
+
+def _only_strings(entries: Iterable[tuple[Any, Any]], reason: str) -> None:
+    """The first entry that is not a string, if any, raises `reason` with its {name} and {kind}."""
+    for name, item in entries:
+        if not isinstance(item, str):
+            raise TypeError(reason.format(name=name, kind=kind_of(item)))
 
 
 def _options(value: Any, _: type) -> Mapping[str, Any]:

@@ -23,11 +23,12 @@ from actors.config.backend_schema import (
 )
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
-from actors.config.listener_schema import AuthTable, HttpSettings, WebSocketSettings
+from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.resolve import resolve_audit, resolve_auth, resolve_backend, resolve_middleware
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 
 _T = TypeVar("_T")
+_Listener = TypeVar("_Listener", bound=ListenerSettings)
 TOP_LEVEL: Final = {
     "gateway": "[gateway]",
     "backends": "[[backends]]",
@@ -135,8 +136,8 @@ def _duplicate_names(raw: list[Any]) -> Iterator[Problem]:
 
 
 def _listener(
-    document: dict[str, Any], name: str, cls: type[_T], folder: Path, problems: list[Problem]
-) -> _T | None:
+    document: dict[str, Any], name: str, cls: type[_Listener], folder: Path, problems: list[Problem]
+) -> _Listener | None:
     """[websocket] or [http] as settings, or None when the table is absent or wrong. Its [NAME.auth] is
     structured as an AuthTable and loaded by resolve_auth."""
     if name not in document:
@@ -148,7 +149,7 @@ def _listener(
     if isinstance(raw, dict) and "auth" in raw:
         table = _convert(raw["auth"], AuthTable, f"{name}.auth", problems)
         auth = table and resolve_auth(table, f"{name}.auth", folder, problems)
-    return None if settings is None else attrs.evolve(settings, auth=auth)  # type: ignore[misc]
+    return None if settings is None else attrs.evolve(settings, auth=auth)
 
 
 def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[MiddlewareSpec, ...]:

@@ -11,7 +11,7 @@ from typing import Final
 
 import attrs
 
-from actors.config.checks import every_value, not_blank
+from actors.config.checks import every, not_blank
 from actors.protocol.messages import Tool
 
 HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -22,7 +22,7 @@ class ToolPolicy:
     allow: tuple[str, ...] | None = None  # glob patterns; None: every tool
     deny: tuple[str, ...] = ()  # glob patterns, applied after allow
     # backend's name -> name the gateway uses
-    rename: Mapping[str, str] = attrs.field(factory=dict, validator=every_value(not_blank))
+    rename: Mapping[str, str] = attrs.field(factory=dict, validator=every(not_blank))
     annotations: Mapping[str, Mapping[str, bool]] = attrs.field(factory=dict)  # backend's name -> hints
 
     def shows(self, name: str) -> bool:
