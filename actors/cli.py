@@ -13,7 +13,9 @@ from loguru import logger
 
 from actors import __version__
 from actors.catalog import CatalogView
-from actors.config import ConfigError, command_problems, load_config
+from actors.config.errors import ConfigError
+from actors.config.load import load_config
+from actors.config.resolve import command_problems
 from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError

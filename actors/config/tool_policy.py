@@ -11,6 +11,7 @@ from typing import Final
 
 import attrs
 
+from actors.config.checks import every, not_blank
 from actors.protocol.messages import Tool
 
 HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -20,7 +21,8 @@ HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldH
 class ToolPolicy:
     allow: tuple[str, ...] | None = None  # glob patterns; None: every tool
     deny: tuple[str, ...] = ()  # glob patterns, applied after allow
-    rename: Mapping[str, str] = attrs.field(factory=dict)  # backend's name -> name the gateway uses
+    # backend's name -> name the gateway uses
+    rename: Mapping[str, str] = attrs.field(factory=dict, validator=every(not_blank))
     annotations: Mapping[str, Mapping[str, bool]] = attrs.field(factory=dict)  # backend's name -> hints
 
     def shows(self, name: str) -> bool:

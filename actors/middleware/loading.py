@@ -3,7 +3,8 @@ by later middleware included), then each [[middleware]] table in order."""
 
 from __future__ import annotations
 
-from actors.config import Config, ConfigError, ConfigProblem
+from actors.config.errors import ConfigError, ConfigProblem
+from actors.config.schema import Config
 from actors.middleware.audit import AuditMiddleware
 from actors.middleware.base import Middleware
 

@@ -25,7 +25,7 @@ from actors.backends.actor import Backend
 from actors.backends.connection import BackendLink
 from actors.backends.input import is_name
 from actors.catalog.clients import ClientDirectory
-from actors.config import BackendConfig
+from actors.config import StdioBackend
 from actors.protocol.envelopes import Ask, BackendEvent, Call, Mail, ReplySlot, Withdraw
 from actors.protocol.errors import BackendExitedError
 from actors.protocol.messages import Message, Notification
@@ -252,7 +252,7 @@ async def test_nothing_a_backend_sends_raises_out_of_its_link_and_sessions_get_o
     events, events_inbox = trio.open_memory_channel[Mail](10_000)
     clients, broadcast = ClientDirectory(), Broadcast[Mail]()
     clients.join("s", session)
-    config = BackendConfig("alpha", command="unused")
+    config = StdioBackend(name="alpha", command="unused")
     backend = Backend(
         config=config,
         catalog=None,
@@ -315,7 +315,7 @@ class Pages:
 
 async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
     backend = Backend(
-        config=BackendConfig("alpha", command="unused"),
+        config=StdioBackend(name="alpha", command="unused"),
         catalog=None,
         gateway_name="gateway",  # type: ignore[arg-type]
         startup_timeout_s=1.0,

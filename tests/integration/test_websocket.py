@@ -419,7 +419,9 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
             .decode()
         )
-        auth = JwtAuth(public, ("RS256", "ES256"), "mcp-gateway", "https://issuer.example")
+        auth = JwtAuth(
+            key=public, algorithms=("RS256", "ES256"), audience="mcp-gateway", issuer="https://issuer.example"
+        )
         claims = {
             "sub": "bob",
             "aud": "mcp-gateway",

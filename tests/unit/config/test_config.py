@@ -13,9 +13,9 @@ from support import ROOT
 from actors.cli import main
 from actors.config import (
     AuditSettings,
-    BackendConfig,
     ConfigError,
     RestartConfig,
+    StdioBackend,
     load_config,
     resolve_command,
 )
@@ -82,10 +82,14 @@ def test_the_example_config_sets_every_key_and_overrides() -> None:
     assert notes.command == "python" and notes.env == {"NOTES_EXAMPLE": "1"}
     assert notes.args == ("examples/notes.py", "--db", "data/notes.sqlite3")
     assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
-    assert notes.restart == RestartConfig("permanent", 5, 60.0, 0.5, 30.0, 120.0)
+    assert notes.restart == RestartConfig(
+        policy="permanent", max_restarts=5, window_s=60.0, backoff_initial_s=0.5, backoff_max_s=30.0
+    )
     assert config.websocket is not None and config.websocket.auth is None
     assert config.http is not None and config.http.port == 8766 and config.http.resume_window_s == 5.0
-    assert config.audit == AuditSettings(ROOT / "config" / "audit.sqlite3", 10485760, 3, False)
+    assert config.audit == AuditSettings(
+        path=ROOT / "config" / "audit.sqlite3", max_bytes=10485760, backups=3, include_arguments=False
+    )
     (guests,) = build_middleware(config)[1:]
     assert isinstance(guests, ReadOnlyForGuests) and guests.writers == {"alice"}
 
@@ -322,8 +326,8 @@ def test_resolve_command(tmp_path: Path) -> None:
     script.write_text("#!/bin/sh\n", encoding="utf-8")
     script.chmod(0o755)
 
-    def backend(command: str) -> BackendConfig:
-        return BackendConfig("a", command, cwd=tmp_path)
+    def backend(command: str) -> StdioBackend:
+        return StdioBackend(name="a", command=command, cwd=tmp_path)
 
     python = resolve_command(backend("python"))
     assert python is not None and os.path.dirname(python) == os.path.dirname(sys.executable)
@@ -331,7 +335,9 @@ def test_resolve_command(tmp_path: Path) -> None:
     assert resolve_command(backend("bin/server.sh")) == str(tmp_path / "bin" / "server.sh")
     assert resolve_command(backend("./bin/server.sh")) is not None
     assert resolve_command(backend("bin/missing.sh")) is None
-    assert resolve_command(BackendConfig("a", "bin/server.sh", cwd=tmp_path / "bin")) is None  # cwd-relative
+    assert (
+        resolve_command(StdioBackend(name="a", command="bin/server.sh", cwd=tmp_path / "bin")) is None
+    )  # cwd-relative
     assert resolve_command(backend(str(script))) == str(script)  # an absolute path ignores cwd
 
     plain = tmp_path / "plain.sh"  # a file that is not executable is not a program
@@ -351,12 +357,17 @@ def test_resolve_command_searches_beside_the_interpreter_then_path(
         program.chmod(0o755)
     monkeypatch.setenv("PATH", str(shadow))
     # a bare name is looked up beside sys.executable first: PATH's own `python` loses
-    python = resolve_command(BackendConfig("a", "python", cwd=tmp_path))
+    python = resolve_command(StdioBackend(name="a", command="python", cwd=tmp_path))
     assert python is not None and os.path.dirname(python) == os.path.dirname(sys.executable)
-    assert resolve_command(BackendConfig("a", "only-on-path", cwd=tmp_path)) == str(shadow / "only-on-path")
+    assert resolve_command(StdioBackend(name="a", command="only-on-path", cwd=tmp_path)) == str(
+        shadow / "only-on-path"
+    )
     # a bare name is never looked up in cwd, and a PATH set in the backend's env is the one searched
     assert (
-        resolve_command(BackendConfig("a", "only-on-path", cwd=shadow, env={"PATH": "/nonexistent"})) is None
+        resolve_command(
+            StdioBackend(name="a", command="only-on-path", cwd=shadow, env={"PATH": "/nonexistent"})
+        )
+        is None
     )
 
 

@@ -57,7 +57,7 @@ def record(tool: str = "search", **kwargs: Any) -> Record:
 
 def test_files_are_private_and_rotation_keeps_them_so(tmp_path: Path, log_lines: list[str]) -> None:
     path = tmp_path / "logs" / "audit.sqlite3"
-    store = AuditStore(AuditSettings(path, max_bytes=16 * 1024, backups=2, max_age_s=0))
+    store = AuditStore(AuditSettings(path=path, max_bytes=16 * 1024, backups=2, max_age_s=0))
     for _ in range(30):
         store.write([record(arguments={"text": "x" * 400})] * 5)
     store.close()
@@ -72,7 +72,9 @@ def test_a_folder_open_to_others_gets_one_warning(tmp_path: Path, log_lines: lis
     folder = tmp_path / "shared"
     folder.mkdir()
     folder.chmod(0o755)
-    store = AuditStore(AuditSettings(folder / "audit.sqlite3", max_bytes=16 * 1024, backups=1, max_age_s=0))
+    store = AuditStore(
+        AuditSettings(path=folder / "audit.sqlite3", max_bytes=16 * 1024, backups=1, max_age_s=0)
+    )
     for _ in range(20):  # several rotations, each of which opens the file again
         store.write([record(arguments={"text": "x" * 400})] * 5)
     store.close()
@@ -109,7 +111,7 @@ def test_arguments_are_capped_escaped_and_marked_as_cut() -> None:
 
 def test_rotation_by_age(tmp_path: Path, log_lines: list[str]) -> None:
     path = tmp_path / "audit.sqlite3"
-    store = AuditStore(AuditSettings(path, max_age_s=60))
+    store = AuditStore(AuditSettings(path=path, max_age_s=60))
     store.write([record("old", at=time.time() - 120)])
     store.write([record("new")])  # the file's first record is 120 s old: rotated before this write
     store.close()
@@ -120,10 +122,10 @@ def test_rotation_by_age(tmp_path: Path, log_lines: list[str]) -> None:
     )
     # A gateway started again on an old file rotates it at its first write, too.
     path = tmp_path / "restarted.sqlite3"
-    store = AuditStore(AuditSettings(path, max_age_s=60))
+    store = AuditStore(AuditSettings(path=path, max_age_s=60))
     store.write([record("old", at=time.time() - 120)])
     store.close()
-    store = AuditStore(AuditSettings(path, max_age_s=60))
+    store = AuditStore(AuditSettings(path=path, max_age_s=60))
     store.write([record("after restart")])
     store.close()
     assert [r["tool"] for r in rows(path)] == ["after restart"]
@@ -140,7 +142,7 @@ def test_a_file_from_before_the_cut_column_is_upgraded(tmp_path: Path) -> None:
             " argument_bytes INTEGER NOT NULL, result_bytes INTEGER NOT NULL, arguments TEXT)"
         )
     db.close()
-    store = AuditStore(AuditSettings(path))
+    store = AuditStore(AuditSettings(path=path))
     store.write([record("t" * 300)])
     store.close()
     (row,) = rows(path)
@@ -153,7 +155,7 @@ def test_what_a_flood_must_write_to_push_records_out(tmp_path: Path, log_lines: 
     for include_arguments, at_least_per_mb in [(False, 1400), (True, 200)]:
         folder = tmp_path / f"arguments-{include_arguments}"
         path = folder / "audit.sqlite3"
-        store = AuditStore(AuditSettings(path, max_bytes=MB, backups=1, max_age_s=86400))
+        store = AuditStore(AuditSettings(path=path, max_bytes=MB, backups=1, max_age_s=86400))
         flood = make_record(
             call("t" * 1000, client="c" * 1000, arguments={"x": "a" * 100_000}),
             CallOutcome(result={"content": []}),

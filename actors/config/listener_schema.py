@@ -1,0 +1,88 @@
+"""[websocket] and [http]: the network listeners, and [NAME.auth], the bearer tokens they accept.
+
+Both listeners share most keys (ListenerSettings); each adds its own timeouts. `auth` is written as an
+[NAME.auth] table (AuthTable: where the key comes from) and loaded into a JwtAuth (the key itself) by
+resolve.py, so the settings the frontends get never name a file or a variable they must still read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from actors.config.checks import at_least, message_size, positive, rule
+
+LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
+
+
+@attrs.frozen(kw_only=True)
+class AuthTable:
+    """[NAME.auth] as written: where the key comes from, never the key itself."""
+
+    jwt_secret_env: str | None = None  # HS256: the secret is read from this environment variable
+    jwt_public_key_file: Path | None = None  # RS256/ES256: a PEM public key, relative to the config file
+    audience: str | None = None
+    issuer: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class JwtAuth:
+    """What the handshake needs to verify a bearer token. `key` is secret: never logged, never repr'd."""
+
+    key: str = attrs.field(repr=False)
+    algorithms: tuple[str, ...]
+    audience: str | None
+    issuer: str | None
+    secret_env: str | None = None  # the environment variable the key came from (HS256): no backend sees it
+
+
+def listener_port(default: int) -> int:
+    """The `port` field of a listener, with its default."""
+    port_range = rule(lambda port: 0 <= port <= 65535, "must be between 0 and 65535 (0: any free port)")
+    return attrs.field(default=default, validator=port_range)  # type: ignore[no-any-return]
+
+
+@attrs.frozen(kw_only=True)
+class ListenerSettings:
+    """The keys [websocket] and [http] share."""
+
+    host: str = "127.0.0.1"
+    path: str = attrs.field(
+        default="/mcp", validator=rule(lambda path: path.startswith("/"), "must start with '/'")
+    )
+    max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=message_size)
+    max_sessions: int = attrs.field(default=1000, validator=at_least(1))
+    allowed_origins: tuple[str, ...] = ()  # besides pages served from an allowed host on this port
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host header names; "*" allows any
+    # per token subject, or per peer address without auth
+    max_sessions_per_client: int = attrs.field(default=32, validator=at_least(1))
+    # a session that has not finished initialize by then is closed
+    initialize_timeout_s: float = attrs.field(default=30.0, validator=positive)
+    auth: JwtAuth | None = None  # from [NAME.auth]: loaded by resolve.py, never structured from the file
+
+
+@attrs.frozen(kw_only=True)
+class WebSocketSettings(ListenerSettings):
+    """[websocket]: one session per WebSocket connection (subprotocol mcp)."""
+
+    port: int = listener_port(8765)
+    ping_interval_s: float = attrs.field(default=20.0, validator=positive)
+    # a client that takes no pending frame this long is closed (1008)
+    send_timeout_s: float = attrs.field(default=10.0, validator=positive)
+
+
+@attrs.frozen(kw_only=True)
+class HttpSettings(ListenerSettings):
+    """[http]: Streamable HTTP, one session per Mcp-Session-Id; a POST over max_message_bytes gets 413."""
+
+    port: int = listener_port(8766)
+    # a POST body that has not arrived whole by then gets 408
+    body_timeout_s: float = attrs.field(default=30.0, validator=positive)
+    # no request for this long: the session is closed and its id forgotten
+    session_idle_s: float = attrs.field(default=1800.0, validator=positive)
+    # a dropped response stream may resume this long; then its call is cancelled
+    resume_window_s: float = attrs.field(
+        default=5.0, validator=at_least(0, "must be 0 (no resuming) or more")
+    )

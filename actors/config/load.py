@@ -1,0 +1,199 @@
+"""Loading a config file: read the TOML, structure each table (converter.py), look up what it names outside
+itself (resolve.py), and report every problem, not just the first, as `FILE: key: reason` with keys written
+the way they appear in the file (`backends[1].restart.policy`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import attrs
+from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
+
+from actors.config.backend_schema import (
+    NAME_PATTERN,
+    STDIO_ONLY_KEYS,
+    BackendConfig,
+    RemoteBackend,
+    StdioBackend,
+)
+from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
+from actors.config.errors import ConfigError, ConfigProblem, Problem
+from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
+from actors.config.resolve import resolve_audit, resolve_auth, resolve_backend, resolve_middleware
+from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
+
+_T = TypeVar("_T")
+_Listener = TypeVar("_Listener", bound=ListenerSettings)
+TOP_LEVEL: Final = {
+    "gateway": "[gateway]",
+    "backends": "[[backends]]",
+    "websocket": "[websocket]",
+    "http": "[http]",
+    "audit": "[audit]",
+    "middleware": "[[middleware]]",
+}
+_converter: Final = make_converter()
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read, structure and check a config file; raise ConfigError naming every problem."""
+    file, shown = Path(path), str(path)
+    try:
+        with file.open("rb") as stream:
+            document = tomllib.load(stream)
+    except FileNotFoundError:
+        raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
+    except OSError as exc:
+        raise ConfigError([ConfigProblem(shown, "", f"cannot read: {exc.strerror or exc}")]) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
+    problems: list[Problem] = []
+    config = _structure(document, file.resolve(), problems)
+    if problems or config is None:
+        raise ConfigError([ConfigProblem(shown, key, reason) for key, reason in problems])
+    return config
+
+
+def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) -> Config | None:
+    folder = file.parent
+    for key in document:
+        if key not in TOP_LEVEL:
+            problems.append((key, f"unknown key; the top level has {', '.join(TOP_LEVEL.values())}"))
+    gateway = GatewaySettings()
+    if "gateway" in document:
+        gateway = _convert(document["gateway"], GatewaySettings, "gateway", problems) or gateway
+    backends = _backends(document.get("backends"), folder, problems)
+    websocket = _listener(document, "websocket", WebSocketSettings, folder, problems)
+    http = _listener(document, "http", HttpSettings, folder, problems)
+    audit = None
+    if "audit" in document:
+        audit = _convert(document["audit"], AuditSettings, "audit", problems)
+        audit = audit and resolve_audit(audit, folder, problems)
+    middleware = _middleware(document.get("middleware"), folder, problems)
+    if problems:
+        return None
+    return Config(
+        path=file,
+        gateway=gateway,
+        backends=backends,
+        websocket=websocket,
+        http=http,
+        audit=audit,
+        middleware=middleware,
+    )
+
+
+def _backends(raw: Any, folder: Path, problems: list[Problem]) -> tuple[BackendConfig, ...]:
+    if raw is None:
+        problems.append(("backends", "missing: add at least one [[backends]] table"))
+        return ()
+    if isinstance(raw, list) and not raw:
+        problems.append(("backends", "empty: add at least one [[backends]] table"))
+    backends = []
+    for index, entry in enumerate(_array_of_tables(raw, "backends", problems)):
+        key = f"backends[{index}]"
+        table, kind = _backend_kind(entry, key, problems)
+        backend = _convert(table, kind, key, problems)
+        if backend is not None:
+            backends.append(resolve_backend(backend, key, folder, problems))
+    problems.extend(_duplicate_names(raw if isinstance(raw, list) else []))
+    return tuple(backends)
+
+
+def _backend_kind(entry: Any, key: str, problems: list[Problem]) -> tuple[Any, type[BackendConfig]]:
+    """A table with `url` is a remote backend, and any key only a command backend has is a mistake in it;
+    a table without is a command backend (whose `command` is then required)."""
+    if not isinstance(entry, dict) or "url" not in entry:
+        return entry, StdioBackend
+    misplaced = [name for name in STDIO_ONLY_KEYS if name in entry]
+    for name in misplaced:
+        if name == "command":
+            reason = "set either command (a stdio backend) or url (a remote backend), not both"
+            problems.append((f"{key}.url", reason))
+        else:
+            problems.append((f"{key}.{name}", "applies to command backends only"))
+    return {name: value for name, value in entry.items() if name not in misplaced}, RemoteBackend
+
+
+def _duplicate_names(raw: list[Any]) -> Iterator[Problem]:
+    """Names are unique in a file. A name of the wrong shape was reported with its backend."""
+    first_seen: dict[str, int] = {}
+    for index, entry in enumerate(raw):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            continue
+        if name in first_seen:
+            yield f"backends[{index}].name", f"duplicate name {name!r} (also backends[{first_seen[name]}])"
+        else:
+            first_seen[name] = index
+
+
+def _listener(
+    document: dict[str, Any], name: str, cls: type[_Listener], folder: Path, problems: list[Problem]
+) -> _Listener | None:
+    """[websocket] or [http] as settings, or None when the table is absent or wrong. Its [NAME.auth] is
+    structured as an AuthTable and loaded by resolve_auth."""
+    if name not in document:
+        return None
+    raw = document[name]
+    written = {key: value for key, value in raw.items() if key != "auth"} if isinstance(raw, dict) else raw
+    settings = _convert(written, cls, name, problems)
+    auth = None
+    if isinstance(raw, dict) and "auth" in raw:
+        table = _convert(raw["auth"], AuthTable, f"{name}.auth", problems)
+        auth = table and resolve_auth(table, f"{name}.auth", folder, problems)
+    return None if settings is None else attrs.evolve(settings, auth=auth)
+
+
+def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[MiddlewareSpec, ...]:
+    specs = []
+    for index, entry in enumerate(_array_of_tables(raw, "middleware", problems)):
+        key = f"middleware[{index}]"
+        table = _convert(entry, MiddlewareTable, key, problems)
+        spec = table and resolve_middleware(table, key, folder, problems)
+        if spec is not None:
+            specs.append(spec)
+    return tuple(specs)
+
+
+def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.append((name, f"expected an array of tables ([[{name}]]), got {kind_of(raw)}"))
+        return []
+    return raw
+
+
+def _convert(raw: Any, cls: type[_T], key: str, problems: list[Problem]) -> _T | None:
+    try:
+        return _converter.structure(raw, cls)
+    except STRUCTURE_ERRORS as exc:
+        problems.extend(_explain(exc, key))
+        return None
+
+
+def _explain(exc: BaseException, key: str) -> Iterator[Problem]:
+    """cattrs' errors as (key, reason): each inner error's notes say which key or item it is about."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            where = key
+            for note in getattr(inner, "__notes__", ()):
+                if isinstance(note, AttributeValidationNote):
+                    where = f"{key}.{note.name}"
+                elif isinstance(note, IterableValidationNote):
+                    where = f"{key}[{note.index}]"
+            yield from _explain(inner, where)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        known = ", ".join(field.name for field in attrs.fields(exc.cl))
+        for extra in sorted(exc.extra_fields):
+            yield f"{key}.{extra}", f"unknown key (known keys: {known})"
+    else:
+        yield key, str(exc)

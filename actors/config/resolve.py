@@ -1,0 +1,142 @@
+"""What a config names outside itself, looked up: paths against the config file's folder, secrets from
+environment variables, key files, middleware modules, and the program a stdio backend runs.
+
+Every function here reads the environment, the filesystem or imports; the schema and the loader do not.
+Problems are appended to `problems` as (key, reason), the key as written in the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from actors.config.backend_schema import BackendConfig, StdioBackend
+from actors.config.errors import ConfigProblem, Problem
+from actors.config.listener_schema import AuthTable, JwtAuth
+from actors.config.schema import AuditSettings, Config, MiddlewareSpec, MiddlewareTable
+
+
+def resolve_backend(backend: BackendConfig, key: str, folder: Path, problems: list[Problem]) -> BackendConfig:
+    """`headers` with the values of `headers_env` added; a stdio backend's cwd made absolute (and checked)."""
+    from_env = {header: os.environ.get(variable, "") for header, variable in backend.headers_env.items()}
+    for header, value in from_env.items():
+        if not value:
+            variable = backend.headers_env[header]
+            problems.append(
+                (f"{key}.headers_env.{header}", f"environment variable {variable} is not set or empty")
+            )
+    headers = {**backend.headers, **from_env}
+    if not isinstance(backend, StdioBackend):
+        return attrs.evolve(backend, headers=headers)
+    cwd = (folder / backend.cwd.expanduser()).resolve()
+    if not cwd.is_dir():
+        problems.append((f"{key}.cwd", f"no such directory: {cwd}"))
+    return attrs.evolve(backend, cwd=cwd, headers=headers)
+
+
+def resolve_command(backend: BackendConfig) -> str | None:
+    """The program to run for `backend`, or None when it cannot be found (or it is not a stdio backend).
+
+    A command with a slash is a path, relative to the backend's cwd. A bare name is looked up first beside the
+    gateway's own interpreter (so `python` and console scripts of this environment win), then on PATH.
+    """
+    if not isinstance(backend, StdioBackend):
+        return None
+    command = os.path.expanduser(backend.command)
+    if os.sep in command or (os.altsep and os.altsep in command):
+        candidate = Path(command) if os.path.isabs(command) else backend.cwd / command
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    here = os.path.dirname(sys.executable)
+    search = os.pathsep.join(p for p in (here, backend.env.get("PATH") or os.environ.get("PATH", "")) if p)
+    return shutil.which(command, path=search)
+
+
+def command_problems(config: Config) -> list[ConfigProblem]:
+    """`check`'s look before a start: every stdio backend's command must resolve to an executable."""
+    problems = []
+    for index, backend in enumerate(config.backends):
+        if isinstance(backend, StdioBackend) and resolve_command(backend) is None:
+            where = "on PATH" if os.sep not in backend.command else f"in {backend.cwd}"
+            reason = f"{backend.command!r} is not found {where}, or is not executable"
+            problems.append(ConfigProblem(str(config.path), f"backends[{index}].command", reason))
+    return problems
+
+
+def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> JwtAuth | None:
+    """[NAME.auth] loaded: the HS256 secret from its variable, or the RS256/ES256 public key from its file."""
+    if (table.jwt_secret_env is None) == (table.jwt_public_key_file is None):
+        problems.append((key, "set exactly one of jwt_secret_env and jwt_public_key_file"))
+        return None
+    if table.jwt_secret_env is not None:
+        secret = os.environ.get(table.jwt_secret_env)
+        if not secret:
+            reason = f"environment variable {table.jwt_secret_env} is not set or empty"
+            problems.append((f"{key}.jwt_secret_env", reason))
+            return None
+        return JwtAuth(
+            key=secret,
+            algorithms=("HS256",),
+            audience=table.audience,
+            issuer=table.issuer,
+            secret_env=table.jwt_secret_env,
+        )
+    assert table.jwt_public_key_file is not None
+    key_file = folder / table.jwt_public_key_file.expanduser()
+    try:
+        pem = key_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        problems.append((f"{key}.jwt_public_key_file", f"cannot read {key_file}: {exc.strerror or exc}"))
+        return None
+    if "PUBLIC KEY" not in pem:
+        problems.append((f"{key}.jwt_public_key_file", f"{key_file} is not a PEM public key"))
+        return None
+    return JwtAuth(key=pem, algorithms=("RS256", "ES256"), audience=table.audience, issuer=table.issuer)
+
+
+def resolve_audit(audit: AuditSettings, folder: Path, problems: list[Problem]) -> AuditSettings:
+    """The audit file's path made absolute; it must not be a folder."""
+    path = (folder / audit.path.expanduser()).resolve()
+    if path.is_dir():
+        problems.append(("audit.path", f"{path} is a directory; name a file"))
+    return attrs.evolve(audit, path=path)
+
+
+def resolve_middleware(
+    table: MiddlewareTable, key: str, folder: Path, problems: list[Problem]
+) -> MiddlewareSpec | None:
+    factory = resolve_dotted(table.use, folder)
+    if isinstance(factory, str):
+        problems.append((f"{key}.use", factory))
+        return None
+    return MiddlewareSpec(use=table.use, options=dict(table.options), factory=factory)
+
+
+def resolve_dotted(path: str, folder: Path) -> Callable[..., Any] | str:
+    """The callable that `package.module.Name` (or `package.module:Name`) names, or why there is none.
+    Modules are imported with the config file's folder on sys.path, so a middleware may sit beside it."""
+    module_name, colon, attribute = path.partition(":")
+    if not colon:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        return f"{path!r} is not a dotted path like 'package.module.Name'"
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any error while importing the operator's module is this key's problem
+        return f"cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+    target = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            return f"module {module_name!r} has no {attribute!r}"
+        target = getattr(target, part)
+    if not callable(target):
+        return f"{path!r} is not a class or function"
+    return target  # type: ignore[no-any-return]

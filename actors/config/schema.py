@@ -1,0 +1,113 @@
+"""The config file's top level: [gateway], [audit], [[middleware]], and Config, the whole file as loaded.
+
+Each key is one attrs field with its type, its default and its rule (an attrs validator, see checks.py);
+closed sets of words are enums. [[backends]] is in backend_schema.py, [websocket] and [http] in
+listener_schema.py. Nothing here reads the environment or the filesystem: that is resolve.py.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from actors.config.backend_schema import BackendConfig, RootsMode
+from actors.config.checks import at_least, message_size, not_blank, positive
+from actors.config.listener_schema import HttpSettings, WebSocketSettings
+
+
+class ToolNaming(enum.StrEnum):
+    """[gateway] tool_names: how tool names are published (see actors.catalog)."""
+
+    PREFIX_ON_COLLISION = "prefix-on-collision"  # a bare name unless an earlier backend has it
+    ALWAYS_PREFIX = "always-prefix"  # every tool as {backend}__{tool}
+
+
+@attrs.frozen(kw_only=True)
+class GatewaySettings:
+    """[gateway]."""
+
+    name: str = attrs.field(default="mcp-gateway", validator=not_blank)
+    tool_names: ToolNaming = ToolNaming.PREFIX_ON_COLLISION
+    request_timeout_s: float = attrs.field(default=60.0, validator=positive)
+    startup_timeout_s: float = attrs.field(default=30.0, validator=positive)
+    shutdown_s: float = attrs.field(default=5.0, validator=positive)
+    max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=message_size)
+    # entries per page of tools/list (and every aggregated list)
+    page_size: int = attrs.field(default=100, validator=at_least(1))
+    # longest hold of a first initialize while backends are still starting
+    initialize_hold_s: float = attrs.field(default=10.0, validator=positive)
+    # requests one session may have in flight; past it, an error at once
+    max_inflight_per_session: int = attrs.field(default=256, validator=at_least(1))
+    expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
+
+
+@attrs.frozen(kw_only=True)
+class AuditSettings:
+    """[audit]: the built-in audit middleware, on when the table is present."""
+
+    path: Path = Path("audit.sqlite3")  # relative to the config file's folder; absolute once loaded
+    # rotate once the file is larger than this
+    max_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=at_least(4096))
+    backups: int = attrs.field(default=3, validator=at_least(0))  # rotated files kept: .1 (newest) ... .N
+    include_arguments: bool = False  # argument values in the records (sizes always)
+    # rotate once the file's first record is older than this; 0: by size only
+    max_age_s: float = attrs.field(default=86400.0, validator=at_least(0, "must be 0 (size only) or more"))
+    # stored arguments are cut to this many bytes (and marked as cut)
+    max_argument_bytes: int = attrs.field(default=4096, validator=at_least(16))
+
+
+@attrs.frozen(kw_only=True)
+class MiddlewareTable:
+    """[[middleware]] as written."""
+
+    # dotted path of a Middleware subclass or factory: "package.module.Name" or "package.module:Name"
+    use: str
+    options: Mapping[str, Any] = attrs.field(factory=dict)  # keyword arguments for it
+
+
+@attrs.frozen(kw_only=True)
+class MiddlewareSpec(MiddlewareTable):
+    """A [[middleware]] table with what `use` names imported (resolve.py)."""
+
+    factory: Callable[..., Any] = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """The whole file, loaded: paths absolute, secrets read, middleware imported."""
+
+    path: Path
+    gateway: GatewaySettings
+    backends: tuple[BackendConfig, ...]
+    websocket: WebSocketSettings | None = None
+    http: HttpSettings | None = None
+    audit: AuditSettings | None = None
+    middleware: tuple[MiddlewareSpec, ...] = ()
+
+    def request_timeout_s(self, backend: BackendConfig) -> float:
+        own = backend.request_timeout_s
+        return own if own is not None else self.gateway.request_timeout_s
+
+    def startup_timeout_s(self, backend: BackendConfig) -> float:
+        own = backend.startup_timeout_s
+        return own if own is not None else self.gateway.startup_timeout_s
+
+    def secret_variables(self) -> frozenset[str]:
+        """Environment variables no backend may inherit: where the listeners' token secrets come from."""
+        listeners = (self.websocket, self.http)
+        return frozenset(
+            listener.auth.secret_env
+            for listener in listeners
+            if listener is not None and listener.auth is not None and listener.auth.secret_env
+        )
+
+    def roots_of(self, backend: BackendConfig) -> RootsMode | tuple[str, ...]:
+        """ "none", "client" or the operator's URIs. Unset: a client's roots reach a backend only when the
+        gateway can have no more than one client (no network listener), since backends are shared."""
+        if backend.roots is not None:
+            return backend.roots
+        return RootsMode.CLIENT if self.websocket is None and self.http is None else RootsMode.NONE
