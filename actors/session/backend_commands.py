@@ -32,7 +32,8 @@ class BackendCommands:
 
     _backlogs: dict[Calls, _Backlog] = attrs.field(factory=dict)
 
-    def send(self, calls: Calls, command: Cancel | Notify, nursery: trio.Nursery) -> None:
+    def send(self, calls: Calls, command: Cancel | Notify, nursery: trio.Nursery | None) -> None:
+        """Send now, or queue behind what waits; `nursery` None (the session is ending): `flush` sends it."""
         backlog = self._backlogs.get(calls)
         if backlog is None:
             try:
@@ -40,7 +41,8 @@ class BackendCommands:
                 return
             except trio.WouldBlock:
                 backlog = self._backlogs[calls] = _Backlog()
-                nursery.start_soon(self._send_queued, calls, backlog)
+                if nursery is not None:
+                    nursery.start_soon(self._send_queued, calls, backlog)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return  # that run of the backend is over: it answered its calls and forgot them
         if isinstance(command, Notify):

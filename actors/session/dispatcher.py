@@ -147,6 +147,10 @@ class Dispatcher:
                         await self.inflight.wait_empty()
                     background.cancel_scope.cancel()
         finally:
+            self.forwarder.background = None  # closed: what cannot be sent at once waits for the flush
+            for entry in self.inflight.entries.values():  # still owed (a crash answers them): the backends
+                if entry.forwarded is not None:  # stop working on them
+                    self.forwarder.cancel(*entry.forwarded, "the client session ended")
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
             resources.release_subscriptions(self)

@@ -129,7 +129,7 @@ class Forwarder:
         return unavailable(backend.name, reason)
 
     def cancel(self, backend: BackendStatus, call_id: int, reason: str) -> None:
-        assert backend.calls is not None and self.background is not None
+        assert backend.calls is not None
         self.commands.send(backend.calls, Cancel(call_id, reason), self.background)
 
     def stop(self, entry: InFlight, reason: str) -> None:
