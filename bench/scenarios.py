@@ -51,6 +51,12 @@ def write_config(folder: Path, name: str, backends: list[list[str]], *extra: str
     return path
 
 
+def gateway_config(folder: Path, backend: Path, port: int | None) -> Path:
+    """The bench's gateway config for one backend: stdio only, or a WebSocket listener on `port` too."""
+    websocket = ["[websocket]", f"port = {port}"] if port is not None else []
+    return write_config(folder, f"bench-{backend.stem}-{port or 'stdio'}", [[str(backend)]], *websocket)
+
+
 class StdioGateway:
     """A gateway subprocess serving stdio, with a line client that matches answers by id."""
 
