@@ -212,7 +212,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--concurrency", default="1,8,32,64", help="calls in flight, comma-separated (default 1,8,32,64)"
     )
-    parser.add_argument("--seconds", type=float, default=0.5, help="per path per round (default 0.5)")
+    parser.add_argument("--seconds", type=float, default=0.4, help="per path per round (default 0.4)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--backends", default="sdk,lean", help="sdk, lean or both (default)")
     parser.add_argument("--clients", default="lean,sdk", help="lean, sdk or both (default)")
