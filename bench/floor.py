@@ -1,10 +1,13 @@
 """Two stand-ins for the gateway, for scripts/bench: what a stdio hop costs on Trio before any gateway logic.
 
-    bench_floor.py relay BACKEND_ARGV...   bytes copied both ways by two tasks, no parsing at all
-    bench_floor.py shape BACKEND_ARGV...   the gateway's actor shape with nothing in it: a reader task, a
-                                           dispatcher that starts a task per request (inside a cancel scope
-                                           and a timeout, as the gateway's do), a backend actor, the
-                                           backend's reader, a writer; bounded memory channels between them
+    floor.py relay BACKEND_ARGV...   bytes copied both ways by two tasks, no parsing at all
+    floor.py shape BACKEND_ARGV...   the gateway's actor shape (OTP reply-to) with nothing in it: a reader,
+                                     a dispatcher that forwards each message to the backend actor and goes
+                                     on (no task per request), the backend actor that gives a call its own
+                                     id, notes it in the in-flight table and writes the frame, the backend's
+                                     reader that maps the answer's id back and puts it straight on the
+                                     session's outbox, a writer; one timer task sweeps the in-flight table
+                                     for calls past their deadline; bounded memory channels between them
 
 Both start BACKEND_ARGV as their one backend and speak newline-delimited JSON-RPC on stdin/stdout, so the
 bench drives them like the gateway. Neither checks, routes, names or supervises anything: the gap between
@@ -17,7 +20,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
+from itertools import count
+from typing import Any, Final
 
 import orjson
 import trio
@@ -26,8 +30,11 @@ from actors.framing.lines import LineStream
 from actors.framing.pipes import PipeStream
 from actors.runtime.channels import put
 
-MAX_LINE = 1 << 22
-TIMEOUT_S = 60.0
+MAX_LINE: Final = 1 << 22
+TIMEOUT_S: Final = 60.0  # per call, as the gateway's default
+SWEEP_S: Final = 1.0  # how often the timer task looks for calls past their deadline
+INBOX_SIZE: Final = 16
+QUEUE_SIZE: Final = 64  # the backend's inbox and the session's outbox
 
 
 def _own_stdio() -> tuple[PipeStream, PipeStream]:
@@ -49,68 +56,82 @@ async def relay(backend: list[str]) -> None:
         nursery.start_soon(copy, PipeStream(process.stdout), client_out)  # type: ignore[arg-type]
 
 
+async def _write_batches(outbox: trio.MemoryReceiveChannel[dict[str, Any]], stream: LineStream) -> None:
+    """Everything queued goes out in one write, as the gateway's writer and backend actor do."""
+    async for first in outbox:
+        frames = [orjson.dumps(first)]
+        while True:
+            try:
+                frames.append(orjson.dumps(outbox.receive_nowait()))
+            except trio.WouldBlock:
+                break
+        await stream.send_many(frames)
+
+
 async def shape(backend: list[str]) -> None:
     process = await trio.lowlevel.open_process(backend, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     client = LineStream(*_own_stdio(), MAX_LINE)
     link = LineStream(PipeStream(process.stdout), PipeStream(process.stdin), MAX_LINE)  # type: ignore[arg-type]
-    to_dispatch, inbox = trio.open_memory_channel[dict[str, Any]](16)
-    to_backend, calls = trio.open_memory_channel[dict[str, Any]](64)
-    to_writer, outbox = trio.open_memory_channel[dict[str, Any]](64)
-    waiting: dict[int, tuple[trio.Event, list[dict[str, Any]]]] = {}
-    next_id = iter(range(1, 1 << 62))
+    to_dispatch, inbox = trio.open_memory_channel[dict[str, Any]](INBOX_SIZE)
+    to_backend, calls = trio.open_memory_channel[dict[str, Any]](QUEUE_SIZE)
+    to_writer, outbox = trio.open_memory_channel[dict[str, Any]](QUEUE_SIZE)
+    in_flight: dict[int, tuple[Any, float]] = {}  # backend-side id -> (client's id, deadline), oldest first
+    own_ids = count(1)
 
     async def reader() -> None:
         while (line := await client.receive()) is not None:
             await put(to_dispatch, orjson.loads(line))
         nursery.cancel_scope.cancel()  # the client is done (answers still in flight are dropped)
 
-    async def request(message: dict[str, Any]) -> None:
-        own_id, done, answer = next(next_id), trio.Event(), []
-        waiting[own_id] = (done, answer)
-        with trio.CancelScope(), trio.move_on_after(TIMEOUT_S):
-            await put(to_backend, {**message, "id": own_id})
-            await done.wait()
-        await put(to_writer, {**answer[0], "id": message["id"]})
-
-    async def dispatcher(requests: trio.Nursery) -> None:
-        async for message in inbox:
-            if "id" in message and "method" in message:
-                requests.start_soon(request, message)
-            elif "method" in message:
-                await put(to_backend, message)
+    async def dispatcher() -> None:
+        async for message in inbox:  # forward and go on: the answer does not come back this way
+            await put(to_backend, message)
 
     async def backend_actor() -> None:
         async for first in calls:
-            frames = [orjson.dumps(first)]
+            batch = [first]
             while True:
                 try:
-                    frames.append(orjson.dumps(calls.receive_nowait()))
+                    batch.append(calls.receive_nowait())
                 except trio.WouldBlock:
                     break
+            deadline = trio.current_time() + TIMEOUT_S
+            frames = []
+            for message in batch:
+                if "id" in message and "method" in message:
+                    own_id = next(own_ids)
+                    in_flight[own_id] = (message["id"], deadline)
+                    message = {**message, "id": own_id}
+                frames.append(orjson.dumps(message))
             await link.send_many(frames)
 
     async def backend_reader() -> None:
         while (line := await link.receive()) is not None:
             message = orjson.loads(line)
-            done, answer = waiting.pop(message["id"])
-            answer.append(message)
-            done.set()
+            entry = in_flight.pop(message["id"], None)
+            if entry is not None:  # else swept already: answered once, by the timer
+                message["id"] = entry[0]
+                await put(to_writer, message)
 
-    async def writer() -> None:
-        async for first in outbox:
-            frames = [orjson.dumps(first)]
-            while True:
-                try:
-                    frames.append(orjson.dumps(outbox.receive_nowait()))
-                except trio.WouldBlock:
-                    break
-            await client.send_many(frames)
+    async def timer() -> None:
+        while True:
+            await trio.sleep(SWEEP_S)
+            now = trio.current_time()
+            expired = []
+            for own_id, (_, deadline) in in_flight.items():
+                if deadline > now:
+                    break  # entries are in deadline order: one timeout for every call
+                expired.append(own_id)
+            for own_id in expired:
+                client_id, _ = in_flight.pop(own_id)
+                error = {"code": -32001, "message": "timed out"}
+                await put(to_writer, {"jsonrpc": "2.0", "id": client_id, "error": error})
 
     async with trio.open_nursery() as nursery:
-        for actor in (reader, backend_actor, backend_reader, writer):
+        for actor in (reader, dispatcher, backend_actor, backend_reader, timer):
             nursery.start_soon(actor)
-        nursery.start_soon(dispatcher, nursery)
+        nursery.start_soon(_write_batches, outbox, client)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +23,18 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def children(pid: int) -> set[int]:
     return {child for child, parent in _parents().items() if parent == pid}
+
+
+def child_with_env(pid: int, name: str, value: str) -> int | None:
+    """The child of `pid` started with `name=value` in its environment, if there is one."""
+    entry = f"{name}={value}".encode()
+    for child in children(pid):
+        try:
+            if entry in Path(f"/proc/{child}/environ").read_bytes().split(b"\0"):
+                return child
+        except OSError:
+            continue
+    return None
 
 
 def descendants(pid: int) -> set[int]:
@@ -62,9 +75,20 @@ async def terminate(process: trio.Process, wait_s: float) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of `pid` so far; 0 once it is gone."""
-    fields = _stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / TICK if fields else 0.0
+    """User plus system CPU time of `pid` (all its threads) so far; 0 once it is gone.
+
+    Read from the process's kernel CPU clock, the figure /proc/PID/stat rounds to 10 ms ticks, to the
+    nanosecond; from /proc/PID/stat where that clock cannot be read."""
+    try:
+        return time.clock_gettime(_process_cpu_clock(pid))
+    except OSError:
+        fields = _stat_fields(pid)
+        return (int(fields[11]) + int(fields[12])) / TICK if fields else 0.0
+
+
+def _process_cpu_clock(pid: int) -> int:
+    """Linux's clock id for another process's CPU time (MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED))."""
+    return (~pid << 3) | 2
 
 
 def peak_rss_mib(pid: int) -> float:

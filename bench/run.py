@@ -1,44 +1,48 @@
-"""Benchmark: the same backend reached directly, through the gateway over stdio and over WebSocket, and
-through FastMCP's proxy when `fastmcp` can be imported (by --fastmcp-python, default this interpreter).
+"""Benchmark: the same backend reached directly, through the gateway over stdio and over WebSocket, through
+two floors and a naive gateway, and through FastMCP's proxy when `fastmcp` can be imported (by
+--fastmcp-python, default this interpreter).
 
-Rounds are interleaved (direct, stdio, websocket, direct, ...) so the ratios hold on a noisy machine.
-With the lean backend two floors are measured too (bench/floor.py): a bare Trio relay, and the
-gateway's actor shape with no logic in it. The
-client is a lean one of ours (orjson over pipes or a WebSocket, many calls in flight on one connection), so
-what is measured is the path, not a client library. Two backends: the official SDK's server (what users
-run) and a lean one that answers from a template (so the gateway's own cost is visible).
+Rounds are interleaved (direct, stdio, websocket, ..., direct, ...) so the ratios hold on a noisy machine.
+Two clients drive each path: a lean one of ours (orjson over pipes or a WebSocket, many calls in flight on
+one connection), so that what is measured is the path, not a client library; and the official SDK's
+client over stdio, what users run. Two backends: the official SDK's server (what users run) and a lean one
+that answers from a template (so the gateway's own cost is visible). For each, two floors (bench/floor.py:
+a bare Trio relay, and the gateway's actor shape with no logic in it) and a naive gateway
+(bench/naive_gateway.py) take the gateway's place, and the report ends with issue #15's targets: the
+gateway's CPU per call over the relay's and over the naive gateway's.
 
-    scripts/bench [--concurrency 1,8,64] [--seconds S] [--rounds R] [--backends sdk,lean] [--json FILE]
-                  [--fastmcp-python PYTHON]
+    scripts/bench [--concurrency 1,8,32,64] [--seconds S] [--rounds R] [--backends sdk,lean]
+                  [--clients lean,sdk] [--json FILE] [--fastmcp-python PYTHON]
+    scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-import attrs
 import orjson
 import trio
-from proctools import children, cpu_seconds, peak_rss_mib
+from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, stop_all, websocket_peer
+from gateway_profile import profile_gateway
+from proctools import peak_rss_mib
+from report import machine, print_report, row, targets
 from scenarios import (
     backend_kill,
     big_catalog,
     catalog_rebuild,
+    gateway_config,
     idle_memory,
     idle_websocket_sessions,
-    write_config,
 )
-from trio_websocket import WebSocketConnection, connect_websocket_url
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BACKENDS: Final = {
@@ -47,181 +51,68 @@ BACKENDS: Final = {
 }
 FASTMCP_PROXY: Final = ROOT / "bench/backends/fastmcp_proxy.py"
 FLOOR: Final = ROOT / "bench/floor.py"
-FLOORS: Final = {"floor: trio relay": "relay", "floor: actor shape": "shape"}  # lean backend only
-STARTED: Final[list[trio.Process]] = []  # every process this run started, stopped at the end
-INITIALIZE: Final = {
-    "protocolVersion": "2025-11-25",
-    "capabilities": {},
-    "clientInfo": {"name": "bench", "version": "0"},
-}
+NAIVE: Final = ROOT / "bench/naive_gateway.py"
+GATEWAY: Final = [sys.executable, "-m", "actors", "serve"]
+CLIENTS: Final = ("lean", "sdk")
 
 
-@attrs.define
-class Peer:
-    """One MCP connection with many requests in flight; answers matched by id."""
-
-    send_line: Callable[[bytes], Awaitable[None]]
-    gateway_pid: int | None  # None: the backend is reached directly
-    backend_pids: list[int]
-    waiting: dict[int, trio.Event] = attrs.field(factory=dict)
-    replies: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    next_id: int = 0
-
-    def deliver(self, line: bytes) -> None:
-        message = orjson.loads(line)
-        request_id = message.get("id")
-        if isinstance(request_id, int) and request_id in self.waiting:
-            self.replies[request_id] = message
-            self.waiting.pop(request_id).set()
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        request_id, done = self.next_id, trio.Event()
-        self.waiting[request_id] = done
-        await self.send_line(
-            orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        )
-        await done.wait()
-        return self.replies.pop(request_id)
-
-    async def initialize(self) -> None:
-        await self.request("initialize", INITIALIZE)
-        await self.send_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-
-    def cpu(self) -> tuple[float, float]:
-        gateway = cpu_seconds(self.gateway_pid) if self.gateway_pid else 0.0
-        return gateway, sum(cpu_seconds(pid) for pid in self.backend_pids)
-
-
-async def stdio_peer(nursery: trio.Nursery, argv: list[str], via_gateway: bool) -> Peer:
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(ROOT)
-    )
-    STARTED.append(process)
-    assert process.stdin is not None and process.stdout is not None
-    stdin, stdout, lock = process.stdin, process.stdout, trio.StrictFIFOLock()
-
-    async def send_line(data: bytes) -> None:
-        async with lock:  # one writer at a time on a pipe
-            await stdin.send_all(data + b"\n")
-
-    peer = Peer(send_line, process.pid if via_gateway else None, [] if via_gateway else [process.pid])
-    nursery.start_soon(_read_lines, stdout, peer)
-    await peer.initialize()
-    if via_gateway:
-        peer.backend_pids = sorted(children(process.pid))
-    return peer
-
-
-async def _read_lines(stream: trio.abc.ReceiveStream, peer: Peer) -> None:
-    buffer = b""
-    while chunk := await stream.receive_some(1 << 16):
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line:
-                peer.deliver(line)
-
-
-async def websocket_peer(nursery: trio.Nursery, argv: list[str], port: int) -> Peer:
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT)
-    )
-    STARTED.append(process)
-    with trio.fail_after(30):
-        while True:
-            try:
-                connection = await connect_websocket_url(
-                    nursery, f"ws://127.0.0.1:{port}/mcp", subprotocols=["mcp"]
-                )
-                break
-            except OSError:
-                await trio.sleep(0.05)
-
-    async def send_line(data: bytes) -> None:
-        await connection.send_message(data.decode())
-
-    peer = Peer(send_line, process.pid, [])
-    nursery.start_soon(_read_frames, connection, peer)
-    await peer.initialize()
-    peer.backend_pids = sorted(children(process.pid))
-    return peer
-
-
-async def _read_frames(connection: WebSocketConnection, peer: Peer) -> None:
-    while True:
-        peer.deliver((await connection.get_message()).encode())
-
-
-@attrs.define
-class Sample:
-    latencies: list[float] = attrs.field(factory=list)
-    errors: int = 0
-    seconds: float = 0.0
-    gateway_cpu: float = 0.0
-    backend_cpu: float = 0.0
-    client_cpu: float = 0.0
-
-
-async def measure(peer: Peer, concurrency: int, seconds: float, sample: Sample) -> None:
-    params = {"name": "echo", "arguments": {"text": "hello from the benchmark"}}
-    gateway0, backend0 = peer.cpu()
-    client0 = resource.getrusage(resource.RUSAGE_SELF)
-    started = trio.current_time()
-    until = started + seconds
-
-    async def worker() -> None:
-        while trio.current_time() < until:
-            sent = trio.current_time()
-            reply = await peer.request("tools/call", params)
-            sample.latencies.append(trio.current_time() - sent)
-            if "result" not in reply:
-                sample.errors += 1
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(concurrency):
-            nursery.start_soon(worker)
-    sample.seconds += trio.current_time() - started
-    gateway1, backend1 = peer.cpu()
-    client1 = resource.getrusage(resource.RUSAGE_SELF)
-    sample.gateway_cpu += gateway1 - gateway0
-    sample.backend_cpu += backend1 - backend0
-    sample.client_cpu += (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def gateway_config(folder: Path, backend: Path, port: int | None) -> Path:
-    websocket = ["[websocket]", f"port = {port}"] if port is not None else []
-    return write_config(folder, f"bench-{backend.stem}-{port or 'stdio'}", [[str(backend)]], *websocket)
-
-
-def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:
-    calls = len(sample.latencies)
-    quantiles = statistics.quantiles(sample.latencies, n=100, method="inclusive") if calls > 1 else [0.0] * 99
-    result = {
-        "path": name,
-        "calls_per_s": calls / sample.seconds if sample.seconds else 0.0,
-        "p50_ms": quantiles[49] * 1000,
-        "p90_ms": quantiles[89] * 1000,
-        "p99_ms": quantiles[98] * 1000,
-        "errors": sample.errors,
-        "gateway_cpu_us_per_call": sample.gateway_cpu / calls * 1e6 if calls else 0.0,
-        "backend_cpu_us_per_call": sample.backend_cpu / calls * 1e6 if calls else 0.0,
-        "client_cpu_us_per_call": sample.client_cpu / calls * 1e6 if calls else 0.0,
+def stdio_paths(backend: Path, folder: Path, fastmcp_python: str | None) -> dict[str, list[str]]:
+    """Each stdio path to `backend` by name: the argv of the process the client talks to."""
+    behind = [sys.executable, str(backend)]
+    paths = {
+        "direct": behind,
+        "gateway stdio": [*GATEWAY, "--stdio", "--config", str(gateway_config(folder, backend, None))],
+        "floor: trio relay": [sys.executable, str(FLOOR), "relay", *behind],
+        "floor: actor shape": [sys.executable, str(FLOOR), "shape", *behind],
+        "naive gateway": [sys.executable, str(NAIVE), *behind],
     }
-    if direct is not None and direct.latencies:
-        base = row("direct", direct, None)
-        result["calls_ratio"] = result["calls_per_s"] / base["calls_per_s"]
-        result["p50_ratio"] = result["p50_ms"] / base["p50_ms"] if base["p50_ms"] else float("nan")
-    return result
+    if fastmcp_python:
+        paths["fastmcp proxy"] = [fastmcp_python, str(FASTMCP_PROXY), *behind]
+    return paths
+
+
+async def open_paths(
+    nurseries: tuple[trio.Nursery, trio.Nursery],
+    args: argparse.Namespace,
+    backend: Path,
+    folder: Path,
+    fastmcp: bool,
+) -> dict[tuple[str, str], Connection]:
+    """One connection per client and path, each to a process of its own, in the order they are measured:
+    the lean client's readers run in the first nursery, the SDK's client sessions in the second."""
+    nursery, sdk_sessions = nurseries
+    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None)
+    plan: dict[tuple[str, str], Callable[[], Awaitable[Connection]]] = {}
+    for client in args.clients.split(","):
+        for name, argv in paths.items():
+            if client == "sdk":
+                plan[client, name] = partial(sdk_peer, sdk_sessions, argv, name != "direct")
+            else:
+                plan[client, name] = partial(stdio_peer, nursery, argv, name != "direct")
+        if client == "lean":  # the SDK's client speaks stdio only
+            port = free_port()
+            argv = [*GATEWAY, "--config", str(gateway_config(folder, backend, port))]
+            plan[client, "gateway websocket"] = partial(websocket_peer, nursery, argv, port)
+    peers: dict[tuple[str, str], Connection] = {}
+
+    async def open_one(key: tuple[str, str]) -> None:
+        peers[key] = await plan[key]()
+
+    async with trio.open_nursery() as starting:  # all at once: start-up is most of a short run
+        for key in plan:
+            starting.start_soon(open_one, key)
+    return {key: peers[key] for key in plan}
 
 
 async def run(args: argparse.Namespace) -> int:
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+            figures = await profile_gateway(
+                args.profile, Path(folder), args.profile_concurrency, args.profile_seconds
+            )
+        if args.json:
+            Path(args.json).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
+        return 1 if figures["errors"] else 0
     levels = [int(level) for level in args.concurrency.split(",")]
     report: dict[str, Any] = {
         "machine": machine(),
@@ -234,6 +125,7 @@ async def run(args: argparse.Namespace) -> int:
             await _measure_all(args, levels, report, Path(folder))
         finally:
             await stop_all()
+        report["targets"] = targets(report["results"])
         report["scenarios"] = await _scenarios(args, Path(folder))
     print_report(report, args)
     if args.json:
@@ -242,62 +134,47 @@ async def run(args: argparse.Namespace) -> int:
     return 1 if lost or any(entry["errors"] for entry in report["results"]) else 0
 
 
-async def stop_all() -> None:
-    """SIGTERM every process this run started (the gateways stop their backends), then reap them."""
-    with trio.CancelScope(shield=True):
-        for process in STARTED:
-            if process.returncode is None:
-                process.terminate()
-        with trio.move_on_after(10):
-            for process in STARTED:
-                await process.wait()
-        for process in STARTED:
-            if process.returncode is None:
-                process.kill()
-
-
 async def _measure_all(
     args: argparse.Namespace, levels: list[int], report: dict[str, Any], folder: Path
 ) -> None:
     async with trio.open_nursery() as nursery:
         for backend_name in args.backends.split(","):
-            backend = BACKENDS[backend_name]
-            port = free_port()
-            gateway = [sys.executable, "-m", "actors", "serve"]
-            peers = {
-                "direct": await stdio_peer(nursery, [sys.executable, str(backend)], via_gateway=False),
-                "gateway stdio": await stdio_peer(
-                    nursery,
-                    [*gateway, "--stdio", "--config", str(gateway_config(folder, backend, None))],
-                    True,
-                ),
-                "gateway websocket": await websocket_peer(
-                    nursery,
-                    [*gateway, "--config", str(gateway_config(folder, backend, port))],
-                    port,
-                ),
-            }
-            if (
-                backend_name == "lean"
-            ):  # what a hop costs on Trio before any gateway logic: see bench_floor.py
-                for name, mode in FLOORS.items():
-                    floor = [sys.executable, str(FLOOR), mode, sys.executable, str(backend)]
-                    peers[name] = await stdio_peer(nursery, floor, True)
-            if report["fastmcp"]:
-                proxy = [args.fastmcp_python, str(FASTMCP_PROXY), sys.executable, str(backend)]
-                peers["fastmcp proxy"] = await stdio_peer(nursery, proxy, True)
-            for level in levels:
-                samples = {name: Sample() for name in peers}
-                for _ in range(args.rounds):
-                    for name, peer in peers.items():
-                        await measure(peer, level, args.seconds, samples[name])
-                for name, sample in samples.items():
-                    entry = row(name, sample, None if name == "direct" else samples["direct"])
-                    report["results"].append({"backend": backend_name, "concurrency": level, **entry})
-            for name, peer in peers.items():
-                if peer.gateway_pid:
-                    report["gateway_peak_rss_mib"][f"{backend_name} {name}"] = peak_rss_mib(peer.gateway_pid)
+            async with trio.open_nursery() as sdk_sessions:
+                backend, fastmcp = BACKENDS[backend_name], bool(report["fastmcp"])
+                peers = await open_paths((nursery, sdk_sessions), args, backend, folder, fastmcp)
+                for level in levels:
+                    await _measure_level(peers, level, args, backend_name, report)
+                for (client, name), peer in peers.items():
+                    if peer.gateway_pid:
+                        rss = peak_rss_mib(peer.gateway_pid)
+                        report["gateway_peak_rss_mib"][f"{backend_name} {client} {name}"] = rss
+                for peer in peers.values():
+                    if isinstance(peer, SdkPeer):
+                        peer.done.set()  # the SDK's clients close their sessions and stop their processes
         nursery.cancel_scope.cancel()
+
+
+async def _measure_level(
+    peers: dict[tuple[str, str], Connection],
+    level: int,
+    args: argparse.Namespace,
+    backend: str,
+    report: dict[str, Any],
+) -> None:
+    """Every path at `level` calls in flight, rounds interleaved; one result row per client and path."""
+    samples = {key: Sample() for key in peers}
+    for _ in range(args.rounds):
+        for key, peer in peers.items():
+            await measure(peer, level, args.seconds, samples[key])
+    for (client, name), sample in samples.items():
+        entry = row(name, sample, None if name == "direct" else samples.get((client, "direct")))
+        report["results"].append({"backend": backend, "client": client, "concurrency": level, **entry})
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def fastmcp_version(python: str) -> str | None:
@@ -330,85 +207,15 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     return results
 
 
-def print_scenarios(scenarios: dict[str, Any]) -> None:
-    if "catalog" in scenarios:
-        c, r = scenarios["catalog"], scenarios["catalog_rebuild"]
-        print(
-            f"catalog: {c['tools']} tools from {c['backends']} backends: ready "
-            f"{c['startup_to_ready_s']:.2f}s after start; gateway RSS {c['gateway_rss_mib']:.1f} MiB"
-        )
-        print(
-            f"catalog: tools/list page of {c['page_size']}: p50 {c['list_page']['p50_ms']:.2f} ms, "
-            f"p99 {c['list_page']['p99_ms']:.2f} ms; rebuild after one backend's restart: "
-            f"p50 {r['rebuild']['p50_ms']:.2f} ms, p99 {r['rebuild']['p99_ms']:.2f} ms"
-        )
-    if "memory" in scenarios:
-        m = scenarios["memory"]
-        print(f"idle: gateway RSS {m['gateway_rss_mib']:.1f} MiB with {m['backends']} backends")
-    if "sessions" in scenarios:
-        s = scenarios["sessions"]
-        print(
-            f"sessions: {s['sessions']} idle WebSocket sessions: "
-            f"gateway RSS {s['gateway_rss_mib_before']:.1f} "
-            f"-> {s['gateway_rss_mib_after']:.1f} MiB, {s['kib_per_session']:.1f} KiB per session"
-        )
-    if "kill" in scenarios:
-        k = scenarios["kill"]
-        print(
-            f"kill: {k['kills']} SIGKILLs with {k['calls_in_flight_each']} calls in flight: answered after "
-            f"p50 {k['in_flight_answered']['p50_ms']:.1f} ms, p99 {k['in_flight_answered']['p99_ms']:.1f} ms "
-            f"({k['unanswered']} unanswered); tools back after p50 {k['tools_back']['p50_ms']:.0f} ms"
-        )
-
-
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown cpu",
-    )
-    return f"{os.cpu_count()} cores, {cpu}, Python {sys.version.split()[0]}"
-
-
-def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"bench: {report['machine']}; {args.rounds} rounds x {args.seconds:g}s per path, interleaved")
-    header = (
-        f"{'backend':8} {'conc':>4} {'path':18} {'calls/s':>8} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} "
-        f"{'err':>4} {'gw us/call':>10} {'be us/call':>10} {'x direct':>8} {'p50 x':>6}"
-    )
-    print(header)
-    for entry in report["results"]:
-        ratio = f"{entry['calls_ratio']:.2f}" if "calls_ratio" in entry else "-"
-        p50 = f"{entry['p50_ratio']:.2f}" if "p50_ratio" in entry else "-"
-        print(
-            f"{entry['backend']:8} {entry['concurrency']:>4} {entry['path']:18} {entry['calls_per_s']:>8.0f} "
-            f"{entry['p50_ms']:>7.2f} {entry['p90_ms']:>7.2f} {entry['p99_ms']:>7.2f} {entry['errors']:>4} "
-            f"{entry['gateway_cpu_us_per_call']:>10.0f} {entry['backend_cpu_us_per_call']:>10.0f} "
-            f"{ratio:>8} {p50:>6}"
-        )
-    for name, rss in report["gateway_peak_rss_mib"].items():
-        print(f"gateway peak RSS ({name}): {rss:.1f} MiB")
-    print_scenarios(report.get("scenarios", {}))
-    if report["fastmcp"]:
-        print(f"FastMCP's proxy: fastmcp {report['fastmcp']} under {args.fastmcp_python}")
-    else:
-        print(
-            f"FastMCP's proxy: skipped ({args.fastmcp_python} cannot import fastmcp; pip install fastmcp, "
-            "or point --fastmcp-python at a Python that can)"
-        )
-
-
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--concurrency", default="1,8,64", help="calls in flight, comma-separated (default 1,8,64)"
+        "--concurrency", default="1,8,32,64", help="calls in flight, comma-separated (default 1,8,32,64)"
     )
-    parser.add_argument("--seconds", type=float, default=1.0, help="per path per round (default 1)")
+    parser.add_argument("--seconds", type=float, default=0.4, help="per path per round (default 0.4)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--backends", default="sdk,lean", help="sdk, lean or both (default)")
+    parser.add_argument("--clients", default="lean,sdk", help="lean, sdk or both (default)")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument(
         "--scenarios",
@@ -426,7 +233,26 @@ def main() -> int:
         default=os.environ.get("FASTMCP_PYTHON", sys.executable),
         help="a Python that can import fastmcp, for the FastMCP proxy rows (default: this one)",
     )
-    return trio.run(run, parser.parse_args())
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="instead of the bench: profile the gateway's stdio path (lean client and backend) with "
+        "cProfile, write its stats to FILE and print the top functions by own time",
+    )
+    parser.add_argument("--profile-concurrency", type=int, default=1, help="calls in flight (default 1)")
+    parser.add_argument("--profile-seconds", type=float, default=10.0, help="of calls (default 10)")
+    args = parser.parse_args()
+    if args.profile:
+        args.profile = Path(args.profile).resolve()
+    for name, allowed in (("backends", BACKENDS), ("clients", CLIENTS)):
+        unknown = set(getattr(args, name).split(",")) - set(allowed)
+        if unknown:
+            parser.error(f"--{name}: unknown {', '.join(sorted(unknown))} (known: {', '.join(allowed)})")
+    return args
+
+
+def main() -> int:
+    return trio.run(run, parse_args())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from trio_websocket import HandshakeError, open_websocket_url
 ROOT: Final = Path(__file__).resolve().parent.parent
 LEAN: Final = ROOT / "bench/backends/lean_echo.py"
 TEST_BACKEND: Final = ROOT / "tests/backends/testbackend.py"
+SESSIONS_DEADLINE_S: Final = 300.0  # 1,000 sessions take ~10 s on 2 cores
 INITIALIZE: Final = {
     "protocolVersion": "2025-11-25",
     "capabilities": {},
@@ -49,6 +50,12 @@ def write_config(folder: Path, name: str, backends: list[list[str]], *extra: str
     path = folder / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def gateway_config(folder: Path, backend: Path, port: int | None) -> Path:
+    """The bench's gateway config for one backend: stdio only, or a WebSocket listener on `port` too."""
+    websocket = ["[websocket]", f"port = {port}"] if port is not None else []
+    return write_config(folder, f"bench-{backend.stem}-{port or 'stdio'}", [[str(backend)]], *websocket)
 
 
 class StdioGateway:
@@ -201,43 +208,17 @@ async def idle_memory(folder: Path, backends: int) -> dict[str, Any]:
 
 async def idle_websocket_sessions(folder: Path, sessions: int, port: int) -> dict[str, Any]:
     """Gateway RSS per idle, initialized WebSocket session."""
-    config = write_config(
-        folder, "sessions", [[str(LEAN)]], "[websocket]", f"port = {port}", f"max_sessions = {sessions + 10}"
-    )
+    limits = [
+        f"max_sessions = {sessions + 10}",
+        f"max_sessions_per_client = {sessions + 10}",
+    ]  # all from here
+    config = write_config(folder, "sessions", [[str(LEAN)]], "[websocket]", f"port = {port}", *limits)
     argv = [sys.executable, "-m", "actors", "serve", "--config", str(config)]
     process = await trio.lowlevel.open_process(argv, stderr=subprocess.DEVNULL, cwd=str(ROOT))
     url = f"ws://127.0.0.1:{port}/mcp"
     try:
-        async with trio.open_nursery() as nursery:
-            ready = [trio.Event() for _ in range(sessions + 1)]
-            done = trio.Event()
-
-            async def session(index: int) -> None:
-                while True:
-                    try:
-                        connection_context = open_websocket_url(url, subprotocols=["mcp"])
-                        async with connection_context as connection:
-                            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}
-                            await connection.send_message(orjson.dumps(init).decode())
-                            await connection.get_message()
-                            await connection.send_message(
-                                '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-                            )
-                            ready[index].set()
-                            await done.wait()
-                            return
-                    except (OSError, HandshakeError):
-                        await trio.sleep(0.05)  # the listener is not up yet
-
-            nursery.start_soon(session, 0)
-            await ready[0].wait()
-            before = rss_kib(process.pid)
-            for index in range(1, sessions + 1):
-                nursery.start_soon(session, index)
-            for event in ready:
-                await event.wait()
-            after = rss_kib(process.pid)
-            done.set()
+        with trio.fail_after(SESSIONS_DEADLINE_S):  # a session refused for good fails the run, not hangs it
+            before, after = await _open_idle_sessions(url, sessions, process.pid)
     finally:
         await terminate(process, 15)
     return {
@@ -246,6 +227,41 @@ async def idle_websocket_sessions(folder: Path, sessions: int, port: int) -> dic
         "gateway_rss_mib_after": after / 1024,
         "kib_per_session": (after - before) / sessions,
     }
+
+
+async def _open_idle_sessions(url: str, sessions: int, gateway: int) -> tuple[float, float]:
+    """Gateway RSS with one session open, then with `sessions` more (each initialized, then idle)."""
+    async with trio.open_nursery() as nursery:
+        ready = [trio.Event() for _ in range(sessions + 1)]
+        done = trio.Event()
+
+        async def session(index: int) -> None:
+            while True:
+                try:
+                    connection_context = open_websocket_url(url, subprotocols=["mcp"])
+                    async with connection_context as connection:
+                        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}
+                        await connection.send_message(orjson.dumps(init).decode())
+                        await connection.get_message()
+                        await connection.send_message(
+                            '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                        )
+                        ready[index].set()
+                        await done.wait()
+                        return
+                except (OSError, HandshakeError):
+                    await trio.sleep(0.05)  # the listener is not up yet
+
+        nursery.start_soon(session, 0)
+        await ready[0].wait()
+        before = rss_kib(gateway)
+        for index in range(1, sessions + 1):
+            nursery.start_soon(session, index)
+        for event in ready:
+            await event.wait()
+        after = rss_kib(gateway)
+        done.set()
+    return before, after
 
 
 async def backend_kill(folder: Path, kills: int, in_flight: int) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""scripts/bench still runs and reports every path and scenario (a smoke run at tiny sizes; speed is judged
-by a real run, not here)."""
+"""scripts/bench still runs and reports every path, client, target and scenario, and profiles the gateway (a
+smoke run at tiny sizes; speed is judged by a real run, not here)."""
 
 from __future__ import annotations
 
+import pstats
 import subprocess
 import sys
 from pathlib import Path
@@ -10,33 +11,18 @@ from pathlib import Path
 import orjson
 from support import ROOT
 
+PATHS = (
+    "direct",
+    "gateway stdio",
+    "floor: trio relay",
+    "floor: actor shape",
+    "naive gateway",
+)
+SCENARIOS = ["--catalog-backends", "3", "--tools-per-backend", "20", "--memory-backends", "2"]
+SCENARIOS += ["--sessions", "10", "--kills", "1", "--kill-in-flight", "5"]
 
-def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    argv = [
-        "--seconds",
-        "0.2",
-        "--rounds",
-        "1",
-        "--concurrency",
-        "1,4",
-        "--backends",
-        "lean",
-        "--json",
-        str(out),
-        "--catalog-backends",
-        "3",
-        "--tools-per-backend",
-        "20",
-        "--memory-backends",
-        "2",
-        "--sessions",
-        "10",
-        "--kills",
-        "1",
-        "--kill-in-flight",
-        "5",
-    ]
+
+def bench(*argv: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [sys.executable, "bench/run.py", *argv],
         cwd=ROOT,
@@ -46,24 +32,50 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    levels = ["--seconds", "0.1", "--rounds", "1", "--concurrency", "1,8,64"]
+    done = bench(*levels, "--backends", "sdk,lean", "--clients", "lean,sdk", "--json", str(out), *SCENARIOS)
     report = orjson.loads(out.read_bytes())
-    paths = {(entry["path"], entry["concurrency"]) for entry in report["results"]}
-    assert paths == {
-        (path, level)
-        for path in (
-            "direct",
-            "gateway stdio",
-            "gateway websocket",
-            "floor: trio relay",
-            "floor: actor shape",
-        )
-        for level in (1, 4)
+    rows = {
+        (entry["backend"], entry["client"], entry["path"], entry["concurrency"])
+        for entry in report["results"]
+    }
+    lean_websocket = {
+        (backend, "lean", "gateway websocket", level) for backend in ("sdk", "lean") for level in (1, 8, 64)
+    }
+    assert rows == lean_websocket | {
+        (backend, client, path, level)
+        for backend in ("sdk", "lean")
+        for client in ("lean", "sdk")
+        for path in PATHS
+        for level in (1, 8, 64)
     }
     for entry in report["results"]:
         assert entry["errors"] == 0 and entry["calls_per_s"] > 0
         if entry["path"] != "direct":
             assert entry["gateway_cpu_us_per_call"] > 0 and "calls_ratio" in entry
+    pairs = [(backend, client) for backend in ("sdk", "lean") for client in ("sdk", "lean")]
+    relay = report["targets"]["relay"]
+    assert [(e["backend"], e["client"], e["concurrency"]) for e in relay] == [
+        (*pair, level) for pair in pairs for level in (1, 64)
+    ]
+    assert {(e["target"], e["concurrency"]) for e in relay} == {(1.6, 1), (1.3, 64)}
+    naive = report["targets"]["naive"]
+    assert [(e["backend"], e["client"], e["concurrency"]) for e in naive] == [
+        (*pair, level)
+        for pair in pairs
+        for level in (1, 8)  # 32 is not in this run
+    ]
+    for entry in relay + naive:
+        assert entry["ratio"] == entry["gateway_us_per_call"] / entry["against_us_per_call"] > 0
+        assert entry["met"] == (entry["ratio"] <= entry["target"])
     assert "gateway stdio" in done.stdout and "MiB" in done.stdout
+    assert "targets: gateway CPU per call / bare Trio relay's" in done.stdout
+    assert "targets: gateway CPU per call / naive gateway's" in done.stdout
     scenarios = report["scenarios"]
     assert scenarios["catalog"]["tools"] == 60 and scenarios["catalog"]["list_page"]["p50_ms"] > 0
     assert scenarios["catalog_rebuild"]["tools"] == 60
@@ -72,3 +84,19 @@ def test_a_tiny_bench_run_reports_every_path(tmp_path: Path) -> None:
     assert scenarios["kill"]["unanswered"] == 0 and scenarios["kill"]["tools_back"]["p50_ms"] > 0
     for line in ("catalog: 60 tools from 3 backends", "rebuild after", "idle WebSocket sessions", "SIGKILLs"):
         assert line in done.stdout
+
+
+def test_the_profile_shows_the_gateways_own_functions_per_call(tmp_path: Path) -> None:
+    stats, out = tmp_path / "gateway.prof", tmp_path / "profile.json"
+    done = bench(
+        "--profile", str(stats), "--profile-seconds", "1", "--profile-concurrency", "4", "--json", str(out)
+    )
+    figures = orjson.loads(out.read_bytes())
+    assert figures["calls"] > 0 and figures["errors"] == 0 and figures["concurrency"] == 4
+    top = figures["top"]
+    assert top[0]["waiting"] and len(top) == 26  # epoll's wait apart, then the top 25
+    own = [entry["own_us_per_call"] for entry in top[1:]]
+    assert own == sorted(own, reverse=True) and own[0] > 0
+    assert any(entry["function"].startswith("actors/") for entry in top)  # this tree's gateway
+    assert pstats.Stats(str(stats)).total_calls > 0  # type: ignore[attr-defined]
+    assert "top 25 by own time" in done.stdout

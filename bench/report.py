@@ -1,0 +1,183 @@
+"""The bench's figures: one row per path, the target tables of issue #15, and the printed report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from clients import Sample
+
+GATEWAY: Final = "gateway stdio"
+RELAY: Final = "floor: trio relay"
+NAIVE: Final = "naive gateway"
+RELAY_TARGETS: Final = {1: 1.6, 64: 1.3}  # gateway CPU per call at most this many times the relay's
+NAIVE_LEVELS: Final = (1, 8, 32)
+NAIVE_TARGET: Final = 0.45  # half of the 0.9x measured before the redesign
+
+
+def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:
+    calls = len(sample.latencies)
+    quantiles = statistics.quantiles(sample.latencies, n=100, method="inclusive") if calls > 1 else [0.0] * 99
+    result = {
+        "path": name,
+        "calls": calls,
+        "calls_per_s": calls / sample.seconds if sample.seconds else 0.0,
+        "p50_ms": quantiles[49] * 1000,
+        "p90_ms": quantiles[89] * 1000,
+        "p99_ms": quantiles[98] * 1000,
+        "errors": sample.errors,
+        "gateway_cpu_us_per_call": sample.gateway_cpu / calls * 1e6 if calls else 0.0,
+        "backend_cpu_us_per_call": sample.backend_cpu / calls * 1e6 if calls else 0.0,
+        "client_cpu_us_per_call": sample.client_cpu / calls * 1e6 if calls else 0.0,
+    }
+    if direct is not None and direct.latencies:
+        base = row("direct", direct, None)
+        result["calls_ratio"] = result["calls_per_s"] / base["calls_per_s"]
+        result["p50_ratio"] = result["p50_ms"] / base["p50_ms"] if base["p50_ms"] else float("nan")
+    return result
+
+
+def targets(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The gateway's CPU per call against the relay floor's (at 1 and 64 in flight) and against the naive
+    gateway's (at 1, 8 and 32), for each backend and client measured at those levels."""
+    cpu = {
+        (entry["backend"], entry["client"], entry["concurrency"], entry["path"]): entry[
+            "gateway_cpu_us_per_call"
+        ]
+        for entry in results
+    }
+    pairs = sorted({(backend, client) for backend, client, _, _ in cpu}, key=_pair_order)
+    relay, naive = [], []
+    for backend, client in pairs:
+        for level, target in RELAY_TARGETS.items():
+            relay += _against(cpu, backend, client, level, RELAY, target)
+        for level in NAIVE_LEVELS:
+            naive += _against(cpu, backend, client, level, NAIVE, NAIVE_TARGET)
+    return {"relay": relay, "naive": naive}
+
+
+def _pair_order(pair: tuple[str, str]) -> tuple[int, int]:
+    backend, client = pair
+    return (backend != "sdk", client != "sdk")  # the SDK's pair first: what users run
+
+
+def _against(
+    cpu: dict[tuple[str, str, int, str], float],
+    backend: str,
+    client: str,
+    level: int,
+    path: str,
+    target: float,
+) -> list[dict[str, Any]]:
+    gateway, floor = cpu.get((backend, client, level, GATEWAY)), cpu.get((backend, client, level, path))
+    if gateway is None or not floor:
+        return []
+    ratio = gateway / floor
+    return [
+        {
+            "backend": backend,
+            "client": client,
+            "concurrency": level,
+            "gateway_us_per_call": gateway,
+            "against": path,
+            "against_us_per_call": floor,
+            "ratio": ratio,
+            "target": target,
+            "met": ratio <= target,
+        }
+    ]
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown cpu",
+    )
+    return f"{os.cpu_count()} cores, {cpu}, Python {sys.version.split()[0]}"
+
+
+def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
+    print(f"bench: {report['machine']}; {args.rounds} rounds x {args.seconds:g}s per path, interleaved")
+    print(
+        f"{'backend':7} {'client':6} {'conc':>4} {'path':18} {'calls/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
+        f"{'p99 ms':>7} {'err':>4} {'gw us/call':>10} {'be us/call':>10} {'x direct':>8} {'p50 x':>6}"
+    )
+    for entry in report["results"]:
+        ratio = f"{entry['calls_ratio']:.2f}" if "calls_ratio" in entry else "-"
+        p50 = f"{entry['p50_ratio']:.2f}" if "p50_ratio" in entry else "-"
+        print(
+            f"{entry['backend']:7} {entry['client']:6} {entry['concurrency']:>4} {entry['path']:18} "
+            f"{entry['calls_per_s']:>8.0f} {entry['p50_ms']:>7.2f} {entry['p90_ms']:>7.2f} "
+            f"{entry['p99_ms']:>7.2f} {entry['errors']:>4} {entry['gateway_cpu_us_per_call']:>10.0f} "
+            f"{entry['backend_cpu_us_per_call']:>10.0f} {ratio:>8} {p50:>6}"
+        )
+    for name, rss in report["gateway_peak_rss_mib"].items():
+        print(f"gateway peak RSS ({name}): {rss:.1f} MiB")
+    print_scenarios(report.get("scenarios", {}))
+    if report["fastmcp"]:
+        print(f"FastMCP's proxy: fastmcp {report['fastmcp']} under {args.fastmcp_python}")
+    else:
+        print(
+            f"FastMCP's proxy: skipped ({args.fastmcp_python} cannot import fastmcp; pip install fastmcp, "
+            "or point --fastmcp-python at a Python that can)"
+        )
+    print_targets(report["targets"])
+
+
+def print_targets(tables: dict[str, list[dict[str, Any]]]) -> None:
+    """Issue #15's targets: gateway CPU per call over the relay floor's and over the naive gateway's."""
+    for name, title in (
+        ("relay", "gateway CPU per call / bare Trio relay's (target: <= 1.6x at 1 in flight, 1.3x at 64)"),
+        ("naive", f"gateway CPU per call / naive gateway's (target: <= {NAIVE_TARGET}x)"),
+    ):
+        print(f"targets: {title}")
+        print(
+            f"  {'backend':7} {'client':6} {'conc':>4} {'gw us/call':>10} {'against':18} {'us/call':>8} "
+            f"{'ratio':>6} {'target':>6} met"
+        )
+        for entry in tables[name]:
+            print(
+                f"  {entry['backend']:7} {entry['client']:6} {entry['concurrency']:>4} "
+                f"{entry['gateway_us_per_call']:>10.0f} {entry['against']:18} "
+                f"{entry['against_us_per_call']:>8.0f} {entry['ratio']:>5.2f}x {entry['target']:>5.2f}x "
+                f"{'yes' if entry['met'] else 'NO'}"
+            )
+
+
+def print_scenarios(scenarios: dict[str, Any]) -> None:
+    if "catalog" in scenarios:
+        c, r = scenarios["catalog"], scenarios["catalog_rebuild"]
+        print(
+            f"catalog: {c['tools']} tools from {c['backends']} backends: ready "
+            f"{c['startup_to_ready_s']:.2f}s after start; gateway RSS {c['gateway_rss_mib']:.1f} MiB"
+        )
+        print(
+            f"catalog: tools/list page of {c['page_size']}: p50 {c['list_page']['p50_ms']:.2f} ms, "
+            f"p99 {c['list_page']['p99_ms']:.2f} ms; rebuild after one backend's restart: "
+            f"p50 {r['rebuild']['p50_ms']:.2f} ms, p99 {r['rebuild']['p99_ms']:.2f} ms"
+        )
+    if "memory" in scenarios:
+        m = scenarios["memory"]
+        print(f"idle: gateway RSS {m['gateway_rss_mib']:.1f} MiB with {m['backends']} backends")
+    if "sessions" in scenarios:
+        s = scenarios["sessions"]
+        print(
+            f"sessions: {s['sessions']} idle WebSocket sessions: "
+            f"gateway RSS {s['gateway_rss_mib_before']:.1f} "
+            f"-> {s['gateway_rss_mib_after']:.1f} MiB, {s['kib_per_session']:.1f} KiB per session"
+        )
+    if "kill" in scenarios:
+        k = scenarios["kill"]
+        print(
+            f"kill: {k['kills']} SIGKILLs with {k['calls_in_flight_each']} calls in flight: answered after "
+            f"p50 {k['in_flight_answered']['p50_ms']:.1f} ms, p99 {k['in_flight_answered']['p99_ms']:.1f} ms "
+            f"({k['unanswered']} unanswered); tools back after p50 {k['tools_back']['p50_ms']:.0f} ms"
+        )
