@@ -255,7 +255,7 @@ async def test_a_backend_hung_at_start_holds_the_first_initialize_only_initializ
     hung = backend_entry("hung", "--hang-on-initialize", startup_timeout_s=60)
     config = with_websocket(
         write_config(
-            tmp_path / "g.toml", [backend_entry("alpha", "--only=echo"), hung], initialize_hold_s=0.5
+            tmp_path / "g.toml", [backend_entry("alpha", "--only=echo"), hung], initialize_hold_s=3.0
         )
     )
     lines: list[str] = []
