@@ -65,6 +65,12 @@ def unavailable(backend: str, reason: str) -> RpcError:
     )
 
 
+def timed_out(backend: str, method: str, timeout_s: float) -> RpcError:
+    """What a call gets when its backend has not answered it (or taken it) within request_timeout_s."""
+    message = f"backend '{backend}' did not answer {method} within {timeout_s}s"
+    return RpcError(REQUEST_TIMEOUT, message, {"backend": backend})
+
+
 def answer(call: Call | Ask, reply: Reply) -> None:
     """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
     call.reply_to.fill(reply)
@@ -163,10 +169,8 @@ class BackendLink:
                     break
                 del self._deadlines[call_id]
                 call = self.inflight.pop(call_id)
-                timeout = self.request_timeout_s
-                message = f"backend '{self.name}' did not answer {call.method} within {timeout}s"
-                answer(call, Reply(error=RpcError(REQUEST_TIMEOUT, message, {"backend": self.name})))
-                frames.append(_cancelled(call_id, f"no answer within {timeout}s"))
+                answer(call, Reply(error=timed_out(self.name, call.method, self.request_timeout_s)))
+                frames.append(_cancelled(call_id, f"no answer within {self.request_timeout_s}s"))
             self._sweep = trio.CancelScope(deadline=deadline if self._deadlines else math.inf)
             if frames:
                 await self.send_frames(frames)

@@ -100,7 +100,8 @@ class Dispatcher:
     settings: SessionSettings
     asks: trio.MemoryReceiveChannel[Mail] | None = None  # the mailbox: backends' requests for this client,
     asks_to: trio.MemorySendChannel[Mail] | None = None  # events, catalog changes; the send end is on Calls
-    answers: Answers | None = None  # the writer drains its overflow (made here when not given)
+    # the way backends answer into the outbox; the writer drains its overflow
+    answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
     on_ready: Callable[[], None] | None = None  # told once, when the client has finished initialize
     state: SessionState = SessionState.NEW
@@ -122,8 +123,6 @@ class Dispatcher:
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
             self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
-        if self.answers is None:
-            self.answers = Answers(self.outbox)
         self.inflight = InFlightTable(self.answers)
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
@@ -190,8 +189,8 @@ class Dispatcher:
             entry.scope = trio.CancelScope()
             requests.start_soon(self._serve, request, entry)
         elif isinstance(outcome, Forward):
-            if self.answers.overflow:  # type: ignore[union-attr]
-                await self.answers.wait_drained()  # type: ignore[union-attr]  # the client reads slowly
+            if self.answers.overflow:  # the client reads slowly: no new call until its answers are out
+                await self.answers.wait_drained()
             self.forwarder.now(entry, outcome)
         else:
             self.inflight.remove(entry)

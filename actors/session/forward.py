@@ -14,7 +14,7 @@ from typing import Final
 import attrs
 import trio
 
-from actors.backends.connection import unavailable
+from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.protocol.envelopes import Call, Cancel, Mail, Reply, ReplySlot, next_call_id
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
@@ -80,12 +80,11 @@ class Forwarder:
         self.background.start_soon(self._send_when_room, entry, forward.backend, call)
 
     async def _send_when_room(self, entry: InFlight, backend: BackendStatus, call: Call) -> None:
-        assert entry.scope is not None and backend.calls is not None
+        assert entry.scope is not None
         with entry.scope:
-            try:
-                await self.commands.call(backend.calls, call)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                entry.fill(Reply(error=self.gone(backend)))
+            error = await self._send(backend, call)
+            if error is not None:
+                entry.fill(Reply(error=error))
                 return
             if not entry.done:
                 entry.forwarded = (backend, call.call_id)
@@ -97,14 +96,11 @@ class Forwarder:
         """Forward and wait for the answer (in the request's task)."""
         backend, slot = forward.backend, ReplySlot()
         call = self.call_for(forward, slot)
-        calls = backend.calls
-        assert calls is not None
         sent = False  # in the backend's inbox: from then on, giving up on it means telling the backend
         try:
-            try:
-                await self.commands.call(calls, call)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return ErrorResponse(request_id, self.gone(backend))
+            error = await self._send(backend, call)
+            if error is not None:
+                return ErrorResponse(request_id, error)
             sent = True
             if entry is not None:
                 entry.forwarded = (backend, call.call_id)
@@ -122,6 +118,18 @@ class Forwarder:
         if forward.rewrite is not None and isinstance(result, dict):
             result = forward.rewrite(result)
         return Response(request_id, result)
+
+    async def _send(self, backend: BackendStatus, call: Call) -> RpcError | None:
+        """Put a call in a full backend inbox, behind the commands queued there. A backend that takes nothing
+        (it stopped reading its input, say) times the call out as the sweep would once it had it."""
+        assert backend.calls is not None
+        with trio.move_on_after(backend.request_timeout_s):
+            try:
+                await self.commands.call(backend.calls, call)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return self.gone(backend)
+            return None
+        return timed_out(backend.name, call.method, backend.request_timeout_s)
 
     def gone(self, backend: BackendStatus) -> RpcError:
         now = self.catalog.value.backends.get(backend.name, backend)

@@ -3,7 +3,8 @@ and swept when the backend does not answer within request_timeout_s (one timer f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import attrs
 import orjson
@@ -13,6 +14,7 @@ import trio.testing
 from actors.backends.connection import BackendLink
 from actors.protocol.envelopes import Call, Cancel, ReplySlot
 from actors.protocol.errors import REQUEST_TIMEOUT
+from actors.protocol.messages import Response
 
 
 @attrs.define
@@ -36,14 +38,21 @@ class RecordingTransport:
         pass
 
 
-def link_with(transport: RecordingTransport, timeout_s: float) -> BackendLink:
-    return BackendLink(
+@asynccontextmanager
+async def swept(timeout_s: float) -> AsyncIterator[tuple[RecordingTransport, BackendLink, trio.Nursery]]:
+    """A link whose sweep runs, over a transport that records what the link writes."""
+    transport = RecordingTransport()
+    link = BackendLink(
         name="alpha",
         transport=transport,  # type: ignore[arg-type]
         on_notification=lambda _: None,
         cancel_scope=trio.CancelScope(),
         request_timeout_s=timeout_s,
     )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.sweep)
+        yield transport, link, nursery
+        nursery.cancel_scope.cancel()
 
 
 def call(call_id: int) -> Call:
@@ -53,10 +62,7 @@ def call(call_id: int) -> Call:
 async def test_a_call_unanswered_in_time_is_answered_by_the_sweep_and_cancelled_at_the_backend(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    transport = RecordingTransport()
-    link = link_with(transport, 3.0)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(link.sweep)
+    async with swept(3.0) as (transport, link, _):
         first, second = call(1), call(2)
         link.frame_for(first)
         await trio.sleep(1.0)
@@ -76,28 +82,17 @@ async def test_a_call_unanswered_in_time_is_answered_by_the_sweep_and_cancelled_
         assert not second.reply_to.filled  # type: ignore[union-attr]
         await second.reply_to.wait()  # type: ignore[union-attr]
         assert trio.current_time() == 4.0 and link.inflight == {}
-        nursery.cancel_scope.cancel()
 
 
 async def test_answered_and_cancelled_calls_leave_the_sweep_nothing_to_do(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    transport = RecordingTransport()
-    link = link_with(transport, 3.0)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(link.sweep)
+    async with swept(3.0) as (transport, link, nursery):
         answered, cancelled = call(1), call(2)
         link.frame_for(answered)
         link.frame_for(cancelled)
-        link._dispatch_any(_response(1), nursery)
+        link._dispatch_any(Response(1, {"content": []}), nursery)
         assert link.cancel_frame(Cancel(2, "by the client")) is not None
         await trio.sleep(10.0)
         assert answered.reply_to.filled and not cancelled.reply_to.filled  # type: ignore[union-attr]
         assert transport.sent == [] and link.inflight == {}
-        nursery.cancel_scope.cancel()
-
-
-def _response(call_id: int):  # type: ignore[no-untyped-def]
-    from actors.protocol.messages import Response
-
-    return Response(call_id, {"content": []})

@@ -36,7 +36,13 @@ from actors.protocol.envelopes import (
     Reply,
     ReplySlot,
 )
-from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MessageError
+from actors.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    REQUEST_TIMEOUT,
+    MessageError,
+)
 from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
 from actors.runtime.broadcast import Broadcast
 from actors.session.client_asks import ClientAsks, refusal
@@ -889,3 +895,19 @@ def test_every_request_of_any_shape_gets_exactly_one_answer_and_the_session_serv
     for request_id in requests:
         assert answered.count(request_id) == 1, (request_id, [str(m)[:300] for m in output])
     assert {"jsonrpc": "2.0", "id": "last", "result": {}} in output
+
+
+async def test_a_call_a_backend_never_takes_from_its_full_inbox_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A backend that stopped reading its input keeps its inbox full: the call waiting for room is answered
+    with REQUEST_TIMEOUT after request_timeout_s, as the connection's sweep would once it had it."""
+    async with dispatcher(backend_inbox=1) as h:
+        await h.initialize()
+        await h.inbox.send(Request(1, "tools/call", {"name": "slow"}))  # fills the inbox; nobody takes it
+        await h.inbox.send(Request(2, "tools/call", {"name": "slow"}))
+        with trio.fail_after(60.0):
+            answer = await h.outbox.receive()
+        assert isinstance(answer, ErrorResponse) and answer.id == 2
+        assert answer.error.code == REQUEST_TIMEOUT and "within 30.0s" in answer.error.message
+        assert trio.current_time() >= 30.0

@@ -1,0 +1,54 @@
+"""Answers: how a backend's connection puts an answer in a session's outbox without ever waiting on a client
+that reads slowly, and how the dispatcher waits for such a client before it takes another call."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from actors.protocol.envelopes import Reply
+from actors.protocol.messages import ErrorResponse, Message, Response, RpcError
+from actors.session.inflight import Answers, InFlightTable
+
+
+async def test_answers_past_a_full_outbox_wait_in_order_and_the_dispatcher_waits_for_them() -> None:
+    send, receive = trio.open_memory_channel[Message](1)
+    answers = Answers(send)
+    for n in (1, 2, 3):
+        answers.deliver(Response(n, {}))  # never blocks: the outbox takes one, the rest wait beside it
+    assert receive.receive_nowait() == Response(1, {})
+    answers.deliver(Response(4, {}))  # behind the ones waiting, though the outbox has room now
+    assert [m.id for m in answers.overflow] == [2, 3, 4]  # type: ignore[union-attr]
+    drained = False
+
+    async def dispatcher() -> None:
+        nonlocal drained
+        await answers.wait_drained()
+        drained = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dispatcher)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not drained
+        assert [m.id for m in answers.take_overflow()] == [2, 3, 4]  # type: ignore[union-attr]
+    assert drained and not answers.overflow
+    send.close()
+    answers.deliver(Response(5, {}))  # the session is over: dropped, never raised
+    assert not answers.overflow
+
+
+async def test_an_entry_answers_once_and_a_cancelled_one_not_at_all() -> None:
+    send, receive = trio.open_memory_channel[Message](8)
+    table = InFlightTable(Answers(send))
+    first, second = table.accept(1), table.accept(2)
+    first.fill(Reply(result={"n": 1}))
+    first.fill(Reply(error=RpcError(-1, "too late")))  # a timeout after the answer: ignored
+    second.silent = True  # the client cancelled it
+    second.fill(Reply(result={"n": 2}))
+    assert receive.receive_nowait() == Response(1, {"n": 1})
+    assert len(table) == 0 and receive.statistics().current_buffer_used == 0
+    assert table.owed_answers(RpcError(-1, "x")) == []
+    third = table.accept(3)
+    assert table.owed_answers(RpcError(-1, "x")) == [ErrorResponse(3, RpcError(-1, "x"))]
+    third.fill(Reply(error=RpcError(-2, "failed")))
+    assert receive.receive_nowait() == ErrorResponse(3, RpcError(-2, "failed"))
