@@ -1,9 +1,10 @@
 """The bench's two clients and its measuring loop.
 
 `Peer` is a lean client of ours (orjson over pipes or a WebSocket, many calls in flight on one connection,
-answers matched by id); `SdkPeer` is the official SDK's `mcp.Client` over stdio (initialize handshake, the
-way it is used by most users). `measure` keeps N echo calls in flight on either for a while and adds the
-calls, latencies and CPU it saw to a `Sample`. Every process either client starts is stopped by `stop_all`.
+answers matched by id); `SdkPeer` is the official SDK's `mcp.Client` over stdio, what users run (with the
+initialize handshake, as the lean client). `measure` keeps N echo calls in flight on either for a while and
+adds the calls, latencies and CPU it saw to a `Sample`. Every process either client starts is stopped by
+`stop_all`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ class Connection(Protocol):
     def cpu(self) -> tuple[float, float]: ...  # CPU seconds so far: the process under test, its backends
 
 
+def process_cpu(gateway: int | None, backends: list[int]) -> tuple[float, float]:
+    """CPU seconds so far of the process under test (0 when there is none) and of its backends."""
+    return cpu_seconds(gateway) if gateway else 0.0, sum(cpu_seconds(pid) for pid in backends)
+
+
 @attrs.define
 class Peer:
     """The lean client: one MCP connection with many requests in flight; answers matched by id."""
@@ -88,20 +94,21 @@ class Peer:
         await self.send_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
 
     def cpu(self) -> tuple[float, float]:
-        gateway = cpu_seconds(self.gateway_pid) if self.gateway_pid else 0.0
-        return gateway, sum(cpu_seconds(pid) for pid in self.backend_pids)
+        return process_cpu(self.gateway_pid, self.backend_pids)
+
+
+async def _start(argv: list[str], pipes: bool) -> trio.Process:
+    """The process under test, from the repository's root with this tree's `actors` first on its path."""
+    stdio = subprocess.PIPE if pipes else subprocess.DEVNULL
+    process = await trio.lowlevel.open_process(
+        argv, stdin=stdio, stdout=stdio, stderr=subprocess.DEVNULL, cwd=str(ROOT), env=CHILD_ENV
+    )
+    STARTED.append(process)
+    return process
 
 
 async def stdio_peer(nursery: trio.Nursery, argv: list[str], via_gateway: bool) -> Peer:
-    process = await trio.lowlevel.open_process(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=str(ROOT),
-        env=CHILD_ENV,
-    )
-    STARTED.append(process)
+    process = await _start(argv, pipes=True)
     assert process.stdin is not None and process.stdout is not None
     stdin, stdout, lock = process.stdin, process.stdout, trio.StrictFIFOLock()
 
@@ -129,15 +136,7 @@ async def _read_lines(stream: trio.abc.ReceiveStream, peer: Peer) -> None:
 
 
 async def websocket_peer(nursery: trio.Nursery, argv: list[str], port: int) -> Peer:
-    process = await trio.lowlevel.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=str(ROOT),
-        env=CHILD_ENV,
-    )
-    STARTED.append(process)
+    process = await _start(argv, pipes=False)
     with trio.fail_after(30):
         while True:
             try:
@@ -180,8 +179,7 @@ class SdkPeer:
         return not result.is_error
 
     def cpu(self) -> tuple[float, float]:
-        gateway = cpu_seconds(self.gateway_pid) if self.gateway_pid else 0.0
-        return gateway, sum(cpu_seconds(pid) for pid in self.backend_pids)
+        return process_cpu(self.gateway_pid, self.backend_pids)
 
 
 async def sdk_peer(nursery: trio.Nursery, argv: list[str], via_gateway: bool) -> SdkPeer:

@@ -13,6 +13,7 @@ from clients import Sample
 
 GATEWAY: Final = "gateway stdio"
 RELAY: Final = "floor: trio relay"
+SHAPE: Final = "floor: actor shape"
 NAIVE: Final = "naive gateway"
 RELAY_TARGETS: Final = {1: 1.6, 64: 1.3}  # gateway CPU per call at most this many times the relay's
 NAIVE_LEVELS: Final = (1, 8, 32)
@@ -43,7 +44,8 @@ def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:
 
 def targets(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The gateway's CPU per call against the relay floor's (at 1 and 64 in flight) and against the naive
-    gateway's (at 1, 8 and 32), for each backend and client measured at those levels."""
+    gateway's (at 1, 8 and 32), for each backend and client measured at those levels. Beside the relay's,
+    what the actor-shape floor alone takes of the same budget."""
     cpu = {
         (entry["backend"], entry["client"], entry["concurrency"], entry["path"]): entry[
             "gateway_cpu_us_per_call"
@@ -54,9 +56,14 @@ def targets(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     relay, naive = [], []
     for backend, client in pairs:
         for level, target in RELAY_TARGETS.items():
-            relay += _against(cpu, backend, client, level, RELAY, target)
+            if entry := _against(cpu, (backend, client, level), RELAY, target):
+                if shape := cpu.get((backend, client, level, SHAPE)):
+                    entry["shape_us_per_call"] = shape
+                    entry["shape_ratio"] = shape / entry["against_us_per_call"]
+                relay.append(entry)
         for level in NAIVE_LEVELS:
-            naive += _against(cpu, backend, client, level, NAIVE, NAIVE_TARGET)
+            if entry := _against(cpu, (backend, client, level), NAIVE, NAIVE_TARGET):
+                naive.append(entry)
     return {"relay": relay, "naive": naive}
 
 
@@ -66,30 +73,23 @@ def _pair_order(pair: tuple[str, str]) -> tuple[int, int]:
 
 
 def _against(
-    cpu: dict[tuple[str, str, int, str], float],
-    backend: str,
-    client: str,
-    level: int,
-    path: str,
-    target: float,
-) -> list[dict[str, Any]]:
-    gateway, floor = cpu.get((backend, client, level, GATEWAY)), cpu.get((backend, client, level, path))
-    if gateway is None or not floor:
-        return []
-    ratio = gateway / floor
-    return [
-        {
-            "backend": backend,
-            "client": client,
-            "concurrency": level,
-            "gateway_us_per_call": gateway,
-            "against": path,
-            "against_us_per_call": floor,
-            "ratio": ratio,
-            "target": target,
-            "met": ratio <= target,
-        }
-    ]
+    cpu: dict[tuple[str, str, int, str], float], at: tuple[str, str, int], path: str, target: float
+) -> dict[str, Any] | None:
+    gateway, other = cpu.get((*at, GATEWAY)), cpu.get((*at, path))
+    if gateway is None or not other:
+        return None
+    backend, client, level = at
+    return {
+        "backend": backend,
+        "client": client,
+        "concurrency": level,
+        "gateway_us_per_call": gateway,
+        "against": path,
+        "against_us_per_call": other,
+        "ratio": gateway / other,
+        "target": target,
+        "met": gateway / other <= target,
+    }
 
 
 def machine() -> str:
@@ -139,16 +139,18 @@ def print_targets(tables: dict[str, list[dict[str, Any]]]) -> None:
         ("naive", f"gateway CPU per call / naive gateway's (target: <= {NAIVE_TARGET}x)"),
     ):
         print(f"targets: {title}")
+        shape = " shape x" if name == "relay" else ""
         print(
             f"  {'backend':7} {'client':6} {'conc':>4} {'gw us/call':>10} {'against':18} {'us/call':>8} "
-            f"{'ratio':>6} {'target':>6} met"
+            f"{'ratio':>6} {'target':>6} met{shape}"
         )
         for entry in tables[name]:
+            shape = f" {entry['shape_ratio']:>6.2f}x" if "shape_ratio" in entry else ""
             print(
                 f"  {entry['backend']:7} {entry['client']:6} {entry['concurrency']:>4} "
                 f"{entry['gateway_us_per_call']:>10.0f} {entry['against']:18} "
                 f"{entry['against_us_per_call']:>8.0f} {entry['ratio']:>5.2f}x {entry['target']:>5.2f}x "
-                f"{'yes' if entry['met'] else 'NO'}"
+                f"{'yes' if entry['met'] else ' NO'}{shape}"
             )
 
 

@@ -9,7 +9,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -311,11 +310,3 @@ async def backend_kill(folder: Path, kills: int, in_flight: int) -> dict[str, An
         "in_flight_answered": _quantiles_ms(answered),
         "tools_back": _quantiles_ms(back),
     }
-
-
-SCENARIOS: Final[dict[str, Callable[..., Any]]] = {
-    "catalog": big_catalog,
-    "memory": idle_memory,
-    "sessions": idle_websocket_sessions,
-    "kill": backend_kill,
-}
