@@ -7,7 +7,11 @@
                                      id, notes it in the in-flight table and writes the frame, the backend's
                                      reader that maps the answer's id back and puts it straight on the
                                      session's outbox, a writer; one timer task sweeps the in-flight table
-                                     for calls past their deadline; bounded memory channels between them
+                                     for calls past their deadline; bounded memory channels between them.
+                                     An actor waiting on an empty inbox has its work done by its sender,
+                                     in the sender's task, as the gateway does (docs/architecture.md): the
+                                     reader dispatches, the dispatcher writes the call, the backend's
+                                     reader writes the answer, each whole and without waiting
 
 Both start BACKEND_ARGV as their one backend and speak newline-delimited JSON-RPC on stdin/stdout, so the
 bench drives them like the gateway. Neither checks, routes, names or supervises anything: the gap between
@@ -28,7 +32,7 @@ import trio
 
 from actors.framing.lines import LineStream
 from actors.framing.pipes import PipeStream
-from actors.runtime.channels import put
+from actors.runtime.channels import put, receiver_idle
 
 MAX_LINE: Final = 1 << 22
 TIMEOUT_S: Final = 60.0  # per call, as the gateway's default
@@ -79,9 +83,30 @@ async def shape(backend: list[str]) -> None:
     in_flight: dict[int, tuple[Any, float]] = {}  # backend-side id -> (client's id, deadline), oldest first
     own_ids = count(1)
 
+    def own(message: dict[str, Any], deadline: float) -> dict[str, Any]:
+        if "id" in message and "method" in message:
+            own_id = next(own_ids)
+            in_flight[own_id] = (message["id"], deadline)
+            message = {**message, "id": own_id}
+        return message
+
+    def call_now(message: dict[str, Any]) -> bool:
+        """The backend actor's work, in the caller's task, while the actor waits on an empty inbox."""
+        if not receiver_idle(calls) or "id" not in message or "method" not in message:
+            return False
+        own_id = next(own_ids)
+        if not link.send_nowait((orjson.dumps({**message, "id": own_id}),)):
+            return False
+        in_flight[own_id] = (message["id"], trio.current_time() + TIMEOUT_S)
+        return True
+
     async def reader() -> None:
         while (line := await client.receive()) is not None:
-            await put(to_dispatch, orjson.loads(line))
+            message = orjson.loads(line)
+            if not receiver_idle(inbox):  # the dispatcher is busy: it takes the message in its turn
+                await put(to_dispatch, message)
+            elif not call_now(message):  # else the dispatcher's work done here: forward
+                await put(to_backend, message)
         nursery.cancel_scope.cancel()  # the client is done (answers still in flight are dropped)
 
     async def dispatcher() -> None:
@@ -97,14 +122,7 @@ async def shape(backend: list[str]) -> None:
                 except trio.WouldBlock:
                     break
             deadline = trio.current_time() + TIMEOUT_S
-            frames = []
-            for message in batch:
-                if "id" in message and "method" in message:
-                    own_id = next(own_ids)
-                    in_flight[own_id] = (message["id"], deadline)
-                    message = {**message, "id": own_id}
-                frames.append(orjson.dumps(message))
-            await link.send_many(frames)
+            await link.send_many([orjson.dumps(own(message, deadline)) for message in batch])
 
     async def backend_reader() -> None:
         while (line := await link.receive()) is not None:
@@ -112,7 +130,8 @@ async def shape(backend: list[str]) -> None:
             entry = in_flight.pop(message["id"], None)
             if entry is not None:  # else swept already: answered once, by the timer
                 message["id"] = entry[0]
-                await put(to_writer, message)
+                if not (receiver_idle(outbox) and client.send_nowait((orjson.dumps(message),))):
+                    await put(to_writer, message)
 
     async def timer() -> None:
         while True:

@@ -18,6 +18,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
+from actors.backends.door import BackendDoor
 from actors.backends.http import HttpBackendTransport
 from actors.backends.input import NAMED_BY, entry_problem, log_params, updated_params
 from actors.backends.process import ProcessTransport, backend_environment
@@ -133,6 +134,7 @@ class Backend:
                     nursery.start_soon(link.read, nursery)
                     nursery.start_soon(link.sweep)
                     ready = await self._handshake(link, calls)
+                    ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox).call_now)
                     for kind in self._kinds:
                         nursery.start_soon(self._relist_on_change, link, kind)
                     if self.roots == "client" and self.clients is not None:

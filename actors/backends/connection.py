@@ -133,15 +133,19 @@ class BackendLink:
             await trio.sleep_forever()  # the scope is cancelled; this only waits for it
 
     def frame_for(self, call: Call, *, timed: bool = True) -> bytes:
-        """The request frame of a call, which is in flight from now on (and, `timed`, answered by the sweep
-        if the backend has not answered it within request_timeout_s)."""
+        """The request frame of a call, which is in flight from now on (see `track`)."""
+        self.track(call, timed=timed)
+        return codec.encode(Request(call.call_id, call.method, call.params))
+
+    def track(self, call: Call, *, timed: bool = True) -> None:
+        """The call is in flight from now on (and, `timed`, answered by the sweep if the backend has not
+        answered it within request_timeout_s)."""
         self.inflight[call.call_id] = call
         if timed and self.request_timeout_s < math.inf:
             deadline = trio.current_time() + self.request_timeout_s
-            if not self._deadlines:
+            if self._sweep.deadline == math.inf:  # else the sweep wakes no later than this call's deadline
                 self._sweep.deadline = deadline
             self._deadlines[call.call_id] = deadline
-        return codec.encode(Request(call.call_id, call.method, call.params))
 
     def cancel_frame(self, cancel: Cancel) -> bytes | None:
         """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""

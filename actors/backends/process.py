@@ -144,6 +144,9 @@ class ProcessTransport:
     async def send_many(self, frames: Sequence[bytes]) -> None:
         await self._lines.send_many(frames)
 
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        return self._lines.send_nowait(frames)
+
     async def aclose(self) -> None:
         await self.stop(close_wait_s=0.0, term_wait_s=0.0)
 

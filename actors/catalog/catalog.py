@@ -83,6 +83,7 @@ class Catalog:
                     status,
                     state=BackendState.READY,
                     calls=calls,
+                    call_now=event.call_now,
                     reason=None,
                     stderr=None,
                     instructions=instructions,

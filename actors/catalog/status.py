@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.protocol.envelopes import BackendCommand
+from actors.protocol.envelopes import BackendCommand, CallNow
 from actors.protocol.errors import BackendError
 from actors.runtime.supervisor import describe, leaves
 
@@ -28,6 +28,7 @@ class BackendStatus:
     state: BackendState
     request_timeout_s: float
     calls: trio.MemorySendChannel[BackendCommand] | None = attrs.field(default=None, eq=False, repr=False)
+    call_now: CallNow | None = attrs.field(default=None, eq=False, repr=False)  # while calls is set
     reason: str | None = None
     instructions: str | None = None
     settled: bool = False  # it has become ready or ended its first start
@@ -60,4 +61,6 @@ class BackendStatus:
             stderr = " | ".join(
                 leaf.stderr for leaf in parts if isinstance(leaf, BackendError) and leaf.stderr
             )
-        return attrs.evolve(self, state=state, calls=None, reason=reason, settled=True, stderr=stderr or None)
+        return attrs.evolve(
+            self, state=state, calls=None, call_now=None, reason=reason, settled=True, stderr=stderr or None
+        )

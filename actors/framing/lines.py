@@ -7,6 +7,7 @@ from typing import Final
 
 import trio
 
+from actors.framing.pipes import PipeStream
 from actors.protocol.codec import find_request_id
 from actors.protocol.errors import MessageTooLargeError
 
@@ -63,7 +64,7 @@ class LineStream:
             request_id = find_request_id(line[:ENDS_KEPT], line[-ENDS_KEPT:])
             raise MessageTooLargeError(len(line), self._max_bytes, request_id)
         line = line.rstrip(b"\r")
-        return line if line.strip() else None
+        return line if line and not line.isspace() else None  # isspace: what strip() drops, without a copy
 
     def _take_rest(self) -> bytes | None:
         """At end of stream: a last line without a newline still counts."""
@@ -88,6 +89,13 @@ class LineStream:
             await self._send_stream.send_all(data)
         finally:
             self._send_lock.release()
+
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        """Write the frames now, whole, if the stream can without waiting (a pipe with room, no other write
+        under way); False when nothing was written."""
+        if self._send_lock.locked() or not isinstance(self._send_stream, PipeStream):
+            return False
+        return self._send_stream.send_whole_nowait(b"\n".join(frames) + b"\n")
 
     async def aclose(self) -> None:
         await self._send_stream.aclose()

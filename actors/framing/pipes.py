@@ -8,12 +8,19 @@ still owns the descriptor and closes it, which wakes a waiting reader here too (
 Cancellation is still honoured at every call (checkpoint_if_cancelled). A reader that never has to wait
 (a peer that writes faster than we read, or an endless line from /dev/zero being skipped) yields every
 READS_PER_YIELD reads, so signals, timeouts and other tasks still get their turn.
+
+`send_whole_nowait` is the one synchronous write: it writes a small frame to a pipe whole or not at all. A
+write of at most PIPE_BUF bytes to a pipe is atomic (POSIX), so when the pipe is full nothing of it is
+written and the caller sends it the usual way; a socket or a file (stdout redirected) gives no such promise,
+so there it never writes.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import select
+import stat
 from typing import Final
 
 import trio
@@ -26,6 +33,10 @@ class PipeStream(trio.abc.HalfCloseableStream):
     def __init__(self, pipe: trio.lowlevel.FdStream) -> None:
         self._pipe = pipe
         self._reads_without_wait = 0
+        try:
+            self._atomic = stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
+        except OSError:
+            self._atomic = False
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         self._reads_without_wait += 1
@@ -54,6 +65,16 @@ class PipeStream(trio.abc.HalfCloseableStream):
                     await trio.lowlevel.wait_writable(self._pipe.fileno())
                 except OSError as exc:
                     raise _closed_or_broken(exc) from None
+
+    def send_whole_nowait(self, data: bytes) -> bool:
+        """Write `data` now, whole, without waiting; False when nothing was written (not a pipe, more than
+        PIPE_BUF bytes, the pipe full or broken: a later `send_all` finds out which)."""
+        if not self._atomic or len(data) > select.PIPE_BUF:
+            return False
+        try:
+            return os.write(self._pipe.fileno(), data) == len(data)  # atomic: all of it or an error
+        except OSError:
+            return False
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._pipe.wait_send_all_might_not_block()

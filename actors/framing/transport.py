@@ -29,6 +29,12 @@ class Transport(Protocol):
         Otherwise as `send`."""
         ...
 
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        """Send the frames now, whole, without waiting, if the transport can (a pipe with room and no other
+        send under way); False when nothing was sent. Never raises: a peer that is gone is for `send_many`
+        to find out."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -81,6 +81,9 @@ class WebSocketTransport:
         for frame in frames:  # a WebSocket message per frame
             await self.send(frame)
 
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        return False  # a message goes out through trio-websocket's send, which waits
+
     async def close(self, code: int, reason: str | None = None) -> None:
         with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_WAIT_S):
             await self.connection.aclose(code, reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -115,6 +116,7 @@ class Notify:
 
 
 BackendCommand = Call | Cancel | Notify
+CallNow = Callable[[Call], bool]  # a backend's BackendDoor.call_now: a call written in the caller's task
 
 
 @attrs.frozen(slots=True)
@@ -130,6 +132,7 @@ class BackendReady:
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()  # resource templates
     capabilities: dict[str, Any] = attrs.field(factory=dict, eq=False)  # what the server offers
+    call_now: CallNow | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)

@@ -34,7 +34,7 @@ from actors.protocol.messages import (
     Response,
     RpcError,
 )
-from actors.runtime.channels import put
+from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
 from actors.session import completion, lifecycle, logs, mailbox, prompts, resources, tools
@@ -195,6 +195,30 @@ class Dispatcher:
         else:
             self.inflight.remove(entry)
             await self.send(outcome)
+
+    def take_now(self, message: Message) -> bool:
+        """Handle a message in the reader's task, as `_receive` would, when that is the same thing: this
+        dispatcher waits on an empty inbox, the session is operating with no answers held back, and the
+        message is a request answered or forwarded at once. One task step fewer per call; False: the reader
+        puts the message in the inbox."""
+        if not receiver_idle(self.inbox) or self.answers.overflow:
+            return False
+        if self.state is not SessionState.OPERATING or not isinstance(message, Request):
+            return False
+        request_id = message.id
+        if not is_id(request_id) or request_id in self.inflight or self._later(message.method) is not None:
+            return False
+        if len(self.inflight) >= self.settings.max_inflight:
+            return False
+        entry = self.inflight.accept(request_id)
+        outcome = self._decide(message)
+        if isinstance(outcome, Forward):
+            self.forwarder.now(entry, outcome)
+        else:
+            assert outcome is not None  # only INITIALIZING defers
+            self.inflight.remove(entry)
+            self.answers.deliver(outcome)
+        return True
 
     def _decide(self, request: Request) -> Message | Forward | None:
         """The answer or forward of a request handled at once; None when it must wait for initialize."""

@@ -1,10 +1,10 @@
 """Forwarding a client's request to the backend that owns it, under the backend's own names and ids.
 
-Two ways, one result. `now`: the dispatcher puts the Call in the backend's inbox and goes on; the backend's
-connection answers the request's InFlight entry, which answers the client (a task only when the backend's
-inbox is full). `wait`: a task that needs the answer itself (middleware around a call, a batch, a
-subscription) awaits it. Either way the backend's connection sweeps the timeout, and a client's cancel
-reaches the backend at once.
+Two ways, one result. `now`: the dispatcher puts the Call in the backend's inbox (or, when the backend actor
+is idle, writes it itself: backends/door.py) and goes on; the backend's connection answers the request's
+InFlight entry, which answers the client (a task only when the backend's inbox is full). `wait`: a task
+that needs the answer itself (middleware around a call, a batch, a subscription) awaits it. Either way the
+backend's connection sweeps the timeout, and a client's cancel reaches the backend at once.
 """
 
 from __future__ import annotations
@@ -63,9 +63,12 @@ class Forwarder:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
         entry.rewrite = forward.rewrite
         call = self.call_for(forward, entry)
-        calls = forward.backend.calls
+        calls, call_now = forward.backend.calls, forward.backend.call_now
         assert calls is not None and self.background is not None
         if not self.commands.holds(calls):
+            if call_now is not None and call_now(call):  # the backend actor was idle: written already
+                entry.forwarded = (forward.backend, call.call_id)
+                return
             try:
                 calls.send_nowait(call)
             except trio.WouldBlock:

@@ -29,17 +29,21 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 class Answers:
     """Owns: answers that found the outbox full (`overflow`), in order, until the writer takes them.
     Receives: answers from entries, filled by backends' connections (`deliver`, never blocks).
-    Sends: each answer to the outbox, or to the overflow the writer drains after the outbox.
+    Sends: each answer to the client at once when the writer is idle (Writer.write_now), else to the outbox,
+        or to the overflow the writer drains after the outbox.
     Stops when: the session ends; answers delivered after the outbox closed are dropped.
     Errors: none. The overflow holds at most the session's max_inflight answers: the dispatcher takes no
         request while it is not empty."""
 
     outbox: trio.MemorySendChannel[Message]
     overflow: deque[Message] = attrs.field(factory=deque)
+    write_now: Callable[[Message], bool] | None = None  # the writer's, while it runs
     _drained: trio.Event | None = None
 
     def deliver(self, message: Message) -> None:
         if not self.overflow:
+            if self.write_now is not None and self.write_now(message):
+                return  # the writer was idle: written in this task, as it would have been next
             try:
                 self.outbox.send_nowait(message)
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import attrs
@@ -22,7 +23,8 @@ REFUSAL_LOG_RATE: Final = 2.0  # warnings per second about refused frames: a cli
 class Reader:
     """Owns: the dispatcher's inbox send end and a clone of the outbox; closes both when it stops.
     Receives: frames from the transport.
-    Sends: each decoded message to the dispatcher; an error response straight to the writer for a frame that
+    Sends: each decoded message to the dispatcher (handled in this task when the dispatcher is idle and
+        can take it at once: Dispatcher.take_now); an error response straight to the writer for a frame that
         is not JSON (-32700), not a JSON-RPC message (-32600) or too large (-32600). The session goes on.
     Stops when: the client's stream ends or breaks, or the session cancels it.
     Errors: none of its own.
@@ -31,6 +33,7 @@ class Reader:
     transport: Transport
     dispatch: trio.MemorySendChannel[Message]
     outbox: trio.MemorySendChannel[Message]
+    take_now: Callable[[Message], bool] | None = None  # the dispatcher's, for a message it takes at once
     _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -59,4 +62,5 @@ class Reader:
             except MessageError as exc:
                 await self.outbox.send(ErrorResponse(exc.request_id, exc.error))
                 continue
-            await put(self.dispatch, message)
+            if self.take_now is None or not self.take_now(message):
+                await put(self.dispatch, message)

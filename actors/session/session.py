@@ -78,7 +78,9 @@ class Session:
                     await nursery.start(dispatcher.run)
                     if self.settings.initialize_within_s is not None:
                         self._reader_scope.deadline = trio.current_time() + self.settings.initialize_within_s
-                    nursery.start_soon(self._read, Reader(self.transport, inbox_send, outbox_send))
+                    nursery.start_soon(
+                        self._read, Reader(self.transport, inbox_send, outbox_send, dispatcher.take_now)
+                    )
                     task_status.started()
             except Exception:
                 await self._answer_after_crash(unwritten)

@@ -1,4 +1,8 @@
-"""The writer actor: the only task that writes to the client."""
+"""The writer actor: the owner of the client's side of the transport.
+
+Every frame for the client goes through it, in order. When it waits on an empty outbox, a sender may write
+one frame for it in the sender's own task (`write_now`), whole or not at all, which is what the writer would
+have done next; anything that would wait goes through the outbox."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from loguru import logger
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.messages import Message
+from actors.runtime.channels import receiver_idle
 from actors.session.inflight import Answers
 
 BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
@@ -21,7 +26,7 @@ BATCH_MAX: Final = 64  # messages written together when the outbox has that many
 class Writer:
     """Owns: the outbox receive end; closes it when it stops.
     Receives: messages on the outbox, in order, and after them the answers that found it full (`answers`).
-    Sends: each as one frame to the client.
+    Sends: each as one frame to the client; `write_now` writes one in the caller's task while it is idle.
     Stops when: every outbox sender has closed (all queued messages written), or the client is gone; then it
         calls `on_peer_gone` so the session ends instead of queueing answers nobody reads.
     Errors: none of its own.
@@ -33,6 +38,21 @@ class Writer:
     answers: Answers | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if self.answers is not None:
+            self.answers.write_now = self.write_now
+        try:
+            await self._write(task_status)
+        finally:
+            if self.answers is not None:
+                self.answers.write_now = None
+
+    def write_now(self, message: Message) -> bool:
+        """Write one message in the caller's task, if the writer waits on an empty outbox (so nothing queued
+        is overtaken) and the transport takes the frame whole without waiting; False when nothing was written.
+        What the writer would have done next, one task step sooner."""
+        return receiver_idle(self.outbox) and self.transport.send_nowait((codec.encode(message),))
+
+    async def _write(self, task_status: trio.TaskStatus[None]) -> None:
         with self.outbox:
             task_status.started()
             async for message in self.outbox:

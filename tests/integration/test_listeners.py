@@ -209,6 +209,9 @@ class BrokenStdio:
     async def send(self, frame: bytes) -> None:
         await trio.lowlevel.checkpoint()
 
+    def send_nowait(self, frames: Any) -> bool:
+        return False  # every frame through send_many
+
     async def send_many(self, frames: Any) -> None:
         await trio.lowlevel.checkpoint()
 

@@ -136,6 +136,9 @@ class HttpSessionTransport:
         for frame in frames:
             self._file(frame)
 
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        return False  # the writer files every frame: one place decides which stream it goes to
+
     async def aclose(self) -> None:
         """The session has ended: no more input; every stream ends after what it has."""
         self.closed = True

@@ -30,6 +30,9 @@ class RecordingTransport:
     async def send(self, frame: bytes) -> None:
         await self.send_many([frame])
 
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        return False  # every frame through send_many
+
     async def send_many(self, frames: Sequence[bytes]) -> None:
         self.sent += [orjson.loads(frame) for frame in frames]
         self.wrote.set()

@@ -560,6 +560,9 @@ class ScriptedTransport:
     async def send(self, frame: bytes) -> None:
         await self.send_many([frame])
 
+    def send_nowait(self, frames: Any) -> bool:
+        return False  # every frame through send_many
+
     async def send_many(self, frames: Any) -> None:
         if self.fail_next_write:
             self.fail_next_write = False
