@@ -40,8 +40,8 @@ from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s

@@ -24,8 +24,8 @@ from actors.frontends.auth import Refused
 from actors.frontends.http.transport import HttpSessionTransport
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"

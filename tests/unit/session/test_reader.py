@@ -12,9 +12,9 @@ from loguru import logger
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.framing.lines import LineStream
 from actors.protocol.messages import ErrorResponse, Message, Request
-from actors.session.dispatcher import SessionSettings
 from actors.session.reader import Reader
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 MAX_BYTES = 256
 
