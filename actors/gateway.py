@@ -215,10 +215,10 @@ class Gateway:
         self, catalog: Watch[CatalogView], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         session = Session(
-            "stdio",
-            open_stdio_transport(self.config.gateway.max_message_bytes),
-            catalog,
-            self._session_settings(),
+            id="stdio",
+            transport=open_stdio_transport(self.config.gateway.max_message_bytes),
+            catalog=catalog,
+            settings=self._session_settings(),
         )
         self._sessions.add(session)
         task_status.started()

@@ -114,7 +114,13 @@ class HttpSessions(Mapping[str, HttpSession]):
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
-        session = Session(label, transport, self.catalog, self.session_settings, subject=subject)
+        session = Session(
+            id=label,
+            transport=transport,
+            catalog=self.catalog,
+            settings=self.session_settings,
+            subject=subject,
+        )
         entry = HttpSession(
             label=label,
             transport=transport,
