@@ -40,8 +40,8 @@ from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s
@@ -215,10 +215,10 @@ class Gateway:
         self, catalog: Watch[CatalogView], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         session = Session(
-            "stdio",
-            open_stdio_transport(self.config.gateway.max_message_bytes),
-            catalog,
-            self._session_settings(),
+            id="stdio",
+            transport=open_stdio_transport(self.config.gateway.max_message_bytes),
+            catalog=catalog,
+            settings=self._session_settings(),
         )
         self._sessions.add(session)
         task_status.started()

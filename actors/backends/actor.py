@@ -7,7 +7,6 @@ supervisor restarts it by policy; nothing here retries.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shlex
 from typing import Any, Final
@@ -16,11 +15,13 @@ import attrs
 import trio
 from loguru import logger
 
-from actors import __version__
 from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
 from actors.backends.door import BackendDoor
+from actors.backends.handshake import handshake
+from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
-from actors.backends.input import NAMED_BY, entry_problem, log_params, updated_params
+from actors.backends.input import log_params, updated_params
+from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
 from actors.catalog import CatalogEvent
@@ -33,7 +34,6 @@ from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import (
     BackendCommand,
     BackendEvent,
-    BackendReady,
     Call,
     Cancel,
     ListChanged,
@@ -42,37 +42,15 @@ from actors.protocol.envelopes import (
 )
 from actors.protocol.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
-from actors.protocol.versions import LATEST_VERSION, SUPPORTED_VERSIONS
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together
-MAX_PAGES: Final = 1000  # a server that never stops paginating is broken
-MAX_ENTRIES: Final = 50_000  # per list: more tools, prompts or resources than anyone can use is an attack
 SERVER_LOG_RATE: Final = 50.0  # a server's log messages copied to the gateway's log per second
 SERVER_LOG_CHARS: Final = 1000  # of one message's data
-# The lists the gateway aggregates: kind -> (method, result key, the capability that offers it).
-LISTS: Final = {
-    "tools": ("tools/list", "tools", "tools"),
-    "prompts": ("prompts/list", "prompts", "prompts"),
-    "resources": ("resources/list", "resources", "resources"),
-    "templates": ("resources/templates/list", "resourceTemplates", "resources"),
-}
-CHANGES: Final = {  # a list_changed notification -> the kinds to list again
-    "notifications/tools/list_changed": ("tools",),
-    "notifications/prompts/list_changed": ("prompts",),
-    "notifications/resources/list_changed": ("resources", "templates"),
-}
 EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
 LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
-# What the gateway offers backends as their client: everything it can pass on to some client session.
-# Whether the session a request goes to can take it is checked per request.
-CLIENT_CAPABILITIES: Final = {
-    "roots": {"listChanged": True},
-    "sampling": {},
-    "elicitation": {"form": {}, "url": {}},
-}
 
 
 @attrs.define(kw_only=True)
@@ -133,14 +111,14 @@ class Backend:
                     nursery.start_soon(transport.drain)
                     nursery.start_soon(link.read, nursery)
                     nursery.start_soon(link.sweep)
-                    ready = await self._handshake(link, calls)
+                    ready, self._kinds = await handshake(self, link, calls)
                     ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox).call_now)
                     for kind in self._kinds:
                         nursery.start_soon(self._relist_on_change, link, kind)
                     if self.roots == "client" and self.clients is not None:
                         nursery.start_soon(self._follow_clients, link, addressee)
                     if self.config.health.interval_s > 0:
-                        nursery.start_soon(self._watch_health, link)
+                        nursery.start_soon(watch_health, link, self.config.health)
                     await self.catalog.send(ready)
                     task_status.started()
                     started = True
@@ -209,93 +187,6 @@ class Backend:
         if link.lost is not None:
             raise link.lost
 
-    async def _handshake(
-        self, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand]
-    ) -> BackendReady:
-        with trio.move_on_after(self.startup_timeout_s) as deadline:
-            init = await link.request("initialize", self._initialize_params())
-            if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
-                version = init.get("protocolVersion") if isinstance(init, dict) else init
-                raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
-            await link.send(Notification("notifications/initialized"))
-            capabilities = init.get("capabilities")
-            capabilities = capabilities if isinstance(capabilities, dict) else {}
-            self._kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
-            lists = {kind: await self._list_all(link, kind) for kind in self._kinds}
-            await self._renew_subscriptions(link)
-        if deadline.cancelled_caught:
-            raise BackendStartError(
-                f"initialize and tools/list did not finish within {self.startup_timeout_s}s"
-            )
-        info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
-        instructions = init.get("instructions") if isinstance(init.get("instructions"), str) else None
-        logger.info(
-            "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
-        )
-        return BackendReady(
-            self.config.name,
-            lists.get("tools", ()),
-            calls,
-            info,
-            instructions,
-            lists.get("prompts", ()),
-            lists.get("resources", ()),
-            lists.get("templates", ()),
-            capabilities,
-        )
-
-    async def _renew_subscriptions(self, link: BackendLink) -> None:
-        """A restarted server has forgotten what the sessions subscribed to: subscribe again."""
-        uris = self.subscriptions.uris_of(self.config.name) if self.subscriptions is not None else []
-        for uri in uris:
-            try:
-                await link.request("resources/subscribe", {"uri": uri})
-            except BackendRequestError as exc:
-                logger.warning("could not renew the subscription to {}: {}", uri, exc)
-        if uris:
-            logger.info("renewed {} resource subscriptions", len(uris))
-
-    def _initialize_params(self) -> dict[str, Any]:
-        capabilities = dict(CLIENT_CAPABILITIES)
-        if self.roots == "none":
-            del capabilities["roots"]
-        elif isinstance(self.roots, tuple):
-            capabilities["roots"] = {"listChanged": False}  # the operator's roots do not change
-        return {
-            "protocolVersion": LATEST_VERSION,
-            "capabilities": capabilities,
-            "clientInfo": {"name": self.gateway_name, "version": __version__},
-        }
-
-    async def _list_all(self, link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
-        """Every page of one list, up to MAX_ENTRIES; unusable entries (backend_input.entry_problem) and
-        repeats of a name already listed are dropped."""
-        method, key, _ = LISTS[kind]
-        items: dict[str, dict[str, Any]] = {}
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await link.request(method, {"cursor": cursor} if cursor is not None else None)
-            listed = page.get(key) if isinstance(page, dict) else None
-            if not isinstance(listed, list):
-                raise BackendStartError(f"{method} answered without a {key} array: {shown(page)}")
-            for entry in listed:
-                problem = entry_problem(kind, entry)
-                if problem is None and entry[NAMED_BY[kind]] in items:
-                    problem = f"a second entry for {shown(entry[NAMED_BY[kind]])}"
-                if problem is not None:
-                    link.drop(f"{method}: dropped {problem}")
-                    continue
-                items[entry[NAMED_BY[kind]]] = entry
-            if len(items) > MAX_ENTRIES:
-                logger.warning("{} listed more than {} entries; the rest are left out", method, MAX_ENTRIES)
-                return tuple(items.values())[:MAX_ENTRIES]
-            cursor = page.get("nextCursor")
-            if not isinstance(cursor, str) or not cursor:
-                if cursor not in (None, ""):
-                    link.drop(f"{method}: nextCursor {shown(cursor)} is not a string; the listing ends here")
-                return tuple(items.values())
-        raise BackendStartError(f"{method} did not end after {MAX_PAGES} pages")
-
     def _on_notification(self, notification: Notification) -> None:
         """A notification the link does not handle itself. Only a well-formed, rebuilt one reaches sessions;
         a malformed one is dropped and logged (rate-limited by the link)."""
@@ -336,35 +227,11 @@ class Backend:
             await self._changed[kind].wait()
             self._changed[kind] = trio.Event()  # changes announced from here on trigger another listing
             try:
-                items = await self._list_all(link, kind)
+                items = await list_all(link, kind)
             except (BackendStartError, BackendExitedError, BackendRequestError) as exc:
                 logger.warning("{} after list_changed failed, keeping the old list: {}", LISTS[kind][0], exc)
                 continue
             await self.catalog.send(ListChanged(self.config.name, kind, items))
-
-    async def _watch_health(self, link: BackendLink) -> None:
-        """Ping every interval_s; `failures` unanswered pings in a row end the run as hung. Any answer,
-        even an error (a server without ping), shows the backend is alive."""
-        health, misses = self.config.health, 0
-        while True:
-            await trio.sleep(health.interval_s)
-            with trio.move_on_after(health.timeout_s) as deadline:
-                with contextlib.suppress(BackendRequestError):
-                    await link.request("ping")
-            if not deadline.cancelled_caught:
-                misses = 0
-                continue
-            misses += 1
-            logger.warning(
-                "no answer to a health ping within {}s ({} of {})", health.timeout_s, misses, health.failures
-            )
-            if misses >= health.failures:
-                link.lose(
-                    BackendHungError(
-                        f"hung: {misses} health pings in a row unanswered within {health.timeout_s}s"
-                    )
-                )
-                return
 
     async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:
         async for first in inbox:

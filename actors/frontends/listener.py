@@ -17,8 +17,8 @@ from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 SettingsT = TypeVar("SettingsT", WebSocketSettings, HttpSettings)
 

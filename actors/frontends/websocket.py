@@ -104,7 +104,13 @@ class WebSocketListener(Listener[WebSocketSettings]):
             admission.close_session(client)
 
     async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
-        session = Session(session_id, transport, self.catalog, self.session_settings, subject=subject)
+        session = Session(
+            id=session_id,
+            transport=transport,
+            catalog=self.catalog,
+            settings=self.session_settings,
+            subject=subject,
+        )
         self._sessions[session] = transport
         try:
             await session.run_temporary()

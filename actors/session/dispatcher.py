@@ -22,7 +22,7 @@ from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.envelopes import Mail
-from actors.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, NOT_INITIALIZED, rpc_error
+from actors.protocol.errors import METHOD_NOT_FOUND, NOT_INITIALIZED, rpc_error
 from actors.protocol.messages import (
     Batch,
     ErrorResponse,
@@ -38,22 +38,15 @@ from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
 from actors.session import completion, lifecycle, logs, mailbox, prompts, resources, tools
+from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
 from actors.session.inflight import Answers, InFlight, InFlightTable
-from actors.session.settings import (
-    MAILBOX_SIZE,
-    SESSION_FAILED,
-    TOO_MANY_REQUESTS,
-    SessionSettings,
-    SessionState,
-)
-
-__all__ = ["MAILBOX_SIZE", "SESSION_FAILED", "Dispatcher", "SessionSettings"]
+from actors.session.notifications import receive_notification
+from actors.session.settings import MAILBOX_SIZE, TOO_MANY_REQUESTS, SessionSettings, SessionState
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
-BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # the one negotiated version with JSON-RPC batches
 MAX_REASON_CHARS: Final = 256  # of a client's cancel reason, as passed on to the backend
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
 CANCEL_FLUSH_S: Final = 1.0  # at the session's end, how long queued cancels may wait for room at a backend
@@ -172,9 +165,9 @@ class Dispatcher:
             case Request(id=request_id):
                 await self._accept(message, self.inflight.accept(request_id), requests)
             case Notification():
-                self._notified(message)
+                receive_notification(self, message)
             case Batch():
-                await self._receive_batch(message, requests)
+                await receive_batch(self, message, requests)
             case Response() | ErrorResponse() if self.client_asks.settle(message):
                 pass
             case _:
@@ -287,85 +280,9 @@ class Dispatcher:
         message = f"Too many requests in flight: this session has {limit} unanswered (max_inflight {limit})"
         return rpc_error(TOO_MANY_REQUESTS, message, max_inflight=limit)
 
-    async def _receive_batch(self, batch: Batch, requests: trio.Nursery) -> None:
-        """Protocol 2025-03-26 allows JSON-RPC batches: each request is served as if alone (concurrently),
-        and the responses go back as one array. Every later version refuses them. Each request of a batch
-        counts against max_inflight; those past it are answered with the error in the batch's array."""
-        if self.version not in BATCH_VERSIONS:
-            reason = (
-                f"protocol {self.version} has no batches" if self.version else "a batch before initialize"
-            )
-            await self.send(ErrorResponse(None, rpc_error(INVALID_REQUEST, f"Invalid request: {reason}")))
-            return
-        self._batches += 1
-        answers: list[Message] = []
-        accepted: list[tuple[Request, InFlight]] = []
-        for item in batch.items:
-            match item:
-                case Response() | ErrorResponse() if self.client_asks.settle(item):
-                    pass  # the client's answer to a request of ours
-                case ErrorResponse():
-                    answers.append(item)  # what an element that is no message earns
-                case Notification():
-                    self._notified(item)
-                case Request(id=request_id) if not is_id(request_id):
-                    answers.append(ErrorResponse(None, bad_id(request_id)))
-                case Request(id=request_id, method="initialize"):
-                    error = rpc_error(
-                        INVALID_REQUEST, "Invalid request: initialize cannot be part of a batch"
-                    )
-                    answers.append(ErrorResponse(request_id, error))
-                case Request(id=request_id) if request_id in self.inflight:
-                    answers.append(ErrorResponse(request_id, duplicate(request_id)))
-                case Request(id=request_id) if len(self.inflight) >= self.settings.max_inflight:
-                    answers.append(ErrorResponse(request_id, self._too_many()))
-                case Request(id=request_id):
-                    accepted.append((item, self.inflight.accept(request_id, self._batches)))
-                case _:
-                    logger.opt(lazy=True).debug(
-                        "ignored a response from the client in a batch: {}", partial(shown, item)
-                    )
-        if accepted:
-            requests.start_soon(self._serve_batch, accepted, answers)
-        elif answers:
-            await self.send(Batch(tuple(answers)))  # type: ignore[arg-type]
-
-    async def _serve_batch(self, accepted: list[tuple[Request, InFlight]], answers: list[Message]) -> None:
-        async def collect(message: Message) -> None:
-            answers.append(message)
-
-        async with trio.open_nursery() as nursery:
-            for request, entry in accepted:
-                entry.scope = trio.CancelScope()
-                nursery.start_soon(self._serve, request, entry, collect)
-        if answers:
-            await self.send(Batch(tuple(answers)))  # type: ignore[arg-type]
-        for _, entry in accepted:
-            self.inflight.remove(entry)
-
     def owed_answers(self, error: RpcError) -> list[Message]:
         """What a session that crashed still owes its client (see InFlightTable.owed_answers)."""
         return self.inflight.owed_answers(error)
-
-    def _notified(self, notification: Notification) -> None:
-        method, params = notification.method, notification.params
-        if params is not None and not isinstance(params, dict):
-            self.drop(method, "its params are not an object")
-            return
-        params = params or {}
-        match method:
-            case "notifications/initialized" if self.state is SessionState.OPERATING:
-                lifecycle.set_client_ready(self)
-            case "notifications/initialized" if self.state is SessionState.INITIALIZING:
-                if not self.ready_pending:  # one task, however many times the client says it
-                    self.ready_pending = True
-                    self.background.start_soon(lifecycle.ready_once_operating, self)
-            case "notifications/roots/list_changed" if self.state is SessionState.OPERATING:
-                mailbox.tell_backends(self)
-            case "notifications/cancelled":
-                self._cancelled(params)
-            case _:
-                logger.opt(lazy=True).debug("ignored notification {}", partial(shown, method))
 
     def _cancelled(self, params: Params) -> None:
         request_id, reason = params.get("requestId"), params.get("reason")

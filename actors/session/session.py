@@ -32,7 +32,7 @@ OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before 
 CRASH_ANSWER_S: Final = 1.0  # how long a crashed session may take to write its last answers
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, kw_only=True)
 class Session:
     """Owns: its transport (closed when the session ends) and its three actors.
     Stops when: the client's stream ends (in-flight requests get `drain_s` to finish), the client is gone,

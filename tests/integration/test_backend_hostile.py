@@ -24,6 +24,7 @@ from support import DEADLINE_S, backend_entry, running, with_websocket, write_co
 from actors.backends.actor import Backend
 from actors.backends.connection import BackendLink
 from actors.backends.input import is_name
+from actors.backends.listing import list_all
 from actors.catalog.clients import ClientDirectory
 from actors.config import StdioBackend
 from actors.protocol.envelopes import Ask, BackendEvent, Call, Mail, ReplySlot, Withdraw
@@ -317,14 +318,6 @@ class Pages:
 
 
 async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
-    backend = Backend(
-        config=StdioBackend(name="alpha", command="unused"),
-        catalog=None,
-        gateway_name="gateway",  # type: ignore[arg-type]
-        startup_timeout_s=1.0,
-        shutdown_s=1.0,
-        max_message_bytes=1 << 20,
-    )
     resources = Pages(
         [
             {
@@ -337,11 +330,11 @@ async def test_each_kind_of_list_keeps_only_its_well_formed_entries() -> None:
             {"resources": [{"uri": "file:///c", "name": "c", "size": True}], "nextCursor": {"page": 3}},
         ]
     )
-    assert [r["uri"] for r in await backend._list_all(resources, "resources")] == ["file:///a"]  # type: ignore[arg-type]
+    assert [r["uri"] for r in await list_all(resources, "resources")] == ["file:///a"]  # type: ignore[arg-type]
     assert len(resources.dropped) == 3 and "nextCursor" in resources.dropped[-1]
     templates = Pages([{"resourceTemplates": [{"uriTemplate": "file:///{x}", "name": "x"}, {"name": "no"}]}])
-    assert len(await backend._list_all(templates, "templates")) == 1  # type: ignore[arg-type]
+    assert len(await list_all(templates, "templates")) == 1  # type: ignore[arg-type]
     prompts = Pages(
         [{"prompts": [{"name": "p", "arguments": [{"name": "a"}]}, {"name": "q", "arguments": [{"x": 1}]}]}]
     )
-    assert [p["name"] for p in await backend._list_all(prompts, "prompts")] == ["p"]  # type: ignore[arg-type]
+    assert [p["name"] for p in await list_all(prompts, "prompts")] == ["p"]  # type: ignore[arg-type]

@@ -24,8 +24,8 @@ from actors.frontends.auth import Refused
 from actors.frontends.http.transport import HttpSessionTransport
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
-from actors.session.dispatcher import SessionSettings
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
@@ -114,7 +114,13 @@ class HttpSessions(Mapping[str, HttpSession]):
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
-        session = Session(label, transport, self.catalog, self.session_settings, subject=subject)
+        session = Session(
+            id=label,
+            transport=transport,
+            catalog=self.catalog,
+            settings=self.session_settings,
+            subject=subject,
+        )
         entry = HttpSession(
             label=label,
             transport=transport,

@@ -21,7 +21,8 @@ from actors.protocol.errors import (
 )
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
 from actors.runtime.supervisor import ChildRestarting
-from actors.session.dispatcher import Dispatcher, SessionSettings
+from actors.session.dispatcher import Dispatcher
+from actors.session.settings import SessionSettings
 
 
 @attrs.define

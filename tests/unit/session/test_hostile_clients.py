@@ -609,10 +609,10 @@ async def crashing_session(
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
     session = Session(
-        "doomed",
-        transport,
-        catalog.watch,
-        SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
+        id="doomed",
+        transport=transport,
+        catalog=catalog.watch,
+        settings=SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
     )  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(session.run_temporary)
@@ -846,7 +846,12 @@ async def _serve_script(lines: list[bytes]) -> list[Any]:
     if catalog.apply(BackendReady("one", calls=calls, **ONE)):  # type: ignore[arg-type]
         catalog.watch.publish(catalog.view())
     settings = SessionSettings(server_name="property", settle_timeout_s=1.0, drain_s=1.0, max_inflight=4)
-    session = Session("prop", LineStream(source, sink, MAX_LINE_BYTES), catalog.watch, settings)
+    session = Session(
+        id="prop",
+        transport=LineStream(source, sink, MAX_LINE_BYTES),
+        catalog=catalog.watch,
+        settings=settings,
+    )
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_fake_backend, backend)

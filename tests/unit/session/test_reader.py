@@ -12,9 +12,9 @@ from loguru import logger
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.framing.lines import LineStream
 from actors.protocol.messages import ErrorResponse, Message, Request
-from actors.session.dispatcher import SessionSettings
 from actors.session.reader import Reader
 from actors.session.session import Session
+from actors.session.settings import SessionSettings
 
 MAX_BYTES = 256
 
@@ -93,7 +93,9 @@ async def run_session(raw_lines: list[bytes]) -> list[dict[str, object]]:
     catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
     settings = SessionSettings(server_name="property-gateway", settle_timeout_s=1.0, drain_s=1.0)
     with trio.fail_after(10):
-        await Session("prop", LineStream(source, sink, MAX_BYTES), catalog.watch, settings).run()
+        await Session(
+            id="prop", transport=LineStream(source, sink, MAX_BYTES), catalog=catalog.watch, settings=settings
+        ).run()
     return [orjson.loads(line) for line in sink.get_data_nowait().splitlines()]
 
 
@@ -147,10 +149,10 @@ async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
     _, events = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
     session = Session(
-        "doomed",
-        _BrokenTransport(),
-        catalog.watch,
-        SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
+        id="doomed",
+        transport=_BrokenTransport(),
+        catalog=catalog.watch,
+        settings=SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
     )
     try:
         with trio.fail_after(5):
