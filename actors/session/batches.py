@@ -12,7 +12,7 @@ from loguru import logger
 from actors.protocol.codec import is_id, shown
 from actors.protocol.errors import INVALID_REQUEST, rpc_error
 from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response
-from actors.session.fields import bad_id, duplicate
+from actors.session.fields import bad_id, duplicate, too_many
 from actors.session.inflight import InFlight
 from actors.session.notifications import receive_notification
 
@@ -49,7 +49,7 @@ async def receive_batch(d: Dispatcher, batch: Batch, requests: trio.Nursery) -> 
             case Request(id=request_id) if request_id in d.inflight:
                 answers.append(ErrorResponse(request_id, duplicate(request_id)))
             case Request(id=request_id) if len(d.inflight) >= d.settings.max_inflight:
-                answers.append(ErrorResponse(request_id, d._too_many()))
+                answers.append(ErrorResponse(request_id, too_many(d.settings.max_inflight)))
             case Request(id=request_id):
                 accepted.append((item, d.inflight.accept(request_id, d._batches)))
             case _:

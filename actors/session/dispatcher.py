@@ -40,14 +40,13 @@ from actors.runtime.watch import Watch
 from actors.session import completion, lifecycle, logs, mailbox, prompts, resources, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
-from actors.session.fields import bad_id, duplicate, invalid_field, meta_error
+from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
 from actors.session.inflight import Answers, InFlight, InFlightTable
 from actors.session.notifications import receive_notification
-from actors.session.settings import MAILBOX_SIZE, TOO_MANY_REQUESTS, SessionSettings, SessionState
+from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
-MAX_REASON_CHARS: Final = 256  # of a client's cancel reason, as passed on to the backend
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
 CANCEL_FLUSH_S: Final = 1.0  # at the session's end, how long queued cancels may wait for room at a backend
 
@@ -161,7 +160,7 @@ class Dispatcher:
             case Request(id=request_id, method="ping"):
                 await self.send(Response(request_id, {}))  # at any time, answered inline
             case Request(id=request_id) if len(self.inflight) >= self.settings.max_inflight:
-                await self.send(ErrorResponse(request_id, self._too_many()))
+                await self.send(ErrorResponse(request_id, too_many(self.settings.max_inflight)))
             case Request(id=request_id):
                 await self._accept(message, self.inflight.accept(request_id), requests)
             case Notification():
@@ -275,28 +274,9 @@ class Dispatcher:
         if deliver is None:
             self.inflight.remove(entry)
 
-    def _too_many(self) -> RpcError:
-        limit = self.settings.max_inflight
-        message = f"Too many requests in flight: this session has {limit} unanswered (max_inflight {limit})"
-        return rpc_error(TOO_MANY_REQUESTS, message, max_inflight=limit)
-
     def owed_answers(self, error: RpcError) -> list[Message]:
         """What a session that crashed still owes its client (see InFlightTable.owed_answers)."""
         return self.inflight.owed_answers(error)
-
-    def _cancelled(self, params: Params) -> None:
-        request_id, reason = params.get("requestId"), params.get("reason")
-        if not is_id(request_id):
-            self.drop("notifications/cancelled", "its requestId is not a string or an integer")
-            return
-        if reason is not None and not isinstance(reason, str):
-            self.drop("notifications/cancelled", "its reason is not a string")
-            return
-        entry = self.inflight.get(request_id)  # type: ignore[arg-type]
-        if entry is None or self.state is not SessionState.OPERATING:
-            return
-        entry.silent = True  # and the backend is told now, so it hears before later calls
-        self.forwarder.stop(entry, clip(reason, MAX_REASON_CHARS) if reason else "cancelled by the client")
 
     def drop(self, what: str, why: str, source: str = "the client") -> None:
         """A notification (or event) not acted on, logged at a bounded rate: a peer may send floods."""

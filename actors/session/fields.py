@@ -9,6 +9,7 @@ from actors.catalog import BackendStatus
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.errors import BACKEND_UNAVAILABLE, INVALID_PARAMS, INVALID_REQUEST, rpc_error
 from actors.protocol.messages import Params, RequestId, RpcError
+from actors.session.settings import TOO_MANY_REQUESTS
 
 
 def invalid_field(field: str, expected: str) -> RpcError:
@@ -65,3 +66,10 @@ def backend_down(name: str, status: BackendStatus, kind: str = "tool") -> Any:
     return rpc_error(
         BACKEND_UNAVAILABLE, message, backend=status.name, state=status.state.value, **{kind: name}
     )
+
+
+def too_many(max_inflight: int) -> RpcError:
+    """What a request past the session's max_inflight unanswered ones gets."""
+    limit = max_inflight
+    message = f"Too many requests in flight: this session has {limit} unanswered (max_inflight {limit})"
+    return rpc_error(TOO_MANY_REQUESTS, message, max_inflight=max_inflight)

@@ -4,14 +4,16 @@ malformed one is dropped and logged (at a bounded rate)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from loguru import logger
 
-from actors.protocol.codec import shown
-from actors.protocol.messages import Notification
+from actors.protocol.codec import clip, is_id, shown
+from actors.protocol.messages import Notification, Params
 from actors.session import lifecycle, mailbox
 from actors.session.settings import SessionState
+
+MAX_REASON_CHARS: Final = 256  # of a client's cancel reason, as passed on to the backend
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
@@ -33,6 +35,23 @@ def receive_notification(d: Dispatcher, notification: Notification) -> None:
         case "notifications/roots/list_changed" if d.state is SessionState.OPERATING:
             mailbox.tell_backends(d)
         case "notifications/cancelled":
-            d._cancelled(params)
+            cancelled(d, params)
         case _:
             logger.opt(lazy=True).debug("ignored notification {}", partial(shown, method))
+
+
+def cancelled(d: Dispatcher, params: Params) -> None:
+    """The client gives up on a request: the backend is told now, so it hears before later calls, and the
+    client gets no answer to it."""
+    request_id, reason = params.get("requestId"), params.get("reason")
+    if not is_id(request_id):
+        d.drop("notifications/cancelled", "its requestId is not a string or an integer")
+        return
+    if reason is not None and not isinstance(reason, str):
+        d.drop("notifications/cancelled", "its reason is not a string")
+        return
+    entry = d.inflight.get(request_id)  # type: ignore[arg-type]
+    if entry is None or d.state is not SessionState.OPERATING:
+        return
+    entry.silent = True
+    d.forwarder.stop(entry, clip(reason, MAX_REASON_CHARS) if reason else "cancelled by the client")
