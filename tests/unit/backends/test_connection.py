@@ -99,3 +99,19 @@ async def test_answered_and_cancelled_calls_leave_the_sweep_nothing_to_do(
         await trio.sleep(10.0)
         assert answered.reply_to.filled and not cancelled.reply_to.filled  # type: ignore[union-attr]
         assert transport.sent == [] and link.inflight == {}
+
+
+async def test_a_call_made_after_the_table_emptied_is_swept_at_its_own_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The sweep's timer is set by the first call and left as it is while it is set (one timer update per
+    timeout, not per call); a wake-up with nothing due sets it for the oldest call left."""
+    async with swept(3.0) as (_, link, nursery):
+        link.frame_for(call(1))  # the timer: 3.0
+        link._dispatch_any(Response(1, {"content": []}), nursery)  # answered: the table is empty
+        await trio.sleep(2.0)
+        later = call(2)
+        link.frame_for(later)  # due at 5.0; the timer still says 3.0
+        reply = await later.reply_to.wait()  # type: ignore[union-attr]
+        assert reply.error is not None and reply.error.code == REQUEST_TIMEOUT
+        assert trio.current_time() == 5.0

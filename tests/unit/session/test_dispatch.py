@@ -170,6 +170,47 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})
 
 
+async def test_the_reader_takes_a_request_now_only_where_the_idle_dispatcher_would_do_the_same() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        d = h.actor
+        assert not d.take_now(Request(1, "tools/list"))  # before initialize: the dispatcher answers it
+        await h.initialize()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not d.take_now(Request(2, "initialize", {"protocolVersion": "2025-11-25"}))  # waits: a task
+        assert not d.take_now(Notification("notifications/roots/list_changed"))
+        assert d.take_now(Request("c", "tools/call", {"name": "two__echo", "arguments": {}}))
+        call = h.backend.receive_nowait()  # forwarded at once, as from the inbox
+        assert isinstance(call, Call) and call.params == {"name": "echo", "arguments": {}}
+        assert not d.take_now(Request("c", "tools/call", {"name": "echo"}))  # a duplicate: its error is
+        assert d.take_now(Request(3, "tools/list"))  # the dispatcher's to give
+        listed = await h.outbox.receive()
+        assert isinstance(listed, Response) and listed.id == 3
+        h.inbox.send_nowait(Request(4, "ping"))  # handed to the dispatcher, not yet taken: it is not idle
+        assert not d.take_now(Request(5, "ping"))
+        assert await h.outbox.receive() == Response(4, {})
+        call.reply_to.fill(Reply(result={"content": []}))
+        assert await h.outbox.receive() == Response("c", {"content": []})
+
+
+async def test_a_call_written_through_the_backends_door_is_answered_like_any_other() -> None:
+    async with dispatcher() as h:
+        written: list[Call] = []
+
+        def call_now(call: Call) -> bool:  # the backend actor was idle and the pipe had room
+            written.append(call)
+            return True
+
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        h.publish(BackendReady("one", (tool("echo"),), calls, call_now=call_now))
+        await h.initialize()
+        await h.inbox.send(Request(1, "tools/call", {"name": "echo"}))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [call.method for call in written] == ["tools/call"]
+        written[0].reply_to.fill(Reply(result={"content": []}))
+        assert await h.outbox.receive() == Response(1, {"content": []})
+
+
 async def test_bad_tool_calls() -> None:
     async with dispatcher() as h:
         await h.initialize()
