@@ -2,7 +2,8 @@
 
 JSON-RPC reserves -32768..-32000; -32000..-32099 are for the implementation. The codes below are the ones MCP
 clients already know: -32002 for "not initialized", -32001 for a request timeout (the SDKs' own code), and
--32000 for a backend that is not available (the SDKs' "connection closed").
+-32000 for a backend that is not available (the SDKs' "connection closed"). From 2026-07-28 the
+specification allocates -32020 and up itself, and retires -32002 and -32042: those reach legacy clients only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ REQUEST_TIMEOUT: Final = -32001
 NOT_INITIALIZED: Final = -32002
 RESOURCE_NOT_FOUND: Final = -32002  # the MCP specification gives resources/read misses this code too
 URL_ELICITATION_REQUIRED: Final = -32042  # a tool needs the user to open a URL first (2025-11-25)
+HEADER_MISMATCH: Final = -32020  # an HTTP header disagrees with the body (2026-07-28)
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021  # serving needs a capability the client did not declare
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # a modern request names a version the server does not serve
 
 
 def rpc_error(code: int, message: str, **data: Any) -> RpcError:
