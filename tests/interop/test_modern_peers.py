@@ -23,7 +23,7 @@ import orjson
 import trio
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
-from support import ROOT
+from support import ROOT, RawClient
 
 MODERN: Final = "2026-07-28"
 SERVER: Final = ROOT / "tests" / "interop" / "ts_modern_server.mjs"
@@ -114,27 +114,15 @@ async def test_ts_pinned_2026_client_to_ts_modern_server_over_http_direct(node: 
 
 async def test_ts_modern_server_refuses_legacy_initialize_direct(node: Path) -> None:
     """The backend is modern-only: a 2025-11-25 initialize gets -32022, naming the version it supports."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    with trio.fail_after(RUN_DEADLINE_S):
-        done = await trio.run_process(
-            modern_server_argv(node),
-            stdin=orjson.dumps(initialize) + b"\n",
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    (line,) = done.stdout.splitlines()
-    answer = orjson.loads(line)
-    assert answer["id"] == 1
+    process = await trio.lowlevel.open_process(modern_server_argv(node), stdin=-1, stdout=-1)
+    try:
+        raw = RawClient(process)
+        answer = await raw.initialize("2025-11-25")
+        await raw.close_stdin()
+        assert await raw.wait_exit() == 0  # stdin's end stops it
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     assert answer["error"]["code"] == -32022
-    assert answer["error"]["data"]["supported"] == [MODERN]
-    assert answer["error"]["data"]["requested"] == "2025-11-25"
+    assert answer["error"]["data"] == {"supported": [MODERN], "requested": "2025-11-25"}
