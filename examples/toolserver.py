@@ -227,10 +227,14 @@ class Context:
         await self.server.notify(method, params)
 
     async def request_client(
-        self, method: str, params: JsonObject | None = None, timeout_s: float | None = None
+        self,
+        method: str,
+        params: JsonObject | None = None,
+        timeout_s: float | None = None,
+        request_id: RequestId | None = None,
     ) -> JsonObject:
         """Send a request to the client and wait for its answer: {"result": ...} or {"error": ...}."""
-        return await self.server.request_client(method, params, timeout_s)
+        return await self.server.request_client(method, params, timeout_s, request_id)
 
     async def reply(self, result: JsonObject) -> None:
         """Answer this request now (the handler may go on); its return value is then ignored."""
@@ -391,13 +395,21 @@ class ToolServer:
         await self.notify("notifications/tools/list_changed")
 
     async def request_client(
-        self, method: str, params: JsonObject | None = None, timeout_s: float | None = None
+        self,
+        method: str,
+        params: JsonObject | None = None,
+        timeout_s: float | None = None,
+        request_id: RequestId | None = None,
     ) -> JsonObject:
         """Send a request to the client; wait for {"result": ...} or {"error": ...}. When the wait ends
         early (timeout_s passed, or the caller was cancelled) the client is told with
-        notifications/cancelled."""
-        self._next_id += 1
-        request_id = self._next_id
+        notifications/cancelled. The request's id is the next number, or `request_id` when given (one
+        that no pending request of this server has)."""
+        if request_id is None:
+            self._next_id += 1
+            request_id = self._next_id
+        elif request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is taken by a pending request")
         pending = _Pending()
         self._pending[request_id] = pending
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}

@@ -16,6 +16,7 @@ import trio
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
+from support import LEGACY_ERA
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -62,9 +63,10 @@ async def websocket_transport(url: str, **options: Any) -> AsyncIterator[Transpo
 
 @asynccontextmanager
 async def websocket_client(
-    url: str, headers: list[tuple[str, str]] | None = None, **options: Any
+    url: str, headers: list[tuple[str, str]] | None = None, *, mode: str = LEGACY_ERA, **options: Any
 ) -> AsyncIterator[Client]:
-    """An SDK Client over a WebSocket; `options` go to Client (callbacks, message_handler, ...)."""
+    """An SDK Client over a WebSocket; `options` go to Client (callbacks, message_handler, ...). `mode` pins
+    the initialize handshake unless a test asks for another era on purpose (see support.sdk_client)."""
     transport = websocket_transport(url, extra_headers=headers or [])
-    async with Client(transport, mode="legacy", **options) as client:  # type: ignore[arg-type]
+    async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client

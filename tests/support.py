@@ -29,6 +29,7 @@ DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
 SESSION_DEADLINE_S: Final = (
     120.0  # a whole SDK session, so a hung gateway fails its test instead of the suite
 )
+LEGACY_ERA: Final = "legacy"  # the SDK Client's mode= for the initialize handshake (2025-11-25 and older)
 
 
 # --- configs ------------------------------------------------------------------------------------------------
@@ -119,13 +120,21 @@ class Notifications:
 
 @asynccontextmanager
 async def sdk_client(
-    config: Path, log_file: Path, notifications: Notifications | None = None, **options: Any
+    config: Path,
+    log_file: Path,
+    notifications: Notifications | None = None,
+    *,
+    mode: str = LEGACY_ERA,
+    **options: Any,
 ) -> AsyncIterator[Client]:
+    """The SDK client over stdio to a gateway subprocess. `mode` is the SDK's era choice; the default pins
+    the initialize handshake, since the SDK's own default ("auto") would turn modern as soon as the gateway
+    answers server/discover. A test of the 2026 era passes mode="2026-07-28" on purpose."""
     argv = gateway_argv(config, log_file)
     params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT))
     handler = notifications.handle if notifications is not None else None
     with trio.fail_after(SESSION_DEADLINE_S):
-        async with Client(params, message_handler=handler, **options) as client:
+        async with Client(params, mode=mode, message_handler=handler, **options) as client:
             yield client
 
 

@@ -5,7 +5,9 @@ behind the URL it tests: its tools, prompts, resources, completion and logging, 
 The suite speaks Streamable HTTP to the gateway; the gateway forwards to this backend over stdio. So every
 scenario that passes through the gateway proves the gateway's HTTP frontend and its forwarding, not this
 file. What each tool must return is written in the suite's scenario descriptions (`conformance list` and
-the scenario texts); this is our own implementation of them.
+the scenario texts); this is our own implementation of them. conformance_fixture_2026.py adds what the
+2026-07-28 suite (0.2.0-alpha.12) calls, in the form a legacy server gives it; the 0.1.16 run lists those
+tools and never calls them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # toolserver.py, with the demos
+import conformance_fixture_2026 as suite_2026
+from conformance_fixture_2026 import result_of
 from toolserver import (
     INVALID_PARAMS,
     Context,
@@ -114,14 +118,6 @@ async def elicit(ctx: Context, message: str, properties: JsonObject, required: l
     return result_of(answer)
 
 
-def result_of(answer: JsonObject) -> JsonObject:
-    """The client's result, or its error raised as this call's error."""
-    if "error" in answer:
-        error = answer["error"]
-        raise ToolError(error.get("code", INVALID_PARAMS), error.get("message", "the client refused"))
-    return answer["result"]  # type: ignore[no-any-return]
-
-
 def completed(result: JsonObject) -> JsonObject:
     return text_result(
         f"Elicitation completed: action={result.get('action')}, content={result.get('content')}"
@@ -200,13 +196,29 @@ async def no_op(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result("ok")
 
 
+# The keywords both suites check are kept as listed (0.1.16: $schema, $defs, additionalProperties; 0.2 adds
+# $anchor, allOf/anyOf and if/then/else); the fixture's argument check ignores the ones it does not know.
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
-        "address": {"type": "object", "properties": {"street": STRING, "city": STRING}},
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": STRING, "city": STRING},
+        },
     },
-    "properties": {"name": STRING, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": STRING,
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": STRING,
+        "email": STRING,
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 
@@ -225,6 +237,7 @@ TOOLS = {
     "test_elicitation_sep1330_enums": (elicitation_enums, "Asks with every enum form (SEP-1330)", EMPTY),
     "test_reconnection": (reconnection, "Answers after a pause (SSE polling scenario)", EMPTY),
     "json_schema_2020_12_tool": (no_op, "Tool with JSON Schema 2020-12 features", JSON_SCHEMA_2020_12),
+    **suite_2026.TOOLS,  # after these: header validation calls the first tool listed with {}
 }
 
 
@@ -272,11 +285,14 @@ async def get_prompt(ctx: Context, params: JsonObject) -> JsonObject:
         return {"messages": [user(resource), user(text("Please process the embedded resource above."))]}
     if name == "test_prompt_with_image":
         return {"messages": [user(image()), user(text("Please analyze the image above."))]}
+    answer = await suite_2026.get_prompt(ctx, name)
+    if answer is not None:
+        return answer
     raise ToolError(INVALID_PARAMS, f"Unknown prompt: {name}")
 
 
 async def list_prompts(ctx: Context, params: JsonObject) -> JsonObject:
-    return {"prompts": PROMPTS}
+    return {"prompts": PROMPTS + suite_2026.listed_prompts()}
 
 
 async def complete(ctx: Context, params: JsonObject) -> JsonObject:
@@ -362,7 +378,7 @@ def build() -> ToolServer:
     ):
         server.set_method(method, handler)
     server.extra_capabilities.update(
-        prompts={"listChanged": False},
+        prompts={"listChanged": True},  # test_trigger_prompt_change changes them
         resources={"listChanged": False, "subscribe": True},
         completions={},
         logging={},
