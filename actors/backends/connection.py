@@ -135,7 +135,7 @@ class BackendLink:
     def frame_for(self, call: Call, *, timed: bool = True) -> bytes:
         """The request frame of a call, which is in flight from now on (see `track`)."""
         self.track(call, timed=timed)
-        return codec.encode(Request(call.call_id, call.method, call.params))
+        return request_frame(call)
 
     def track(self, call: Call, *, timed: bool = True) -> None:
         """The call is in flight from now on (and, `timed`, answered by the sweep if the backend has not
@@ -292,6 +292,11 @@ class BackendLink:
     def drop(self, text: str, level: str = "WARNING") -> None:
         """Log what was dropped or refused of what the backend sent, rate-limited."""
         self._garbage.log(level, "{}", text)
+
+
+def request_frame(call: Call) -> bytes:
+    """The frame a backend gets for a call: the request under the call's gateway-wide id."""
+    return codec.encode(Request(call.call_id, call.method, call.params))
 
 
 def _is_call_id(value: object) -> bool:

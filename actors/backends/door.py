@@ -14,10 +14,8 @@ from __future__ import annotations
 import attrs
 import trio
 
-from actors.backends.connection import BackendLink
-from actors.protocol import codec
+from actors.backends.connection import BackendLink, request_frame
 from actors.protocol.envelopes import BackendCommand, Call
-from actors.protocol.messages import Request
 from actors.runtime.channels import receiver_idle
 
 
@@ -38,8 +36,7 @@ class BackendDoor:
         without waiting; False when nothing was done."""
         if not receiver_idle(self.inbox) or self.link.lost is not None:
             return False
-        frame = codec.encode(Request(call.call_id, call.method, call.params))
-        if not self.link.transport.send_nowait((frame,)):
+        if not self.link.transport.send_nowait((request_frame(call),)):
             return False
         self.link.track(call)  # before the answer can be read: this task does not yield in between
         return True

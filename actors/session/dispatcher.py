@@ -153,14 +153,10 @@ class Dispatcher:
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
-            case Request(id=request_id) if not is_id(request_id):
-                await self.send(ErrorResponse(None, bad_id(request_id)))
-            case Request(id=request_id) if request_id in self.inflight:
-                await self.send(ErrorResponse(request_id, duplicate(request_id)))
+            case Request() if (refused := self._refused(message)) is not None:
+                await self.send(refused)
             case Request(id=request_id, method="ping"):
                 await self.send(Response(request_id, {}))  # at any time, answered inline
-            case Request(id=request_id) if len(self.inflight) >= self.settings.max_inflight:
-                await self.send(ErrorResponse(request_id, too_many(self.settings.max_inflight)))
             case Request(id=request_id):
                 await self._accept(message, self.inflight.accept(request_id), requests)
             case Notification():
@@ -173,6 +169,18 @@ class Dispatcher:
                 logger.opt(lazy=True).debug(
                     "ignored a response to nothing the gateway asked: {}", partial(shown, message)
                 )
+
+    def _refused(self, request: Request) -> ErrorResponse | None:
+        """The error a request gets before any handler sees it: a bad or duplicate id, or one past
+        max_inflight (a ping never is: it is answered at once, whatever is in flight)."""
+        request_id = request.id
+        if not is_id(request_id):
+            return ErrorResponse(None, bad_id(request_id))
+        if request_id in self.inflight:
+            return ErrorResponse(request_id, duplicate(request_id))
+        if request.method != "ping" and len(self.inflight) >= self.settings.max_inflight:
+            return ErrorResponse(request_id, too_many(self.settings.max_inflight))
+        return None
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
         """Answer or forward at once when the handler can; else a task serves the request."""
@@ -189,20 +197,17 @@ class Dispatcher:
             await self.send(outcome)
 
     def take_now(self, message: Message) -> bool:
-        """Handle a message in the reader's task, as `_receive` would, when that is the same thing: this
-        dispatcher waits on an empty inbox, the session is operating with no answers held back, and the
-        message is a request answered or forwarded at once. One task step fewer per call; False: the reader
-        puts the message in the inbox."""
-        if not receiver_idle(self.inbox) or self.answers.overflow:
+        """`_receive` in the reader's task, for a request answered, refused or forwarded at once while this
+        dispatcher waits on an empty inbox and holds no answers back. False: it goes in the inbox."""
+        if not isinstance(message, Request) or self.state is not SessionState.OPERATING:
             return False
-        if self.state is not SessionState.OPERATING or not isinstance(message, Request):
+        if not receiver_idle(self.inbox) or self.answers.overflow or self._later(message.method) is not None:
             return False
-        request_id = message.id
-        if not is_id(request_id) or request_id in self.inflight or self._later(message.method) is not None:
-            return False
-        if len(self.inflight) >= self.settings.max_inflight:
-            return False
-        entry = self.inflight.accept(request_id)
+        refused = self._refused(message)
+        if refused is not None:
+            self.answers.deliver(refused)
+            return True
+        entry = self.inflight.accept(message.id)  # type: ignore[arg-type]  # an id: _refused checked it
         outcome = self._decide(message)
         if isinstance(outcome, Forward):
             self.forwarder.now(entry, outcome)

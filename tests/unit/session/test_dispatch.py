@@ -182,8 +182,9 @@ async def test_the_reader_takes_a_request_now_only_where_the_idle_dispatcher_wou
         assert d.take_now(Request("c", "tools/call", {"name": "two__echo", "arguments": {}}))
         call = h.backend.receive_nowait()  # forwarded at once, as from the inbox
         assert isinstance(call, Call) and call.params == {"name": "echo", "arguments": {}}
-        assert not d.take_now(Request("c", "tools/call", {"name": "echo"}))  # a duplicate: its error is
-        assert d.take_now(Request(3, "tools/list"))  # the dispatcher's to give
+        assert d.take_now(Request("c", "tools/call", {"name": "echo"}))  # a duplicate: refused, as the
+        assert error_code(await h.outbox.receive()) == INVALID_REQUEST  # dispatcher would refuse it
+        assert d.take_now(Request(3, "tools/list"))
         listed = await h.outbox.receive()
         assert isinstance(listed, Response) and listed.id == 3
         h.inbox.send_nowait(Request(4, "ping"))  # handed to the dispatcher, not yet taken: it is not idle
