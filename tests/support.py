@@ -19,6 +19,7 @@ import attrs
 import orjson
 import trio
 from mcp import Client, StdioServerParameters
+from trio_websocket import WebSocketConnection, open_websocket_url
 
 from actors.config import load_config
 from actors.gateway import Gateway
@@ -277,6 +278,43 @@ async def raw_gateway(config: Path, log_file: Path) -> AsyncIterator[RawClient]:
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 await stream.aclose()
+
+
+@attrs.define
+class WsClient(JsonRpcWriter):
+    """The gateway over a real WebSocket, one JSON text message at a time."""
+
+    connection: WebSocketConnection
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.connection.send_message(orjson.dumps(message).decode())
+
+    async def receive(self) -> dict[str, Any]:
+        with trio.fail_after(DEADLINE_S):
+            return orjson.loads(await self.connection.get_message())
+
+    async def answer_to(self, request_id: int | str) -> dict[str, Any]:
+        while (message := await self.receive()).get("id") != request_id or "method" in message:
+            pass
+        return message
+
+    async def initialize(self) -> None:
+        info = {"name": "ws-test", "version": "0"}
+        await self.request(
+            "init", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
+        )
+        assert "result" in await self.answer_to("init")
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+@asynccontextmanager
+async def connect(url: str, *, initialize: bool = True, **options: Any) -> AsyncIterator[WsClient]:
+    options.setdefault("subprotocols", ["mcp"])
+    async with open_websocket_url(url, max_message_size=16 * 1024 * 1024, **options) as connection:
+        client = WsClient(connection)
+        if initialize:
+            await client.initialize()
+        yield client
 
 
 # --- processes ---------------------------------------------------------------------------------------------

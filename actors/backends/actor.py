@@ -199,6 +199,7 @@ class Backend:
             clean = log_params(params, self.config.name)
             if clean is not None:
                 self._log_server_message(clean, params)  # type: ignore[arg-type]
+                self._tell_the_one_call(Notification(method, clean))
         elif method == "notifications/resources/updated":
             clean = updated_params(params)
         else:
@@ -209,6 +210,15 @@ class Backend:
             self._link.drop(f"dropped a malformed {method}: {shown(params)}")
         else:
             self._publish(Notification(method, clean))
+
+    def _tell_the_one_call(self, notification: Notification) -> None:
+        """A log line says no call's id: it reaches a modern call's client only while that call is the one
+        in flight here (legacy sessions hear it from the events, by their own level)."""
+        assert self._link is not None
+        if len(self._link.inflight) == 1:
+            (call,) = self._link.inflight.values()
+            if call.log_to is not None:
+                call.log_to(notification)
 
     def _log_server_message(self, clean: dict[str, Any], params: dict[str, Any]) -> None:
         """The gateway's own log gets the server's log messages too, rate-limited and cut short."""

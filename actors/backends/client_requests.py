@@ -20,7 +20,7 @@ from loguru import logger
 from actors.backends.input import elicitation_problem, is_name
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Ask, Mail, ReplySlot, Withdraw, next_call_id
+from actors.protocol.envelopes import Ask, MailTarget, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Notification, Request, RequestId, Response, RpcError
 
@@ -42,10 +42,8 @@ class ClientRequests:
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
     roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config
     asked_roots: bool = False  # it has asked for roots in this run, so it wants to hear of changes
-    _asked: dict[RequestId, tuple[int, trio.MemorySendChannel[Mail], trio.CancelScope]] = attrs.field(
-        factory=dict
-    )
-    _elicitations: OrderedDict[str, trio.MemorySendChannel[Mail]] = attrs.field(factory=OrderedDict)
+    _asked: dict[RequestId, tuple[int, MailTarget, trio.CancelScope]] = attrs.field(factory=dict)
+    _elicitations: OrderedDict[str, MailTarget] = attrs.field(factory=OrderedDict)
 
     def take(self, request: Request, nursery: trio.Nursery) -> None:
         if request.method == "roots/list":
@@ -60,7 +58,7 @@ class ClientRequests:
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.link.name}' is unavailable: {reason}"))
 
-    def _addressee(self, method: str) -> tuple[trio.MemorySendChannel[Mail] | None, str]:
+    def _addressee(self, method: str) -> tuple[MailTarget | None, str]:
         """The session a backend's request is for. roots/list: only a session that is alone, since the
         backend's roots are every session's. Else the one whose calls are in flight here; with none, the only
         session connected. Never a guess between two sessions: a sampling or elicitation request shown to
@@ -165,7 +163,7 @@ class ClientRequests:
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             target.send_nowait(Withdraw(ask_id, reason))
 
-    def remember_elicitation(self, elicitation_id: object, target: trio.MemorySendChannel[Mail]) -> None:
+    def remember_elicitation(self, elicitation_id: object, target: MailTarget) -> None:
         if is_name(elicitation_id):
             self._elicitations[elicitation_id] = target
             while len(self._elicitations) > MAX_ELICITATIONS:

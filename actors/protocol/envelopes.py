@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -66,7 +66,9 @@ class Call:
     reply_to: ReplySlot = attrs.field(repr=False)
     notify_to: trio.MemorySendChannel[Message] | None = attrs.field(default=None, repr=False)
     progress_token: RequestId | None = None  # the client's token; the backend sees call_id instead
-    asks_to: trio.MemorySendChannel[Mail] | None = attrs.field(default=None, repr=False)  # its session
+    asks_to: MailTarget | None = attrs.field(default=None, repr=False)  # its session's mailbox
+    # a modern call's: the backend's log messages while it is the backend's one call in flight
+    log_to: Callable[[Notification], None] | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -94,6 +96,13 @@ class Withdraw:
 # What a backend sends straight to one session: its requests for the client, their withdrawals, and
 # notifications about them (notifications/elicitation/complete).
 ToClient = Ask | Withdraw | Notification
+
+
+class MailTarget(Protocol):
+    """Where a backend puts what it has for the client of a call: the session's mailbox (a channel's send
+    end), or a modern call's own place for asks (session/modern.py)."""
+
+    def send_nowait(self, value: Any) -> None: ...
 
 
 @attrs.frozen(slots=True)

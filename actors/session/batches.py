@@ -10,6 +10,7 @@ import trio
 from loguru import logger
 
 from actors.protocol.codec import is_id, shown
+from actors.protocol.eras import is_modern_request
 from actors.protocol.errors import INVALID_REQUEST, rpc_error
 from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response
 from actors.session.fields import bad_id, duplicate, too_many
@@ -43,6 +44,9 @@ async def receive_batch(d: Dispatcher, batch: Batch, requests: trio.Nursery) -> 
                 receive_notification(d, item)
             case Request(id=request_id) if not is_id(request_id):
                 answers.append(ErrorResponse(None, bad_id(request_id)))
+            case Request(id=request_id, params=params) if is_modern_request(params):
+                error = rpc_error(INVALID_REQUEST, "Invalid request: a 2026-07-28 request is never batched")
+                answers.append(ErrorResponse(request_id, error))
             case Request(id=request_id, method="initialize"):
                 error = rpc_error(INVALID_REQUEST, "Invalid request: initialize cannot be part of a batch")
                 answers.append(ErrorResponse(request_id, error))

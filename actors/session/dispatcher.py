@@ -22,6 +22,7 @@ from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.envelopes import Mail
+from actors.protocol.eras import is_modern_request
 from actors.protocol.errors import METHOD_NOT_FOUND, NOT_INITIALIZED, rpc_error
 from actors.protocol.messages import (
     Batch,
@@ -37,7 +38,7 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import completion, lifecycle, logs, mailbox, prompts, resources, tools
+from actors.session import completion, lifecycle, logs, mailbox, modern, prompts, resources, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
@@ -64,6 +65,12 @@ NOW: Final[dict[str, Now]] = {
     "resources/read": resources.read_resource,
     "completion/complete": completion.complete,
     "logging/setLevel": logs.set_level,
+}
+# A modern request's handlers: the legacy ones its era kept, and server/discover. Nothing of its era waits
+# but a tool call through middleware.
+MODERN_NOW: Final[dict[str, Now]] = {
+    **{method: handler for method, handler in NOW.items() if method in modern.MODERN_CLIENT_METHODS},
+    "server/discover": modern.discover,
 }
 LATER: Final[dict[str, Later]] = {
     "initialize": lifecycle.initialize,
@@ -95,12 +102,15 @@ class Dispatcher:
     # the way backends answer into the outbox; the writer drains its overflow
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
-    on_ready: Callable[[], None] | None = None  # told once, when the client has finished initialize
+    on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
+    spoke: bool = False  # a valid modern request (which needs no initialize)
+    held: bool = False  # the first settle of the catalog is over (or was waited for as long as allowed)
     state: SessionState = SessionState.NEW
     version: str | None = None  # the negotiated protocol version
     subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
     log_level: int = 1  # forward backend logs at "info" and above until the client sets its level
     chain: MiddlewareChain | None = None  # made at initialize, when there is middleware
+    modern_chains: dict[str | None, MiddlewareChain] = attrs.field(factory=dict)  # by modern clients' names
     announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
     operating: trio.Event = attrs.field(factory=trio.Event)
     client_ready: trio.Event = attrs.field(factory=trio.Event)
@@ -155,8 +165,8 @@ class Dispatcher:
         match message:
             case Request() if (refused := self._refused(message)) is not None:
                 await self.send(refused)
-            case Request(id=request_id, method="ping"):
-                await self.send(Response(request_id, {}))  # at any time, answered inline
+            case Request(id=request_id, method="ping", params=params) if not is_modern_request(params):
+                await self.send(Response(request_id, {}))  # at any time, answered inline (gone in 2026-07-28)
             case Request(id=request_id):
                 await self._accept(message, self.inflight.accept(request_id), requests)
             case Notification():
@@ -184,7 +194,12 @@ class Dispatcher:
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
         """Answer or forward at once when the handler can; else a task serves the request."""
-        outcome = self._decide(request) if self._later(request.method) is None else None
+        refused = self._modern(request, entry)
+        if refused is not None:
+            self.inflight.remove(entry)
+            await self.send(refused)
+            return
+        outcome = self._decide(request, entry) if self._later(request.method, entry) is None else None
         if outcome is None:
             entry.scope = trio.CancelScope()
             requests.start_soon(self._serve, request, entry)
@@ -199,16 +214,26 @@ class Dispatcher:
     def take_now(self, message: Message) -> bool:
         """`_receive` in the reader's task, for a request answered, refused or forwarded at once while this
         dispatcher waits on an empty inbox and holds no answers back. False: it goes in the inbox."""
-        if not isinstance(message, Request) or self.state is not SessionState.OPERATING:
+        if not isinstance(message, Request):
             return False
-        if not receiver_idle(self.inbox) or self.answers.overflow or self._later(message.method) is not None:
+        if is_modern_request(message.params):
+            if not self.held or self.settings.middleware:  # it may wait (settle, middleware): in a task
+                return False
+        elif self.state is not SessionState.OPERATING or self._later(message.method, None) is not None:
+            return False
+        if not receiver_idle(self.inbox) or self.answers.overflow:
             return False
         refused = self._refused(message)
         if refused is not None:
             self.answers.deliver(refused)
             return True
         entry = self.inflight.accept(message.id)  # type: ignore[arg-type]  # an id: _refused checked it
-        outcome = self._decide(message)
+        refused = self._modern(message, entry)
+        if refused is not None:
+            self.inflight.remove(entry)
+            self.answers.deliver(refused)
+            return True
+        outcome = self._decide(message, entry)
         if isinstance(outcome, Forward):
             self.forwarder.now(entry, outcome)
         else:
@@ -217,8 +242,39 @@ class Dispatcher:
             self.answers.deliver(outcome)
         return True
 
-    def _decide(self, request: Request) -> Message | Forward | None:
-        """The answer or forward of a request handled at once; None when it must wait for initialize."""
+    def _modern(self, request: Request, entry: InFlight) -> ErrorResponse | None:
+        """A modern request's envelope and method checked, kept on its entry; the error it earns if bad."""
+        if not is_modern_request(request.params):
+            return None
+        call = modern.classify(self, request)
+        if isinstance(call, RpcError):
+            return ErrorResponse(request.id, call)
+        entry.modern = call
+        return None
+
+    def chain_of(self, request_id: RequestId) -> MiddlewareChain | None:
+        """The middleware a request goes through: its own client's when it is modern, else the session's."""
+        entry = self.inflight.get(request_id)
+        return entry.modern.chain if entry is not None and entry.modern is not None else self.chain
+
+    def _decide(self, request: Request, entry: InFlight | None) -> Message | Forward | None:
+        """The answer or forward of a request handled at once; None when it must wait for initialize (a
+        legacy request) or for the catalog's first settle (a modern one)."""
+        call = entry.modern if entry is not None else None
+        if call is not None:
+            if not self.held:
+                if not self.catalog.value.settled:
+                    return None
+                self.held = True
+            modern_handler = MODERN_NOW.get(request.method)
+            if modern_handler is None:
+                error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
+                return ErrorResponse(request.id, error)
+            error = modern.undeclared(self, request.method)
+            if error is not None:
+                return ErrorResponse(request.id, error)
+            outcome = modern_handler(self, request.id, call.params)
+            return outcome if isinstance(outcome, Forward) else call.encode(outcome)
         handler = NOW.get(request.method)
         if handler is None:
             error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
@@ -244,24 +300,31 @@ class Dispatcher:
 
     async def answer(self, request: Request, entry: InFlight | None = None) -> Message:
         """A request's answer, awaited (in the request's task)."""
-        if self.state is SessionState.INITIALIZING and request.method not in BEFORE_INITIALIZE:
+        call = entry.modern if entry is not None else None
+        if call is not None:
+            if not self.held:
+                await lifecycle.settled_view(self, "a request")
+        elif self.state is SessionState.INITIALIZING and request.method not in BEFORE_INITIALIZE:
             await self.operating.wait()
-        later = self._later(request.method)
+        later = self._later(request.method, entry)
         if later is None:
-            outcome = self._decide(request)
+            outcome = self._decide(request, entry)
             assert outcome is not None
-            return (
-                await self.forwarder.wait(outcome, request.id, entry)
-                if isinstance(outcome, Forward)
-                else outcome
-            )
-        params = self._checked(request)
-        return params if isinstance(params, ErrorResponse) else await later(self, request.id, params)
+            if not isinstance(outcome, Forward):
+                return outcome
+            answer = await self.forwarder.wait(outcome, request.id, entry)
+        else:
+            params = call.params if call is not None else self._checked(request)
+            if isinstance(params, ErrorResponse):
+                return params
+            answer = await later(self, request.id, params)
+        return answer if call is None else call.encode(answer)
 
-    def _later(self, method: str) -> Later | None:
-        if method == "tools/call" and self.chain is not None:
+    def _later(self, method: str, entry: InFlight | None) -> Later | None:
+        call = entry.modern if entry is not None else None
+        if method == "tools/call" and (self.chain if call is None else call.chain) is not None:
             return tools.call_through_middleware
-        return LATER.get(method)
+        return LATER.get(method) if call is None else None
 
     async def _serve(
         self, request: Request, entry: InFlight, deliver: Callable[[Message], Awaitable[None]] | None = None

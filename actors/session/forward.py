@@ -52,17 +52,22 @@ class Forwarder:
     commands: BackendCommands = attrs.field(factory=BackendCommands)
     background: trio.Nursery | None = None  # set by the dispatcher: where queued commands and late sends run
 
-    def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot) -> Call:
+    def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         notify_to = self.outbox if token is not None else None
-        return Call(call_id, forward.method, params, self.session, reply_to, notify_to, token, self.asks_to)  # type: ignore[arg-type]
+        modern = entry.modern if entry is not None else None
+        # a modern call's asks never reach the client as requests, and the backend's logs reach it alone
+        asks_to = self.asks_to if modern is None else modern.asks
+        log_to = None if modern is None else modern.log
+        reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
+        return Call(call_id, forward.method, params, self.session, reply, notify_to, token, asks_to, log_to)
 
     def now(self, entry: InFlight, forward: Forward) -> None:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
         entry.rewrite = forward.rewrite
-        call = self.call_for(forward, entry)
+        call = self.call_for(forward, entry, entry)
         calls, call_now = forward.backend.calls, forward.backend.call_now
         assert calls is not None and self.background is not None
         if not self.commands.holds(calls):
@@ -98,7 +103,7 @@ class Forwarder:
     async def wait(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
         """Forward and wait for the answer (in the request's task)."""
         backend, slot = forward.backend, ReplySlot()
-        call = self.call_for(forward, slot)
+        call = self.call_for(forward, slot, entry)
         sent = False  # in the backend's inbox: from then on, giving up on it means telling the backend
         try:
             error = await self._send(backend, call)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -21,6 +21,9 @@ import trio
 from actors.catalog import BackendStatus
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
+
+if TYPE_CHECKING:
+    from actors.session.modern import ModernCall
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -81,6 +84,7 @@ class InFlight:
     silent: bool = False  # cancelled by the client: the spec says send nothing
     forwarded: tuple[BackendStatus, int] | None = None  # in a backend's table: the backend and the call id
     rewrite: Rewrite | None = None  # applied to a successful result before the client sees it
+    modern: ModernCall | None = None  # a request of the 2026-07-28 era: its answer is encoded for that era
     done: bool = False
 
     def fill(self, reply: Reply) -> None:
@@ -91,11 +95,14 @@ class InFlight:
         if self.silent:
             return
         if reply.error is not None:
-            message: Message = ErrorResponse(self.request_id, reply.error)
+            error = reply.error if self.modern is None else self.modern.error(reply.error)
+            message: Message = ErrorResponse(self.request_id, error)
         else:
             result = reply.result
             if self.rewrite is not None and isinstance(result, dict):
                 result = self.rewrite(result)
+            if self.modern is not None:
+                result = self.modern.result(result)
             message = Response(self.request_id, result)
         self.table.answers.deliver(message)
 

@@ -41,7 +41,7 @@ async def initialize(d: Dispatcher, request_id: RequestId, params: Params) -> Me
             return ErrorResponse(request_id, invalid_field(field, "an object"))
     d.state = SessionState.INITIALIZING
     d.version = negotiate_version(version)
-    view = await settled_view(d)
+    view = await settled_view(d, "initialize")
     d.state = SessionState.OPERATING
     d.operating.set()
     d.announced = {
@@ -72,9 +72,12 @@ async def initialize(d: Dispatcher, request_id: RequestId, params: Params) -> Me
     return Response(request_id, result)
 
 
-async def settled_view(d: Dispatcher) -> CatalogView:
-    """Hold the first initialize until every backend is ready or has ended its first start, so a client that
-    lists tools once never sees an empty catalog only because it connected first."""
+async def settled_view(d: Dispatcher, what: str) -> CatalogView:
+    """Hold the first initialize (or, for a modern client, its first request) until every backend is ready
+    or has ended its first start, so a client that lists tools once never sees an empty catalog only because
+    it connected first. The hold is the session's once: later requests are not held again."""
+    if d.held:
+        return d.catalog.value
     with trio.move_on_after(d.settings.settle_timeout_s) as hold:
         version, view = d.catalog.version, d.catalog.value
         while not view.settled:
@@ -83,10 +86,12 @@ async def settled_view(d: Dispatcher) -> CatalogView:
     late = [f"{name} ({status.describe()})" for name, status in view.backends.items() if not status.settled]
     if hold.cancelled_caught and late:
         logger.warning(
-            "initialize held {}s; answering with what is ready, without {}",
+            "{} held {}s; answering with what is ready, without {}",
+            what,
             d.settings.settle_timeout_s,
             ", ".join(late),
         )
+    d.held = True
     return view
 
 

@@ -51,7 +51,7 @@ def cancelled(d: Dispatcher, params: Params) -> None:
         d.drop("notifications/cancelled", "its reason is not a string")
         return
     entry = d.inflight.get(request_id)  # type: ignore[arg-type]
-    if entry is None or d.state is not SessionState.OPERATING:
-        return
+    if entry is None or (entry.modern is None and d.state is not SessionState.OPERATING):
+        return  # a legacy session's initialize is never cancelled; a modern request needs no initialize
     entry.silent = True
     d.forwarder.stop(entry, clip(reason, MAX_REASON_CHARS) if reason else "cancelled by the client")

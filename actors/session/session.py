@@ -143,6 +143,10 @@ class Session:
                 "closing: the client did not finish initialize within {}s", self.settings.initialize_within_s
             )
 
+    def initialize_deadline(self) -> float:
+        """When the session ends unless its client has shown it speaks MCP (inf: it has, or no deadline)."""
+        return self._reader_scope.deadline
+
     def _initialized(self) -> None:
         self._reader_scope.deadline = math.inf
 

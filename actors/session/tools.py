@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
-    tools = view.tools if d.chain is None else d.chain.tools(view.tools_version, view.tools)
+    chain = d.chain_of(request_id)
+    tools = view.tools if chain is None else chain.tools(view.tools_version, view.tools)
     if isinstance(tools, RpcError):
         return ErrorResponse(request_id, tools)
     return page(request_id, params, "tools", tools, view.tools_version, d.settings.page_size)
@@ -33,7 +34,7 @@ def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message |
 
 async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     """With middleware: its before_call and after_call around the call, in the request's task."""
-    chain = d.chain
+    chain = d.chain_of(request_id)
     assert chain is not None
     view = d.catalog.value
     error = named_error(params)  # before the middleware sees the call

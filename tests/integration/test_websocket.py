@@ -4,21 +4,17 @@ see its sessions) in front of real backend processes, and trio-websocket clients
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import attrs
 import jwt
-import orjson
 import pytest
 import trio
 from loguru import logger
 from support import (
     DEADLINE_S,
-    JsonRpcWriter,
     backend_entry,
+    connect,
     fast_restarts,
     running,
     with_websocket,
@@ -27,49 +23,12 @@ from support import (
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
-    WebSocketConnection,
-    open_websocket_url,
 )
 
 from actors.config import load_config
 from actors.gateway import Gateway
 
 SECRET = "test-secret-that-is-long-enough-for-hs256"
-
-
-@attrs.define
-class WsClient(JsonRpcWriter):
-    connection: WebSocketConnection
-
-    async def send(self, message: Mapping[str, Any]) -> None:
-        await self.connection.send_message(orjson.dumps(message).decode())
-
-    async def receive(self) -> dict[str, Any]:
-        with trio.fail_after(DEADLINE_S):
-            return orjson.loads(await self.connection.get_message())
-
-    async def answer_to(self, request_id: int | str) -> dict[str, Any]:
-        while (message := await self.receive()).get("id") != request_id or "method" in message:
-            pass
-        return message
-
-    async def initialize(self) -> None:
-        info = {"name": "ws-test", "version": "0"}
-        await self.request(
-            "init", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
-        )
-        assert "result" in await self.answer_to("init")
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
-@asynccontextmanager
-async def connect(url: str, *, initialize: bool = True, **options: Any) -> AsyncIterator[WsClient]:
-    options.setdefault("subprotocols", ["mcp"])
-    async with open_websocket_url(url, max_message_size=16 * 1024 * 1024, **options) as connection:
-        client = WsClient(connection)
-        if initialize:
-            await client.initialize()
-        yield client
 
 
 def token(**claims: Any) -> list[tuple[bytes, bytes]]:

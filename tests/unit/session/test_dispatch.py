@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
+from actors.middleware import Middleware
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.protocol.errors import (
     BACKEND_UNAVAILABLE,
@@ -52,7 +53,9 @@ def tool(name: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def dispatcher(*, ready: bool = True, timeout_s: float = 30.0) -> AsyncIterator[Harness]:
+async def dispatcher(
+    *, ready: bool = True, timeout_s: float = 30.0, middleware: tuple[Middleware, ...] = ()
+) -> AsyncIterator[Harness]:
     inbox_send, inbox_recv = trio.open_memory_channel[Message](16)
     outbox_send, outbox_recv = trio.open_memory_channel[Message](16)
     calls, backend = trio.open_memory_channel[BackendCommand](16)
@@ -67,7 +70,9 @@ async def dispatcher(*, ready: bool = True, timeout_s: float = 30.0) -> AsyncIte
     if ready:
         harness.publish(BackendReady("one", (tool("echo"), tool("slow")), calls))
         harness.publish(BackendReady("two", (tool("echo"),), calls))
-    settings = SessionSettings(server_name="test-gateway", settle_timeout_s=60.0, drain_s=5.0)
+    settings = SessionSettings(
+        server_name="test-gateway", settle_timeout_s=60.0, drain_s=5.0, middleware=middleware
+    )
     actor = Dispatcher(
         session="s1", inbox=inbox_recv, outbox=outbox_send, catalog=catalog.watch, settings=settings
     )

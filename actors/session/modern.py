@@ -1,0 +1,198 @@
+"""Requests of the 2026-07-28 era on a session: each one stands alone.
+
+A request whose `params._meta` holds the protocolVersion key is modern, whatever else the connection has
+said: it needs no initialize, and it is answered from what it carries itself (its version, its client's
+capabilities and identity, its log level). An initialize on the same connection starts a legacy session
+beside it; neither era pins the other. The envelope is checked first (-32602 naming the key, -32022 for a
+version not served), then the method (a removed or unknown one is -32601); what the handlers then see is
+the request without its envelope, as a legacy backend may be given it. Answers gain what the era asks of a
+result (`resultType`, caching hints, the server's identity) in `ModernCall.encode`, and a resource the
+gateway cannot find is -32602 with its URI (the era retired -32002).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors import __version__
+from actors.backends.connection import answer
+from actors.middleware import ClientInfo
+from actors.middleware.chain import MiddlewareChain
+from actors.protocol.capabilities import missing_capability
+from actors.protocol.codec import clip
+from actors.protocol.envelopes import Ask, Mail, Reply
+from actors.protocol.eras import (
+    MODERN_CLIENT_METHODS,
+    MODERN_VERSIONS,
+    ModernEnvelope,
+    missing_capability_error,
+    parse_envelope,
+    resource_not_found_error,
+    without_envelope,
+)
+from actors.protocol.errors import METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, rpc_error
+from actors.protocol.messages import (
+    ErrorResponse,
+    Message,
+    Notification,
+    Params,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+)
+from actors.protocol.modern_results import modern_result
+from actors.session.fields import meta_error
+from actors.session.inflight import Answers
+from actors.session.logs import LOG_SEVERITY
+
+if TYPE_CHECKING:
+    from actors.session.dispatcher import Dispatcher
+
+MAX_CHAINS: Final = 16  # middleware chains kept per session, one per client name its requests give
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ModernCall:
+    """One modern request, checked: what its handler is given and how its answer is encoded."""
+
+    method: str
+    envelope: ModernEnvelope
+    params: Params  # without the envelope
+    server_info: dict[str, Any]
+    chain: MiddlewareChain | None = None  # the session's middleware, for this request's client
+    log_rank: int | None = None  # the least severe log level it wants; None: no notifications/message
+    asks: RefusedAsks = attrs.field(factory=lambda: RefusedAsks())
+    answers: Answers | None = None  # the session's way to its client, for the call's log messages
+    legacy_ready: trio.Event | None = None  # set once the connection's legacy session is ready
+
+    def log(self, notification: Notification) -> None:
+        """A backend's log message while this call was its one call in flight: to the client, when the
+        request asked for that level. A connection with a ready legacy session hears it that way instead."""
+        if self.log_rank is None or self.answers is None:
+            return
+        if self.legacy_ready is not None and self.legacy_ready.is_set():
+            return
+        params = notification.params if isinstance(notification.params, dict) else {}
+        if LOG_SEVERITY.get(params.get("level"), 0) >= self.log_rank:  # type: ignore[arg-type]
+            self.answers.deliver(notification)
+
+    def result(self, result: object) -> dict[str, Any]:
+        return modern_result(self.method, result, server_info=self.server_info)
+
+    def error(self, error: RpcError) -> RpcError:
+        """A backend's or the gateway's error as this era says it."""
+        if error.code == RESOURCE_NOT_FOUND and self.method == "resources/read":
+            uri = self.params.get("uri")
+            return resource_not_found_error(uri if isinstance(uri, str) else "")
+        return error
+
+    def encode(self, message: Message) -> Message:
+        if isinstance(message, Response):
+            return Response(message.id, self.result(message.result))
+        if isinstance(message, ErrorResponse):
+            return ErrorResponse(message.id, self.error(message.error))
+        return message
+
+
+@attrs.frozen(slots=True)
+class RefusedAsks:
+    """Where a legacy backend's requests for the client (sampling, elicitation, roots) go while it serves a
+    modern call. That era has no server-to-client requests, so none reaches the client as one: each is
+    refused, with the capability it would need named when the client did not declare it."""
+
+    capabilities: dict[str, Any] = attrs.field(factory=dict)
+
+    def send_nowait(self, item: Mail) -> None:
+        if not isinstance(item, Ask):
+            return  # withdrawals and notices of asks never made
+        missing = missing_capability(item.method, item.params, self.capabilities)
+        if missing is not None:
+            error = missing_capability_error(missing)
+        else:
+            error = rpc_error(
+                METHOD_NOT_FOUND,
+                f"the gateway does not pass {item.method} to a client of protocol {MODERN_VERSIONS[0]}",
+            )
+        logger.info("refused {} from backend {}: {}", item.method, item.backend, error.message)
+        answer(item, Reply(error=error))
+
+
+def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
+    """A modern request checked: its envelope, its method, the rest of its `_meta`."""
+    envelope = parse_envelope(request.params)
+    if isinstance(envelope, RpcError):
+        return envelope
+    method = request.method
+    if method not in MODERN_CLIENT_METHODS:
+        return rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
+    params = without_envelope(request.params) or {}
+    error = meta_error(params)
+    if error is not None:
+        return error
+    if d.on_ready is not None and not d.spoke:
+        d.on_ready()  # a network client that speaks MCP: no initialize deadline
+    d.spoke = True
+    return ModernCall(
+        method=method,
+        envelope=envelope,
+        params=params,
+        server_info={"name": d.settings.server_name, "version": __version__},
+        chain=chain_for(d, envelope) if d.settings.middleware else None,
+        log_rank=None if envelope.log_level is None else LOG_SEVERITY[envelope.log_level],
+        asks=RefusedAsks(envelope.client_capabilities),
+        answers=d.answers,
+        legacy_ready=d.client_ready,
+    )
+
+
+def chain_for(d: Dispatcher, envelope: ModernEnvelope) -> MiddlewareChain:
+    """The session's middleware for the client a modern request names (by clientInfo.name), kept per name so
+    filtered lists are computed once per catalog version."""
+    info = envelope.client_info or {}
+    name = info.get("name") if isinstance(info.get("name"), str) else None
+    chain = d.modern_chains.get(name)
+    if chain is None:
+        chain = MiddlewareChain(d.settings.middleware, ClientInfo(d.session, d.subject, name))
+        if len(d.modern_chains) < MAX_CHAINS:
+            d.modern_chains[name] = chain
+    return chain
+
+
+# The server capability a modern method needs declared; without it the method is unknown (-32601), as the
+# era asks: a client reads the capabilities of discover as the methods it may call.
+FEATURE_OF: Final = {
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "completion/complete": "completions",
+}
+
+
+def undeclared(d: Dispatcher, method: str) -> RpcError | None:
+    """-32601 for a method of a feature no ready backend offers now (so discover does not declare it)."""
+    feature = FEATURE_OF.get(method)
+    if feature is None:
+        return None
+    if any(status.ready and feature in status.capabilities for status in d.catalog.value.backends.values()):
+        return None
+    return rpc_error(METHOD_NOT_FOUND, f"Method not found: {method} (no {feature} are offered now)")
+
+
+def discover(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
+    """server/discover: the versions served, what the gateway can route now, the backends' instructions."""
+    view = d.catalog.value
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": view.server_capabilities(),
+    }
+    instructions = view.instructions()
+    if instructions:
+        result["instructions"] = instructions
+    return Response(request_id, result)

@@ -1,0 +1,275 @@
+"""Clients of MCP 2026-07-28 on the stdio and WebSocket fronts, raw: no initialize, every request on its own.
+
+A modern request carries its version, capabilities and client in `params._meta`; the gateway serves it
+statelessly from that, beside (never instead of) a legacy session on the same connection. The backends here
+are legacy test backends: what they answer reaches the modern client in its era's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Final
+
+import mcp_types as types
+import pytest
+from support import (
+    RawClient,
+    backend_entry,
+    connect,
+    raw_gateway,
+    running,
+    sdk_client,
+    with_websocket,
+    write_config,
+)
+
+from actors.protocol.eras import (
+    CLIENT_CAPABILITIES_KEY,
+    LOG_LEVEL_KEY,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+)
+
+MODERN: Final = "2026-07-28"
+CLIENT_INFO: Final = {"name": "raw-modern", "version": "1"}
+
+
+def envelope(
+    version: str = MODERN, capabilities: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    meta = {
+        PROTOCOL_VERSION_KEY: version,
+        CLIENT_CAPABILITIES_KEY: capabilities or {},
+        "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+    }
+    return {**meta, **extra}
+
+
+def modern(params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    """Request params carrying the modern envelope (plus `meta`'s keys in `_meta`)."""
+    return {**(params or {}), "_meta": envelope(**meta)}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "gateway.toml",
+        [backend_entry("alpha", "--resources", "--prompts", "--instructions=alpha's advice")],
+        name="modern-gateway",
+    )
+
+
+@pytest.fixture
+async def gateway(config: Path, tmp_path: Path) -> RawClient:
+    async with raw_gateway(config, tmp_path / "gateway.log") as client:
+        yield client  # type: ignore[misc]
+
+
+def server_info(result: dict[str, Any]) -> Any:
+    return result["_meta"][SERVER_INFO_KEY]
+
+
+async def test_a_modern_client_is_served_without_initialize(gateway: RawClient) -> None:
+    await gateway.request(1, "tools/list", modern())
+    listed = (await gateway.answer_to(1))["result"]
+    assert "echo" in [tool["name"] for tool in listed["tools"]]
+    assert listed["resultType"] == "complete"
+    assert (listed["ttlMs"], listed["cacheScope"]) == (0, "private")
+    assert server_info(listed)["name"] == "modern-gateway"
+
+    await gateway.request(2, "tools/call", modern({"name": "echo", "arguments": {"text": "no handshake"}}))
+    called = (await gateway.answer_to(2))["result"]
+    assert called["structuredContent"] == {"text": "no handshake"}
+    assert called["resultType"] == "complete"
+    assert "ttlMs" not in called  # a call's result is not cacheable
+
+    await gateway.request(3, "resources/read", modern({"uri": "test://alpha/readme"}))
+    read = (await gateway.answer_to(3))["result"]
+    assert read["contents"][0]["text"] == "[alpha] test://alpha/readme"
+    assert (read["resultType"], read["ttlMs"], read["cacheScope"]) == ("complete", 0, "private")
+
+    await gateway.request(4, "prompts/get", modern({"name": "greet", "arguments": {"who": "Ada"}}))
+    assert (await gateway.answer_to(4))["result"]["resultType"] == "complete"
+
+
+async def test_server_discover_says_what_the_gateway_serves(gateway: RawClient) -> None:
+    await gateway.request("d", "server/discover", modern())
+    result = (await gateway.answer_to("d"))["result"]
+    assert result["supportedVersions"] == [MODERN]
+    assert result["capabilities"]["tools"] == {"listChanged": True}
+    assert "prompts" in result["capabilities"] and "resources" in result["capabilities"]
+    assert "alpha's advice" in result["instructions"]
+    assert (result["resultType"], result["ttlMs"], result["cacheScope"]) == ("complete", 0, "private")
+    assert server_info(result) == {"name": "modern-gateway", "version": server_info(result)["version"]}
+
+
+@pytest.mark.parametrize(
+    "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"]
+)
+async def test_a_method_the_era_removed_is_unknown(gateway: RawClient, method: str) -> None:
+    await gateway.request(1, method, modern({"uri": "test://shared", "level": "info"}))
+    answer = await gateway.answer_to(1)
+    assert answer["error"]["code"] == -32601
+    await gateway.request(2, "no/such/method", modern())
+    assert (await gateway.answer_to(2))["error"]["code"] == -32601
+
+
+async def test_bad_envelopes_and_versions_get_their_errors_and_echo_the_id(gateway: RawClient) -> None:
+    await gateway.request("v", "tools/list", modern(version="2099-01-01"))
+    answer = await gateway.answer_to("v")
+    assert answer["error"]["code"] == -32022
+    assert answer["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}
+
+    await gateway.request("c", "tools/list", {"_meta": {PROTOCOL_VERSION_KEY: MODERN}})
+    answer = await gateway.answer_to("c")
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"]["envelope"]["key"] == CLIENT_CAPABILITIES_KEY
+
+    for n, version in enumerate([7, ["2026-07-28"], "x" * 100_000, "2026-07-28\x1b[2J"]):
+        await gateway.request(n, "tools/list", modern(version=version))  # type: ignore[arg-type]
+        answer = await gateway.answer_to(n)
+        assert answer["error"]["code"] in (-32602, -32022), answer
+
+    await gateway.request("l", "tools/list", modern(**{LOG_LEVEL_KEY: "loud"}))
+    assert (await gateway.answer_to("l"))["error"]["data"]["envelope"]["key"] == LOG_LEVEL_KEY
+
+    await gateway.request("t", "tools/list", modern(progressToken=[1]))
+    assert (await gateway.answer_to("t"))["error"]["code"] == -32602  # the rest of _meta is checked too
+
+    # and the connection goes on
+    await gateway.request("ok", "tools/list", modern())
+    assert "result" in await gateway.answer_to("ok")
+
+
+async def test_a_resource_nobody_has_is_invalid_params_with_its_uri(gateway: RawClient) -> None:
+    missing = "test-none://nothing/here"
+    await gateway.request(1, "resources/read", modern({"uri": missing}))
+    error = (await gateway.answer_to(1))["error"]
+    assert (error["code"], error["data"]) == (-32602, {"uri": missing})
+
+
+async def test_discover_then_initialize_is_a_legacy_session(gateway: RawClient) -> None:
+    """As an editor that probes first and then speaks 2025-11-25 (Claude Code does)."""
+    await gateway.request("probe", "server/discover", modern())
+    assert (await gateway.answer_to("probe"))["result"]["supportedVersions"] == [MODERN]
+    assert (await gateway.initialize())["result"]["protocolVersion"] == "2025-11-25"
+    await gateway.call(1, "echo", text="legacy")
+    assert (await gateway.answer_to(1))["result"]["structuredContent"] == {"text": "legacy"}
+
+
+async def test_the_eras_share_a_connection_without_pinning_it(gateway: RawClient) -> None:
+    await gateway.request(1, "tools/list", modern())
+    assert (await gateway.answer_to(1))["result"]["resultType"] == "complete"
+    assert "result" in await gateway.initialize()  # a legacy session starts beside it
+    await gateway.request(2, "tools/list")
+    legacy = (await gateway.answer_to(2))["result"]
+    assert "resultType" not in legacy and "ttlMs" not in legacy  # legacy bytes as they always were
+    await gateway.request(3, "tools/list", modern())
+    assert (await gateway.answer_to(3))["result"]["resultType"] == "complete"
+    await gateway.request(4, "ping")
+    assert (await gateway.answer_to(4))["result"] == {}
+
+
+async def test_log_messages_reach_a_modern_call_only_at_the_level_it_asked(gateway: RawClient) -> None:
+    arguments = {"name": "log", "arguments": {"level": "warning", "data": "careful"}}
+    await gateway.request(1, "tools/call", modern(arguments, **{LOG_LEVEL_KEY: "info"}))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 1)
+    logs = [m for m in messages if m.get("method") == "notifications/message"]
+    assert [m["params"]["data"] for m in logs] == ["careful"]
+    assert messages[-1]["result"]["resultType"] == "complete"
+
+    for n, meta in enumerate([{LOG_LEVEL_KEY: "error"}, {}], start=2):  # above the message's level; none
+        await gateway.request(n, "tools/call", modern(arguments, **meta))
+        messages = await gateway.receive_until(lambda message, n=n: message.get("id") == n)  # type: ignore[misc]
+        assert [m.get("method") for m in messages] == [None]
+
+
+async def test_a_modern_call_can_be_cancelled_and_tracks_progress(gateway: RawClient) -> None:
+    await gateway.request(0, "tools/list", modern())  # past the first settle: calls are forwarded as read
+    await gateway.answer_to(0)
+    await gateway.request(1, "tools/call", modern({"name": "sleep", "arguments": {"seconds": 60}}))
+    await gateway.notify("notifications/cancelled", {"requestId": 1, "reason": "changed my mind"})
+    await gateway.request(2, "tools/call", modern({"name": "cancelled_requests", "arguments": {}}))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 2)
+    assert [m.get("id") for m in messages] == [2]  # nothing for the cancelled call
+    assert len(messages[-1]["result"]["structuredContent"]["cancelled"]) == 1  # the backend was told
+
+    params = {"name": "progress", "arguments": {"steps": 2}}
+    await gateway.request(3, "tools/call", modern(params, progressToken="p"))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 3)
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [("p", 1), ("p", 2)]
+
+
+async def test_a_backend_asking_a_modern_client_is_refused_with_the_capability_it_lacks(
+    gateway: RawClient,
+) -> None:
+    """The test backend's ask_client answers with what its request got back: here the gateway's refusal."""
+    sampling = {"method": "sampling/createMessage", "params": {"messages": []}}
+    ask = {"name": "ask_client", "arguments": sampling}
+    await gateway.request(1, "tools/call", modern(ask))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 1)
+    assert len(messages) == 1  # no request ever reaches a modern client
+    refused = messages[0]["result"]["structuredContent"]["error"]
+    assert (refused["code"], refused["data"]) == (-32021, {"requiredCapabilities": {"sampling": {}}})
+
+    await gateway.request(2, "tools/call", modern(ask, capabilities={"sampling": {}}))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 2)
+    assert len(messages) == 1
+    assert messages[0]["result"]["structuredContent"]["error"]["code"] == -32601  # declared; not bridged
+
+
+async def test_a_batch_holding_a_modern_request_is_refused(gateway: RawClient) -> None:
+    await gateway.initialize("2025-03-26")  # the one version with batches
+    await gateway.send_line(
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"'
+        + PROTOCOL_VERSION_KEY.encode()
+        + b'":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}},'
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}]'
+    )
+    batch = await gateway.next_line()
+    assert b"-32600" in batch and b'"id":2' in batch
+
+
+async def test_a_modern_websocket_client_needs_no_initialize(tmp_path: Path) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo")]))
+    async with running(config) as gateway, connect(gateway.websocket_url or "", initialize=False) as client:
+        assert gateway.listener is not None
+        (session,) = gateway.listener.sessions()
+        await client.request(0, "ping")  # legacy, allowed before initialize: the session is running
+        assert "result" in await client.answer_to(0)
+        assert session.initialize_deadline() < math.inf  # a network client must show it speaks MCP
+        await client.request(1, "tools/call", modern({"name": "echo", "arguments": {"text": "ws"}}))
+        assert (await client.answer_to(1))["result"]["structuredContent"] == {"text": "ws"}
+        assert session.initialize_deadline() == math.inf  # it did: a modern request needs no initialize
+        await client.request(2, "server/discover", modern())
+        discovered = (await client.answer_to(2))["result"]
+        assert discovered["capabilities"] == {"tools": {"listChanged": True}}  # alpha has only tools
+        for n, method in enumerate(["prompts/list", "resources/read", "completion/complete"], start=3):
+            await client.request(n, method, modern({"uri": "test://shared"}))  # not declared: unknown
+            assert (await client.answer_to(n))["error"]["code"] == -32601
+
+
+async def test_the_python_sdk_pinned_to_2026_uses_the_gateway_over_stdio(
+    config: Path, tmp_path: Path
+) -> None:
+    """The official Python SDK's modern client: no discover, no initialize; lists, calls, reads and logs."""
+    logged: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    log = tmp_path / "gateway.log"
+    async with sdk_client(config, log, mode=MODERN, logging_callback=on_log, log_level="info") as client:
+        assert client.protocol_version == MODERN
+        listed = await client.list_tools(cache_mode="bypass")
+        assert "echo" in [tool.name for tool in listed.tools]
+        echoed = await client.call_tool("echo", {"text": "from the 2026 era"})
+        assert echoed.structured_content == {"text": "from the 2026 era"}
+        read = await client.read_resource("test://alpha/readme")
+        assert read.contents[0].text == "[alpha] test://alpha/readme"  # type: ignore[union-attr]
+        failed = await client.call_tool("fail", {"message": "as asked"})
+        assert failed.is_error is True
+        await client.call_tool("log", {"level": "warning", "data": "heard"})
+    assert logged == ["heard"]  # before its call's answer, so here by now

@@ -1,0 +1,98 @@
+"""Modern (2026-07-28) requests in the dispatcher: the first settle, what a legacy backend is sent, how its
+answers and errors are encoded, and the session's middleware per modern client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+from test_dispatch import dispatcher, tool
+
+from actors.middleware import Middleware
+from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Reply
+from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
+from actors.protocol.errors import RESOURCE_NOT_FOUND, RpcError
+from actors.protocol.messages import ErrorResponse, Request, Response
+from actors.runtime.supervisor import ChildRestarting
+from actors.session.settings import SessionState
+
+
+def modern(params: dict[str, Any] | None = None, client: str = "c") -> dict[str, Any]:
+    meta = {
+        PROTOCOL_VERSION_KEY: "2026-07-28",
+        CLIENT_CAPABILITIES_KEY: {},
+        CLIENT_INFO_KEY: {"name": client, "version": "1"},
+        "progressToken": 7,
+        "traceparent": "00-abc-def-01",
+    }
+    return {**(params or {}), "_meta": meta}
+
+
+async def test_a_modern_request_waits_for_the_first_settle_once() -> None:
+    async with dispatcher(ready=False) as h:
+        await h.inbox.send(Request(1, "tools/list", modern()))
+        await trio.testing.wait_all_tasks_blocked()
+        assert h.outbox.statistics().current_buffer_used == 0  # held: nothing is up yet
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        h.publish(BackendReady("one", (tool("a"),), calls))
+        h.publish(ChildRestarting("two", RuntimeError("no"), 1.0))
+        answer = await h.outbox.receive()
+        assert isinstance(answer, Response) and [t["name"] for t in answer.result["tools"]] == ["a"]
+        assert h.actor is not None and h.actor.held and h.actor.state is SessionState.NEW
+        assert isinstance(await h.ask(2, "tools/list", modern()), Response)  # not held again
+
+
+async def test_a_legacy_backend_gets_the_request_without_its_envelope_and_its_answer_is_encoded() -> None:
+    async with dispatcher() as h:
+        await h.inbox.send(Request("x", "tools/call", modern({"name": "echo", "arguments": {}})))
+        call = await h.backend.receive()
+        assert isinstance(call, Call)
+        assert call.params == {
+            "name": "echo",
+            "arguments": {},
+            "_meta": {"progressToken": call.call_id, "traceparent": "00-abc-def-01"},
+        }
+        call.reply_to.fill(Reply(result={"content": []}))
+        answer = await h.outbox.receive()
+        assert isinstance(answer, Response)
+        assert answer.result["resultType"] == "complete" and "ttlMs" not in answer.result
+        assert answer.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "test-gateway"
+
+
+async def test_a_backend_not_finding_a_resource_is_invalid_params_naming_the_clients_uri() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        await h.inbox.send(Request("x", "tools/call", modern({"name": "echo"})))
+        call = await h.backend.receive()
+        assert isinstance(call, Call)
+        entry = h.actor.inflight.get("x")
+        assert entry is not None and entry.modern is not None
+        read = entry.modern.__class__(
+            method="resources/read",
+            envelope=entry.modern.envelope,
+            params={"uri": "test://as/written"},
+            server_info={},
+        )
+        mapped = read.error(RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": "own://form"}))
+        assert (mapped.code, mapped.data) == (-32602, {"uri": "test://as/written"})
+        other = RpcError(RESOURCE_NOT_FOUND, "something else")
+        assert entry.modern.error(other) is other  # only a read's miss means "resource not found"
+        call.reply_to.fill(Reply(error=other))
+        answer = await h.outbox.receive()
+        assert isinstance(answer, ErrorResponse) and answer.error == other
+
+
+async def test_middleware_sees_each_modern_client_by_its_own_name() -> None:
+    class HideFromGuests(Middleware):
+        def filter_tools(self, client: Any, tools: Any) -> Any:
+            return [t for t in tools if client.name != "guest" or t["name"] != "slow"]
+
+    async with dispatcher(middleware=(HideFromGuests(),)) as h:
+        names = {}
+        for n, client in enumerate(["guest", "admin", "guest"]):
+            answer = await h.ask(n, "tools/list", modern(client=client))
+            assert isinstance(answer, Response)
+            names[n] = [t["name"] for t in answer.result["tools"]]
+        assert names == {0: ["echo", "two__echo"], 1: ["echo", "slow", "two__echo"], 2: names[0]}
+        assert h.actor is not None and sorted(h.actor.modern_chains) == ["admin", "guest"]
