@@ -38,7 +38,7 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import completion, lifecycle, logs, mailbox, modern, prompts, resources, tools
+from actors.session import completion, lifecycle, listen, logs, mailbox, modern, prompts, resources, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
@@ -72,6 +72,7 @@ MODERN_NOW: Final[dict[str, Now]] = {
     **{method: handler for method, handler in NOW.items() if method in modern.MODERN_CLIENT_METHODS},
     "server/discover": modern.discover,
 }
+MODERN_LATER: Final[dict[str, Later]] = {"subscriptions/listen": listen.listen}
 LATER: Final[dict[str, Later]] = {
     "initialize": lifecycle.initialize,
     "resources/subscribe": resources.subscribe,
@@ -111,6 +112,7 @@ class Dispatcher:
     log_level: int = 1  # forward backend logs at "info" and above until the client sets its level
     chain: MiddlewareChain | None = None  # made at initialize, when there is middleware
     modern_chains: dict[str | None, MiddlewareChain] = attrs.field(factory=dict)  # by modern clients' names
+    listens: dict[RequestId, listen.Listen] = attrs.field(factory=dict)  # open subscriptions/listen requests
     announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
     operating: trio.Event = attrs.field(factory=trio.Event)
     client_ready: trio.Event = attrs.field(factory=trio.Event)
@@ -144,6 +146,7 @@ class Dispatcher:
                         with self.inbox:
                             async for message in self.inbox:
                                 await self._receive(message, requests)
+                        self._end_listens()  # nothing more will be asked: they end now, gracefully
                         background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
                         await self.inflight.wait_empty()
                     background.cancel_scope.cancel()
@@ -217,8 +220,8 @@ class Dispatcher:
         if not isinstance(message, Request):
             return False
         if is_modern_request(message.params):
-            if not self.held or self.settings.middleware:  # it may wait (settle, middleware): in a task
-                return False
+            if not self.held or self.settings.middleware or message.method in MODERN_LATER:
+                return False  # it may wait (settle, middleware, listen): in a task
         elif self.state is not SessionState.OPERATING or self._later(message.method, None) is not None:
             return False
         if not receiver_idle(self.inbox) or self.answers.overflow:
@@ -324,7 +327,7 @@ class Dispatcher:
         call = entry.modern if entry is not None else None
         if method == "tools/call" and (self.chain if call is None else call.chain) is not None:
             return tools.call_through_middleware
-        return LATER.get(method) if call is None else None
+        return LATER.get(method) if call is None else MODERN_LATER.get(method)
 
     async def _serve(
         self, request: Request, entry: InFlight, deliver: Callable[[Message], Awaitable[None]] | None = None
@@ -336,11 +339,17 @@ class Dispatcher:
         with entry.scope:
             response: Message | None = await self.answer(request, entry)
         if entry.scope.cancelled_caught:  # the client's cancel wants nothing; anything else an error
-            response = None if entry.silent else ErrorResponse(request.id, SHUTTING_DOWN)
+            response = None if entry.silent else self._stopped(request, entry)
         if response is not None:
             await (deliver or self.send)(response)
         if deliver is None:
             self.inflight.remove(entry)
+
+    def _stopped(self, request: Request, entry: InFlight) -> Message:
+        """The answer of a request the gateway stops: an error, or a listen's graceful end."""
+        if request.method == "subscriptions/listen" and entry.modern is not None:
+            return listen.ended(request.id, entry.modern.server_info)
+        return ErrorResponse(request.id, SHUTTING_DOWN)
 
     def owed_answers(self, error: RpcError) -> list[Message]:
         """What a session that crashed still owes its client (see InFlightTable.owed_answers)."""
@@ -355,6 +364,12 @@ class Dispatcher:
             await put(self.outbox, message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.debug("writer is gone; dropped {}", type(message).__name__)
+
+    def _end_listens(self) -> None:
+        for request_id in list(self.listens):
+            entry = self.inflight.get(request_id)
+            if entry is not None:
+                self.forwarder.stop(entry, "the client's stream ended")
 
     def halt(self) -> None:
         """Answer everything in flight with an error now: the session is stopping."""

@@ -10,7 +10,7 @@ import trio
 
 from actors.protocol.envelopes import BackendEvent, Mail, Notify
 from actors.protocol.messages import Notification
-from actors.session import logs
+from actors.session import listen, logs
 from actors.session.lifecycle import CATALOG_CHANGED
 from actors.session.settings import SessionState
 
@@ -30,10 +30,14 @@ async def read(
                 note = logs.for_client(d, item)
                 if note is not None:
                     await d.send(note)
+                if d.listens:
+                    await listen.updated(d, item)
             elif item is not CATALOG_CHANGED:
                 await d.client_asks.take(item, d.state is SessionState.OPERATING)  # type: ignore[arg-type]
             if d.client_ready.is_set():
                 await announce_list_changes(d)
+            if d.listens:
+                await listen.announce(d)
 
 
 async def announce_list_changes(d: Dispatcher) -> None:

@@ -85,10 +85,11 @@ async def unsubscribe(d: Dispatcher, request_id: RequestId, params: Params) -> M
     return Response(request_id, {})
 
 
-def release_subscriptions(d: Dispatcher) -> None:
-    """At the end of the session: unsubscribe at the backends from what nobody else wants."""
+def release_subscriptions(d: Dispatcher, holder: str | None = None) -> None:
+    """At the end of the session (or of one of its listens, `holder`): unsubscribe at the backends from what
+    nobody else wants."""
     view = d.catalog.value
-    for backend, uri in d.settings.subscriptions.drop_session(d.session):
+    for backend, uri in d.settings.subscriptions.drop_session(holder or d.session):
         status = view.backends.get(backend)
         if status is None or not status.ready:
             continue  # down: it forgot its subscriptions, and will not be given this one again

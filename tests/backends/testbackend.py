@@ -132,7 +132,7 @@ async def progress(ctx: Context, arguments: JsonObject) -> JsonObject:
 
 async def set_tools(ctx: Context, arguments: JsonObject) -> JsonObject:
     extra: list[str] = arguments["extra"]
-    builtin = set(TOOLS)
+    builtin = set(TOOLS) | {"touch"}  # and the tool --resources adds
     clashes = sorted(set(extra) & builtin)
     if clashes:
         return text_result(f"cannot replace built-in tools: {', '.join(clashes)}", is_error=True)

@@ -273,3 +273,56 @@ async def test_the_python_sdk_pinned_to_2026_uses_the_gateway_over_stdio(
         assert failed.is_error is True
         await client.call_tool("log", {"level": "warning", "data": "heard"})
     assert logged == ["heard"]  # before its call's answer, so here by now
+
+
+def subscription(message: dict[str, Any]) -> Any:
+    return message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+
+
+async def test_listen_acknowledges_what_it_honours_then_notifies_under_its_id(gateway: RawClient) -> None:
+    wanted = {
+        "toolsListChanged": True,
+        "promptsListChanged": False,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["test://shared", "test-none://nobody"],
+    }
+    await gateway.request("L", "subscriptions/listen", modern({"notifications": wanted}))
+    ack = await gateway.receive()
+    assert ack["method"] == "notifications/subscriptions/acknowledged" and subscription(ack) == "L"
+    assert ack["params"]["notifications"] == {
+        "toolsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["test://shared"],  # nobody owns the other one
+    }
+
+    await gateway.request(1, "tools/call", modern({"name": "touch", "arguments": {"uri": "test://shared"}}))
+    messages = await gateway.receive_until(
+        lambda message: message.get("method") == "notifications/resources/updated"
+    )
+    assert messages[-1]["params"]["uri"] == "test://shared" and subscription(messages[-1]) == "L"
+
+    await gateway.request(2, "tools/call", modern({"name": "set_tools", "arguments": {"extra": ["added"]}}))
+    changed = await gateway.receive_until(
+        lambda message: message.get("method") == "notifications/tools/list_changed"
+    )
+    assert subscription(changed[-1]) == "L"
+
+    await gateway.notify("notifications/cancelled", {"requestId": "L"})  # the client stops listening
+    await gateway.request(3, "tools/call", modern({"name": "touch", "arguments": {"uri": "test://shared"}}))
+    messages = await gateway.receive_until(lambda message: message.get("id") == 3)
+    assert [m.get("method") for m in messages if m.get("id") != 1] == [None]  # no answer to L, no update
+    assert messages[-1]["result"]["structuredContent"] == {"notified": False}, messages  # unsubscribed there
+
+
+async def test_listen_refuses_malformed_filters_and_ends_gracefully_at_shutdown(gateway: RawClient) -> None:
+    for n, wanted in enumerate([[], {"toolsListChanged": "yes"}, {"resourceSubscriptions": "test://shared"}]):
+        await gateway.request(n, "subscriptions/listen", modern({"notifications": wanted}))
+        assert (await gateway.answer_to(n))["error"]["code"] == -32602
+    await gateway.request("L", "subscriptions/listen", modern({"notifications": {"toolsListChanged": True}}))
+    assert (await gateway.receive())["method"] == "notifications/subscriptions/acknowledged"
+    await gateway.close_stdin()  # the client is done: the gateway ends the listen with its graceful result
+    answer = await gateway.answer_to("L")
+    assert (
+        answer["result"]["resultType"] == "complete"
+        and answer["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L"
+    )
