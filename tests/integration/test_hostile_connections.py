@@ -194,10 +194,15 @@ async def test_a_token_in_the_query_string_is_never_logged(tmp_path: Path) -> No
                 port_of(gateway.websocket_url),
                 upgrade(b"/mcp?access_token=eyJsecret", Origin=b"http://evil.example"),
             )
+            for path in (b"/mcp", b"/elsewhere"):  # refused for its origin, and not found
+                post = b"POST " + path + b"?access_token=eyJsecret HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                post += b"Origin: http://evil.example\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+                await send_raw(port_of(gateway.http_url), post)
     finally:
         logger.remove(sink)
     refused = [line for line in lines if "refused" in line]
-    assert refused and all("eyJsecret" not in line and "access_token" not in line for line in lines)
+    assert len(refused) == 3  # the upgrade, the POST to /mcp and the one to no endpoint
+    assert all("eyJsecret" not in line and "access_token" not in line for line in lines)
 
 
 # --- random bytes at a gateway process --------------------------------------------------------------------
