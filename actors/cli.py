@@ -74,11 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             reason = "nothing to serve: add a [websocket] or [http] table, or pass --stdio"
             print(f"{config.path}: {reason}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
-        on = (("WebSocket", config.websocket), ("Streamable HTTP", config.http), ("stdio", args.stdio))
-        frontends = " and ".join(name for name, present in on if present)
-        logger.info(
-            "serving MCP over {}: {} from {}", frontends, _count(len(config.backends), "backend"), config.path
-        )
         if args.stdio and sys.stdin.isatty():
             logger.info("waiting for an MCP client on stdin (one JSON-RPC message per line); Ctrl-C stops")
         return _run(_serve, gateway, args.stdio)

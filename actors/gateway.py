@@ -131,6 +131,8 @@ class Gateway:
                     await root.start(middleware.run)
                 if websocket:
                     await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
+                if websocket or stdio:
+                    self._log_serving(stdio)
                 await root.start(self._frontends, catalog.watch, stdio)
                 with events:
                     await root.start(supervise, self._backend_specs(events), events.clone())
@@ -151,6 +153,14 @@ class Gateway:
         ]
         for listener in self.listeners:
             await listener.endpoint.bind()
+
+    def _log_serving(self, stdio: bool) -> None:
+        """What is served, said once the ports are held: a port in use is its one error line alone."""
+        config = self.config
+        on = (("WebSocket", config.websocket), ("Streamable HTTP", config.http), ("stdio", stdio))
+        frontends = " and ".join(name for name, present in on if present)
+        backends = f"{len(config.backends)} backend{'' if len(config.backends) == 1 else 's'}"
+        logger.info("serving MCP over {}: {} from {}", frontends, backends, config.path)
 
     def _backend_specs(self, events: trio.MemorySendChannel[CatalogEvent]) -> list[ChildSpec]:
         return [

@@ -189,9 +189,13 @@ async def test_client_roots_before_any_session_are_no_warning_and_the_first_sess
 # --- stderr ----------------------------------------------------------------------------------------------
 
 
-async def test_a_backends_stderr_is_in_the_log_but_not_in_clients_errors(tmp_path: Path) -> None:
+@pytest.mark.parametrize("expose", [False, True])
+async def test_a_backends_stderr_is_in_the_log_but_not_in_clients_errors(
+    tmp_path: Path, expose: bool
+) -> None:
+    """Unless [gateway] expose_backend_stderr: then a call to the backend left down is told its stderr."""
     entry = backend_entry("alpha", "--only=echo,crash", restart={"max_restarts": 0})
-    config = with_websocket(write_config(tmp_path / "g.toml", [entry]))
+    config = with_websocket(write_config(tmp_path / "g.toml", [entry], expose_backend_stderr=expose))
     with captured_log() as log:
         async with running(config) as gateway:
             assert gateway.websocket_url is not None
@@ -203,8 +207,11 @@ async def test_a_backends_stderr_is_in_the_log_but_not_in_clients_errors(tmp_pat
                     await client.call_tool("echo", {"text": "anyone?"})
     errors = [f"{error.value} {error.value.error.data}" for error in (crashed, down)]
     assert "belongs to backend 'alpha', which is failed" in errors[1] and "exited with code 7" in errors[1]
-    for error in errors:
-        assert "stderr" not in error and "crash tool" not in error
+    if expose:
+        assert "last stderr:" in errors[1] and "crash tool" in errors[1]
+    else:
+        for error in errors:
+            assert "stderr" not in error and "crash tool" not in error
     assert any("exited with code 7; last stderr:" in line and "crash tool" in line for line in log)
 
 

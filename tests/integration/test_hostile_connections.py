@@ -194,10 +194,58 @@ async def test_a_token_in_the_query_string_is_never_logged(tmp_path: Path) -> No
                 port_of(gateway.websocket_url),
                 upgrade(b"/mcp?access_token=eyJsecret", Origin=b"http://evil.example"),
             )
+            for path in (b"/mcp", b"/elsewhere"):  # refused for its origin, and not found
+                post = b"POST " + path + b"?access_token=eyJsecret HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                post += b"Origin: http://evil.example\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+                await send_raw(port_of(gateway.http_url), post)
     finally:
         logger.remove(sink)
     refused = [line for line in lines if "refused" in line]
-    assert refused and all("eyJsecret" not in line and "access_token" not in line for line in lines)
+    assert len(refused) == 3  # the upgrade, the POST to /mcp and the one to no endpoint
+    assert all("eyJsecret" not in line and "access_token" not in line for line in lines)
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def initialize_post(host: bytes, origin: bytes | None) -> bytes:
+    body = orjson.dumps(INITIALIZE)
+    head = [
+        b"POST /mcp HTTP/1.1",
+        b"Host: " + host,
+        b"Content-Type: application/json",
+        b"Accept: application/json, text/event-stream",
+        b"Content-Length: " + str(len(body)).encode(),
+        b"Connection: close",
+        *([b"Origin: " + origin] if origin else []),
+    ]
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+async def test_both_listeners_check_host_and_origin_alike_and_allow_their_own_ports_pages(
+    tmp_path: Path,
+) -> None:
+    """DNS rebinding on either listener: a Host that is no loopback name (however it hides one) is 421,
+    an Origin of another local port or of a hidden host is 403, and a page of the listener's own port (a
+    port the system chose, here) is let in."""
+    async with attacked(tmp_path) as (gateway, _):
+        ports = {"websocket": port_of(gateway.websocket_url), "http": port_of(gateway.http_url)}
+        for listener, port in ports.items():
+            other = ports["http" if listener == "websocket" else "websocket"]
+            cases = [
+                (b"evil.example", None, 421),
+                (b"127.0.0.1:1@evil.com", None, 421),
+                (b"127.0.0.1", b"http://127.0.0.1:1@evil.com", 403),
+                (b"127.0.0.1", f"http://localhost:{other}".encode(), 403),
+                (b"127.0.0.1", f"http://localhost:{port}".encode(), 101 if listener == "websocket" else 200),
+            ]
+            for host, origin, status in cases:
+                if listener == "websocket":
+                    request = upgrade(Host=host, **({"Origin": origin} if origin else {}))
+                else:
+                    request = initialize_post(host, origin)
+                assert status_of(await send_raw(port, request)) == status, (listener, host, origin)
 
 
 # --- random bytes at a gateway process --------------------------------------------------------------------

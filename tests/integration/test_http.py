@@ -259,6 +259,26 @@ async def test_a_cancelled_request_ends_its_post_without_an_answer(tmp_path: Pat
         assert len(answer.json()["result"]["structuredContent"]["cancelled"]) == 1
 
 
+@pytest.mark.parametrize(
+    "params", [{"requestId": {"a": 1}}, {"requestId": [1]}, [1], {"requestId": True}, {"requestId": 1.5}]
+)
+async def test_a_cancel_whose_request_id_is_no_id_is_accepted_and_dropped(
+    tmp_path: Path, params: Any
+) -> None:
+    """Accepted like any notification (202) and dropped by the session with a warning: never a 500."""
+    async with running(gateway_config(tmp_path)) as gateway, httpx2.AsyncClient() as http:
+        url = gateway.http_url
+        assert url is not None
+        headers = {**ACCEPT_BOTH, "mcp-session-id": await open_session(http, url)}
+        with captured_log() as lines:
+            notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+            assert (await http.post(url, json=notice, headers=headers)).status_code == 202
+            answer = await http.post(url, json=call(2, "echo", {"text": "still here"}), headers=headers)
+        assert answer.json()["result"]["structuredContent"] == {"text": "still here"}
+        assert not any("ERROR" in line for line in lines)
+        assert any("dropped 'notifications/cancelled' from the client" in line for line in lines)
+
+
 # --- sessions --------------------------------------------------------------------------------------------
 
 

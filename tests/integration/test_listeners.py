@@ -56,9 +56,8 @@ async def test_a_port_in_use_is_one_line_and_exit_2_before_any_backend_starts(tm
             check=False,
         )
     assert result.returncode == 2
-    errors = [line for line in result.stderr.decode().splitlines() if "mcp-gateway:" in line]
-    assert errors == [f"mcp-gateway: cannot listen on 127.0.0.1:{port}: address in use"]
-    assert "Traceback" not in result.stderr.decode()
+    # The whole of stderr: no "serving MCP" line before it, no traceback after it.
+    assert result.stderr.decode() == f"mcp-gateway: cannot listen on 127.0.0.1:{port}: address in use\n"
     assert started_pids(state) == []  # no backend was started for nothing
 
 
@@ -129,6 +128,29 @@ async def test_a_cancelled_call_that_produced_nothing_ends_as_an_empty_event_str
         assert answer.status_code == 200
         assert answer.headers["content-type"] == "text/event-stream"
         assert b'"id"' not in answer.content  # no response on it: the client cancelled
+
+
+async def test_max_inflight_per_session_from_the_config_bounds_each_network_session(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "g.toml", [backend_entry("alpha", "--only=echo,sleep")], max_inflight_per_session=2
+    )
+    async with running(with_websocket(config)) as gateway:
+        assert gateway.websocket_url is not None
+        async with open_websocket_url(gateway.websocket_url, subprotocols=["mcp"]) as client:
+            await client.send_message(orjson.dumps(INITIALIZE).decode())
+            assert "result" in orjson.loads(await client.get_message())
+            await client.send_message('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            sleep = {"name": "sleep", "arguments": {"seconds": 60}}
+            for n in (2, 3, 4):  # two held by the backend; the third is one too many
+                call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": sleep}
+                await client.send_message(orjson.dumps(call).decode())
+            with trio.fail_after(DEADLINE_S):
+                refused = orjson.loads(await client.get_message())
+            assert refused["id"] == 4 and refused["error"]["code"] == -32000
+            assert refused["error"]["data"] == {"max_inflight": 2}
+            await client.send_message('{"jsonrpc": "2.0", "id": 5, "method": "ping"}')
+            with trio.fail_after(DEADLINE_S):
+                assert orjson.loads(await client.get_message()) == {"jsonrpc": "2.0", "id": 5, "result": {}}
 
 
 async def test_a_listener_that_loses_its_socket_is_restarted_and_its_sessions_go_on(tmp_path: Path) -> None:

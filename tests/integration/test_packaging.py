@@ -115,3 +115,21 @@ def test_the_stdio_config_has_the_default_backends_and_no_listener(
     assert stdio["backends"] == default["backends"] and stdio["gateway"] == default["gateway"]
     assert main(["check", "--config", str(ROOT / "config" / "stdio.toml")]) == 0
     assert capsys.readouterr().out.endswith("stdio.toml: ok (2 backends)\n")
+
+
+def test_no_built_package_is_tracked_and_build_output_is_ignored() -> None:
+    """A wheel or sdist in the repository would be installed by someone, stale (a pyjwt wheel once was)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "*.whl", "*.tar.gz", "*.egg"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout == ""
+    ignored = subprocess.run(
+        ["git", "check-ignore", "build/x", "dist/x"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert ignored.stdout.split() == ["build/x", "dist/x"]

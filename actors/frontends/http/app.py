@@ -148,7 +148,7 @@ class HttpApp:
                 if not isinstance(message, Request):
                     await _deliver(entry, body)
                     if isinstance(message, Notification) and message.method == "notifications/cancelled":
-                        entry.transport.cancelled((message.params or {}).get("requestId"))
+                        entry.transport.cancelled(message.params)
                     await _respond(send, 202, b"", [])
                     return
                 stream = entry.transport.open_request(message.id, _progress_token(message.params))

@@ -26,6 +26,7 @@ import trio
 from loguru import logger
 
 from actors.framing.transport import receive_or_end
+from actors.protocol.codec import is_id
 from actors.protocol.messages import RequestId
 
 INBOUND_SIZE: Final = 16  # POSTed messages queued before a POST waits for the session's reader
@@ -174,8 +175,13 @@ class HttpSessionTransport:
         if stream is not self.standalone:
             self._streams.pop(stream.key, None)
 
-    def cancelled(self, request_id: Any) -> None:
-        """The client cancelled `request_id`: no answer will come, so its stream ends with what it has."""
+    def cancelled(self, params: object) -> None:
+        """The client cancelled a request (`params` of its notifications/cancelled, as it sent them): no
+        answer will come, so that request's stream ends with what it has. Params without an id of a
+        request are ignored here: the session drops the notification and logs why."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not is_id(request_id):
+            return
         stream = self._requests.get(_id_key(request_id))
         if stream is not None:
             self._drop_routes(stream)

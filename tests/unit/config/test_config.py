@@ -534,6 +534,34 @@ def test_the_hardening_keys_and_their_problems(tmp_path: Path) -> None:
     }
 
 
+def test_the_hardening_keys_default_to_the_issues_values(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(MINIMAL_BACKEND + "[websocket]\n[http]\n")
+    config = load_config(path)
+    gateway, (backend,) = config.gateway, config.backends
+    assert (gateway.initialize_hold_s, gateway.max_inflight_per_session) == (10.0, 256)
+    assert gateway.expose_backend_stderr is False
+    assert isinstance(backend, StdioBackend) and backend.inherit_env == () and backend.roots is None
+    for listener in (config.websocket, config.http):
+        assert listener is not None
+        assert (listener.max_sessions_per_client, listener.initialize_timeout_s) == (32, 30.0)
+
+
+def test_the_secrets_of_both_listeners_are_withheld_from_backends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WS_TOKEN_SECRET", "ws-secret")
+    monkeypatch.setenv("HTTP_TOKEN_SECRET", "http-secret")
+    path = tmp_path / "g.toml"
+    path.write_text(
+        MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "WS_TOKEN_SECRET"\n'
+        '[http.auth]\njwt_secret_env = "HTTP_TOKEN_SECRET"\n'
+    )
+    assert load_config(path).secret_variables() == {"WS_TOKEN_SECRET", "HTTP_TOKEN_SECRET"}
+    path.write_text(MINIMAL_BACKEND + "[http]\n")
+    assert load_config(path).secret_variables() == frozenset()
+
+
 def test_roots_default_to_the_one_client_only_without_network_listeners(tmp_path: Path) -> None:
     path = tmp_path / "g.toml"
     path.write_text(
