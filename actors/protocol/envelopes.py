@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from actors.protocol.eras import ModernEnvelope
 from actors.protocol.messages import Message, Notification, RequestId, RpcError
 
 _call_ids = itertools.count(1)
@@ -69,6 +70,8 @@ class Call:
     asks_to: MailTarget | None = attrs.field(default=None, repr=False)  # its session's mailbox
     # a modern call's: the backend's log messages while it is the backend's one call in flight
     log_to: Callable[[Notification], None] | None = attrs.field(default=None, repr=False)
+    # who the call is for, as a modern backend is told in the request's _meta (None: nobody's, the gateway's)
+    envelope: ModernEnvelope | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)

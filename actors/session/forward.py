@@ -17,6 +17,7 @@ import trio
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.protocol.envelopes import Call, Cancel, Mail, Reply, ReplySlot, next_call_id
+from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.runtime.watch import Watch
@@ -51,6 +52,7 @@ class Forwarder:
     asks_to: trio.MemorySendChannel[Mail] | None  # the session's mailbox: backends' requests for its client
     commands: BackendCommands = attrs.field(factory=BackendCommands)
     background: trio.Nursery | None = None  # set by the dispatcher: where queued commands and late sends run
+    envelope: ModernEnvelope | None = None  # the legacy session's client, as modern backends are told of it
 
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
@@ -61,8 +63,11 @@ class Forwarder:
         # a modern call's asks never reach the client as requests, and the backend's logs reach it alone
         asks_to = self.asks_to if modern is None else modern.asks
         log_to = None if modern is None else modern.log
+        envelope = self.envelope if modern is None else modern.envelope
         reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
-        return Call(call_id, forward.method, params, self.session, reply, notify_to, token, asks_to, log_to)
+        return Call(
+            call_id, forward.method, params, self.session, reply, notify_to, token, asks_to, log_to, envelope
+        )
 
     def now(self, entry: InFlight, forward: Forward) -> None:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""

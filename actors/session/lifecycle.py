@@ -13,6 +13,7 @@ from actors.catalog import CatalogView
 from actors.middleware import ClientInfo
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.envelopes import CatalogChanged
+from actors.protocol.eras import MODERN_VERSIONS, ModernEnvelope
 from actors.protocol.errors import INVALID_PARAMS, INVALID_REQUEST, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 from actors.protocol.versions import negotiate_version
@@ -55,6 +56,11 @@ async def initialize(d: Dispatcher, request_id: RequestId, params: Params) -> Me
         d.chain = MiddlewareChain(d.settings.middleware, ClientInfo(d.session, d.subject, name))
     capabilities = params.get("capabilities")
     d.client_asks.capabilities = capabilities if isinstance(capabilities, dict) else {}
+    d.forwarder.envelope = ModernEnvelope(
+        MODERN_VERSIONS[0],
+        d.client_asks.capabilities,
+        client if all(isinstance(client.get(key), str) for key in ("name", "version")) else None,
+    )
     logger.info(
         "client {} {} initialized (protocol {})",
         label(client.get("name")),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import attrs
+
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
 from actors.protocol.versions import LOG_LEVELS
@@ -20,6 +22,8 @@ def set_level(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     if not isinstance(level, str) or level not in LOG_SEVERITY:
         return ErrorResponse(request_id, invalid_field("level", f"one of {', '.join(LOG_SEVERITY)}"))
     d.log_level = LOG_SEVERITY[level]
+    if d.forwarder.envelope is not None:  # modern backends hear it on each call of this session
+        d.forwarder.envelope = attrs.evolve(d.forwarder.envelope, log_level=level)
     return Response(request_id, {})
 
 

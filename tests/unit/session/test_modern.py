@@ -96,3 +96,27 @@ async def test_middleware_sees_each_modern_client_by_its_own_name() -> None:
             names[n] = [t["name"] for t in answer.result["tools"]]
         assert names == {0: ["echo", "two__echo"], 1: ["echo", "slow", "two__echo"], 2: names[0]}
         assert h.actor is not None and sorted(h.actor.modern_chains) == ["admin", "guest"]
+
+
+async def test_each_call_says_whom_it_is_for_as_a_modern_backend_is_told() -> None:
+    async with dispatcher() as h:
+        await h.inbox.send(Request("m", "tools/call", modern({"name": "echo"}, client="modern-one")))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and call.envelope is not None
+        assert call.envelope.client_info == {"name": "modern-one", "version": "1"}
+        call.reply_to.fill(Reply(result={}))
+        await h.outbox.receive()
+
+        capabilities = {"sampling": {}, "roots": {"listChanged": True}}
+        info = {"name": "legacy-one", "version": "2"}
+        await h.ask(
+            0,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info},
+        )
+        await h.ask(1, "logging/setLevel", {"level": "warning"})
+        await h.inbox.send(Request("l", "tools/call", {"name": "echo"}))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and call.envelope is not None
+        assert (call.envelope.client_capabilities, call.envelope.client_info) == (capabilities, info)
+        assert (call.envelope.version, call.envelope.log_level) == ("2026-07-28", "warning")
