@@ -40,6 +40,7 @@ from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
+from actors.session.bridge import Bridges
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
 
@@ -78,6 +79,7 @@ class Gateway:
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
+    bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on legacy backends' asks
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
@@ -126,6 +128,7 @@ class Gateway:
         try:
             async with trio.open_nursery() as root:
                 root.start_soon(self._watch_signals, root.cancel_scope)
+                self.bridges.nursery = root  # the timers of parked calls
                 await root.start(catalog.run)
                 for middleware in self.middleware:
                     await root.start(middleware.run)
@@ -218,6 +221,7 @@ class Gateway:
             clients=self.clients,
             middleware=self.middleware,
             subscriptions=self.subscriptions,
+            bridges=self.bridges,
             max_inflight=settings.max_inflight_per_session,
         )
 

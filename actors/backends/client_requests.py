@@ -115,7 +115,7 @@ class ClientRequests:
         if target is None:
             self._refuse(request, why_not, nursery)
             return
-        ask = Ask(next_call_id(), self.link.name, request.method, params, ReplySlot())
+        ask = Ask(next_call_id(), self.link.name, request.method, params, ReplySlot(), request.id)
         try:
             target.send_nowait(ask)
         except trio.WouldBlock:

@@ -85,6 +85,7 @@ class Ask:
     method: str
     params: dict[str, Any] | None
     reply_to: ReplySlot = attrs.field(repr=False)
+    request_id: RequestId | None = None  # the backend's own id for it: a bridged ask's key
 
 
 @attrs.frozen(slots=True)

@@ -21,7 +21,7 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Mail
+from actors.protocol.envelopes import Mail, ReplySlot
 from actors.protocol.eras import is_modern_request
 from actors.protocol.errors import METHOD_NOT_FOUND, NOT_INITIALIZED, rpc_error
 from actors.protocol.messages import (
@@ -72,6 +72,14 @@ MODERN_NOW: Final[dict[str, Now]] = {
     **{method: handler for method, handler in NOW.items() if method in modern.MODERN_CLIENT_METHODS},
     "server/discover": modern.discover,
 }
+
+
+@attrs.frozen
+class Resume:
+    """A handler's decision: this retry continues a parked call (session/bridge.py)."""
+
+
+RESUME: Final = Resume()
 MODERN_LATER: Final[dict[str, Later]] = {"subscriptions/listen": listen.listen}
 LATER: Final[dict[str, Later]] = {
     "initialize": lifecycle.initialize,
@@ -130,7 +138,12 @@ class Dispatcher:
         self.inflight = InFlightTable(self.answers)
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
-            session=self.session, catalog=self.catalog, outbox=self.outbox, asks_to=self.asks_to
+            session=self.session,
+            catalog=self.catalog,
+            outbox=self.outbox,
+            asks_to=self.asks_to,
+            bridges=self.settings.bridges,
+            subject=self.subject,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -210,6 +223,12 @@ class Dispatcher:
             if self.answers.overflow:  # the client reads slowly: no new call until its answers are out
                 await self.answers.wait_drained()
             self.forwarder.now(entry, outcome)
+        elif isinstance(outcome, Resume):
+            assert entry.modern is not None
+            refused = modern.resume(self, request.id, entry.modern, entry)
+            if refused is not None:
+                self.inflight.remove(entry)
+                await self.send(refused)
         else:
             self.inflight.remove(entry)
             await self.send(outcome)
@@ -239,6 +258,12 @@ class Dispatcher:
         outcome = self._decide(message, entry)
         if isinstance(outcome, Forward):
             self.forwarder.now(entry, outcome)
+        elif isinstance(outcome, Resume):
+            assert entry.modern is not None
+            refused = modern.resume(self, message.id, entry.modern, entry)
+            if refused is not None:
+                self.inflight.remove(entry)
+                self.answers.deliver(refused)
         else:
             assert outcome is not None  # only INITIALIZING defers
             self.inflight.remove(entry)
@@ -260,7 +285,7 @@ class Dispatcher:
         entry = self.inflight.get(request_id)
         return entry.modern.chain if entry is not None and entry.modern is not None else self.chain
 
-    def _decide(self, request: Request, entry: InFlight | None) -> Message | Forward | None:
+    def _decide(self, request: Request, entry: InFlight | None) -> Message | Forward | Resume | None:
         """The answer or forward of a request handled at once; None when it must wait for initialize (a
         legacy request) or for the catalog's first settle (a modern one)."""
         call = entry.modern if entry is not None else None
@@ -276,6 +301,8 @@ class Dispatcher:
             error = modern.undeclared(self, request.method)
             if error is not None:
                 return ErrorResponse(request.id, error)
+            if call.state is not None:
+                return RESUME  # a retry: it continues a parked call
             outcome = modern_handler(self, request.id, call.params)
             return outcome if isinstance(outcome, Forward) else call.encode(outcome)
         handler = NOW.get(request.method)
@@ -313,6 +340,9 @@ class Dispatcher:
         if later is None:
             outcome = self._decide(request, entry)
             assert outcome is not None
+            if isinstance(outcome, Resume):
+                assert call is not None
+                return await self._resumed(request, call)
             if not isinstance(outcome, Forward):
                 return outcome
             answer = await self.forwarder.wait(outcome, request.id, entry)
@@ -323,8 +353,24 @@ class Dispatcher:
             answer = await later(self, request.id, params)
         return answer if call is None else call.encode(answer)
 
+    async def _resumed(self, request: Request, call: modern.ModernCall) -> Message:
+        """A retry served in a task: attached to its parked call through a slot, then its answer."""
+        slot = ReplySlot()
+        refused = modern.resume(self, request.id, call, slot)
+        if refused is not None:
+            return refused
+        reply = await slot.wait()
+        answer = (
+            Response(request.id, reply.result)
+            if reply.error is None
+            else ErrorResponse(request.id, reply.error)
+        )
+        return call.encode(answer)
+
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None
+        if call is not None and call.state is not None:
+            return None  # a retry continues its call; the middleware saw the call
         if method == "tools/call" and (self.chain if call is None else call.chain) is not None:
             return tools.call_through_middleware
         return LATER.get(method) if call is None else MODERN_LATER.get(method)

@@ -16,12 +16,13 @@ import trio
 
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
-from actors.protocol.envelopes import Call, Cancel, Mail, Reply, ReplySlot, next_call_id
+from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
+from actors.session.bridge import Bridges
 from actors.session.fields import progress_token
 from actors.session.inflight import InFlight, Rewrite
 
@@ -53,6 +54,8 @@ class Forwarder:
     commands: BackendCommands = attrs.field(factory=BackendCommands)
     background: trio.Nursery | None = None  # set by the dispatcher: where queued commands and late sends run
     envelope: ModernEnvelope | None = None  # the legacy session's client, as modern backends are told of it
+    bridges: Bridges | None = None  # where modern calls that may need the client's input are parked
+    subject: str | None = None  # the client's token subject: a parked call's principal
 
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
@@ -60,14 +63,24 @@ class Forwarder:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         notify_to = self.outbox if token is not None else None
         modern = entry.modern if entry is not None else None
-        # a modern call's asks never reach the client as requests, and the backend's logs reach it alone
-        asks_to = self.asks_to if modern is None else modern.asks
-        log_to = None if modern is None else modern.log
-        envelope = self.envelope if modern is None else modern.envelope
-        reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
-        return Call(
-            call_id, forward.method, params, self.session, reply, notify_to, token, asks_to, log_to, envelope
-        )
+        if modern is None:
+            reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
+            return Call(
+                call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
+                self.envelope,
+            )  # fmt: skip
+        # A modern call's asks never reach the client as requests: a call that may need input is bridged
+        # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
+        # reach it alone.
+        bridged = self.bridges.open_for(modern, self.subject, reply_to) if self.bridges else None
+        asks_to: MailTarget = bridged if bridged is not None else modern.asks
+        call = Call(
+            call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
+            modern.log, modern.envelope,
+        )  # fmt: skip
+        if bridged is not None:
+            bridged.backend, bridged.call_id = forward.backend, call_id
+        return call
 
     def now(self, entry: InFlight, forward: Forward) -> None:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
@@ -84,7 +97,7 @@ class Forwarder:
             except trio.WouldBlock:
                 pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                entry.fill(Reply(error=self.gone(forward.backend)))
+                call.reply_to.fill(Reply(error=self.gone(forward.backend)))
                 return
             else:
                 entry.forwarded = (forward.backend, call.call_id)
@@ -97,13 +110,13 @@ class Forwarder:
         with entry.scope:
             error = await self._send(backend, call)
             if error is not None:
-                entry.fill(Reply(error=error))
+                call.reply_to.fill(Reply(error=error))
                 return
             if not entry.done:
                 entry.forwarded = (backend, call.call_id)
                 entry.scope = None
             return
-        entry.fill(Reply(error=SHUTTING_DOWN))  # stopped before the backend had it: nothing to cancel there
+        call.reply_to.fill(Reply(error=SHUTTING_DOWN))  # stopped before the backend had it: nothing to cancel
 
     async def wait(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
         """Forward and wait for the answer (in the request's task)."""

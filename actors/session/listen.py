@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from actors.catalog.resource_routes import resource_route
+from actors.protocol.envelopes import next_call_id
 from actors.protocol.eras import SUBSCRIPTION_ID_KEY
 from actors.protocol.errors import rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
@@ -72,7 +73,7 @@ async def listen(d: Dispatcher, request_id: RequestId, params: Params) -> Messag
     }
     lists = frozenset(kind for flag, kind in LISTS.items() if wanted.get(flag) is True and kind in offered)
     entry = Listen(
-        request_id=request_id, holder=f"{d.session}#listen:{request_id!r}", lists=lists, resources={}
+        request_id=request_id, holder=f"{d.session}#listen-{next_call_id()}", lists=lists, resources={}
     )
     try:
         for uri in wanted.get("resourceSubscriptions", []):
@@ -88,9 +89,18 @@ async def listen(d: Dispatcher, request_id: RequestId, params: Params) -> Messag
         await announce(d, entry)  # what changed while it was being acknowledged
         await trio.sleep_forever()
     finally:
-        d.listens.pop(request_id, None)
-        release_subscriptions(d, entry.holder)
+        if d.listens.get(request_id) is entry:  # not closed already (a later listen may reuse its id)
+            del d.listens[request_id]
+        release_subscriptions(d, entry.holder)  # its own holder: a second release finds nothing
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def close(d: Dispatcher, request_id: RequestId) -> None:
+    """The listen is over: nothing more goes to it, and its resources are released at once (before the
+    requests that follow its cancel are served)."""
+    entry = d.listens.pop(request_id, None)
+    if entry is not None:
+        release_subscriptions(d, entry.holder)
 
 
 def ended(request_id: RequestId, server_info: dict[str, Any]) -> Response:

@@ -28,6 +28,7 @@ from actors.protocol.envelopes import Ask, Mail, Reply
 from actors.protocol.eras import (
     MODERN_CLIENT_METHODS,
     MODERN_VERSIONS,
+    MRTR_METHODS,
     ModernEnvelope,
     missing_capability_error,
     parse_envelope,
@@ -46,13 +47,15 @@ from actors.protocol.messages import (
     RpcError,
 )
 from actors.protocol.modern_results import modern_result
-from actors.session.fields import meta_error
-from actors.session.inflight import Answers
+from actors.session.bridge import Target
+from actors.session.fields import invalid_field, meta_error
+from actors.session.inflight import Answers, InFlight
 from actors.session.logs import LOG_SEVERITY
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
 
+MRTR_FIELDS: Final = ("inputResponses", "requestState")
 MAX_CHAINS: Final = 16  # middleware chains kept per session, one per client name its requests give
 
 
@@ -69,6 +72,8 @@ class ModernCall:
     asks: RefusedAsks = attrs.field(factory=lambda: RefusedAsks())
     answers: Answers | None = None  # the session's way to its client, for the call's log messages
     legacy_ready: trio.Event | None = None  # set once the connection's legacy session is ready
+    responses: dict[str, Any] = attrs.field(factory=dict)  # inputResponses (tools/call, prompts/get, read)
+    state: object = None  # requestState: a retry continues a parked call (None: a call of its own)
 
     def log(self, notification: Notification) -> None:
         """A backend's log message while this call was its one call in flight: to the client, when the
@@ -134,6 +139,17 @@ def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
     error = meta_error(params)
     if error is not None:
         return error
+    responses: Any = {}
+    state = None
+    if method in MRTR_METHODS:  # the multi round-trip fields are the gateway's, never a legacy backend's
+        responses, state = params.get("inputResponses"), params.get("requestState")
+        params = {key: value for key, value in params.items() if key not in MRTR_FIELDS}
+        if responses is None:
+            responses = {}
+        if not isinstance(responses, dict):
+            return invalid_field("inputResponses", "an object")
+        if "requestState" in request.params and not isinstance(state, str):  # type: ignore[operator]
+            return invalid_field("requestState", "a string")
     if d.on_ready is not None and not d.spoke:
         d.on_ready()  # a network client that speaks MCP: no initialize deadline
     d.spoke = True
@@ -147,7 +163,27 @@ def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
         asks=RefusedAsks(envelope.client_capabilities),
         answers=d.answers,
         legacy_ready=d.client_ready,
+        responses=responses,
+        state=state,
     )
+
+
+def resume(d: Dispatcher, request_id: RequestId, call: ModernCall, target: Target) -> Message | None:
+    """A retry carrying a requestState: attached to the call it continues (None), or its refusal."""
+    outcome = d.settings.bridges.resume(
+        method=call.method,
+        params=call.params,
+        state=call.state,
+        principal=d.subject,
+        capabilities=call.envelope.client_capabilities,
+        responses=call.responses,
+        target=target,
+    )
+    if isinstance(outcome, RpcError):
+        return call.encode(ErrorResponse(request_id, outcome))
+    if isinstance(target, InFlight) and not target.done and outcome.backend is not None:
+        target.forwarded = (outcome.backend, outcome.call_id)  # a cancel of the retry reaches the backend
+    return None
 
 
 def chain_for(d: Dispatcher, envelope: ModernEnvelope) -> MiddlewareChain:

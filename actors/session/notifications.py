@@ -10,7 +10,7 @@ from loguru import logger
 
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.messages import Notification, Params
-from actors.session import lifecycle, mailbox
+from actors.session import lifecycle, listen, mailbox
 from actors.session.settings import SessionState
 
 MAX_REASON_CHARS: Final = 256  # of a client's cancel reason, as passed on to the backend
@@ -54,4 +54,5 @@ def cancelled(d: Dispatcher, params: Params) -> None:
     if entry is None or (entry.modern is None and d.state is not SessionState.OPERATING):
         return  # a legacy session's initialize is never cancelled; a modern request needs no initialize
     entry.silent = True
+    listen.close(d, request_id)  # type: ignore[arg-type]
     d.forwarder.stop(entry, clip(reason, MAX_REASON_CHARS) if reason else "cancelled by the client")

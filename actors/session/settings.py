@@ -12,6 +12,7 @@ from actors.catalog.subscriptions import Subscriptions
 from actors.middleware import Middleware
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
+from actors.session.bridge import Bridges
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
 TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on
@@ -36,3 +37,4 @@ class SessionSettings:
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)  # shared by the gateway's sessions
     max_inflight: int = 256  # requests of one session not yet answered; past it, an error at once
     initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)
+    bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on a legacy backend's asks

@@ -17,6 +17,7 @@ from support import (
     RawClient,
     backend_entry,
     connect,
+    progress_and_sampling,
     raw_gateway,
     running,
     sdk_client,
@@ -32,6 +33,7 @@ from actors.protocol.eras import (
 )
 
 MODERN: Final = "2026-07-28"
+NAME: Final = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 CLIENT_INFO: Final = {"name": "raw-modern", "version": "1"}
 
 
@@ -202,22 +204,50 @@ async def test_a_modern_call_can_be_cancelled_and_tracks_progress(gateway: RawCl
     assert [(p["progressToken"], p["progress"]) for p in progress] == [("p", 1), ("p", 2)]
 
 
-async def test_a_backend_asking_a_modern_client_is_refused_with_the_capability_it_lacks(
+async def test_a_backend_asking_a_modern_client_for_what_it_lacks_fails_the_call_with_32021(
     gateway: RawClient,
 ) -> None:
-    """The test backend's ask_client answers with what its request got back: here the gateway's refusal."""
     sampling = {"method": "sampling/createMessage", "params": {"messages": []}}
-    ask = {"name": "ask_client", "arguments": sampling}
-    await gateway.request(1, "tools/call", modern(ask))
+    await gateway.request(1, "tools/call", modern({"name": "ask_client", "arguments": sampling}))
     messages = await gateway.receive_until(lambda message: message.get("id") == 1)
     assert len(messages) == 1  # no request ever reaches a modern client
-    refused = messages[0]["result"]["structuredContent"]["error"]
-    assert (refused["code"], refused["data"]) == (-32021, {"requiredCapabilities": {"sampling": {}}})
+    error = messages[0]["error"]
+    assert (error["code"], error["data"]) == (-32021, {"requiredCapabilities": {"sampling": {}}})
 
-    await gateway.request(2, "tools/call", modern(ask, capabilities={"sampling": {}}))
-    messages = await gateway.receive_until(lambda message: message.get("id") == 2)
-    assert len(messages) == 1
-    assert messages[0]["result"]["structuredContent"]["error"]["code"] == -32601  # declared; not bridged
+
+async def test_a_backends_ask_becomes_input_required_and_the_retry_answers_it(gateway: RawClient) -> None:
+    sampling = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    params = {"name": "ask_client", "arguments": sampling}
+    capable = {"capabilities": {"sampling": {}}}
+    await gateway.request(1, "tools/call", modern(params, **capable))
+    first = (await gateway.answer_to(1))["result"]
+    assert first["resultType"] == "input_required"
+    ((key, asked),) = first["inputRequests"].items()
+    assert asked == {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    state = first["requestState"]
+
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    tampered = state[:-2] + ("A" if state[-2] != "A" else "B") + state[-1]
+    await gateway.request(
+        2,
+        "tools/call",
+        modern({**params, "inputResponses": {key: sampled}, "requestState": tampered}, **capable),
+    )
+    assert (await gateway.answer_to(2))["error"]["code"] == -32602  # a state the gateway did not sign
+    other = {"name": "ask_client", "arguments": {**sampling, "timeout_s": 5}}
+    await gateway.request(
+        3, "tools/call", modern({**other, "inputResponses": {key: sampled}, "requestState": state}, **capable)
+    )
+    assert (await gateway.answer_to(3))["error"]["code"] == -32602  # not this request's state
+
+    retry = {**params, "inputResponses": {key: sampled, "unknown": {"x": 1}}, "requestState": state}
+    await gateway.request(4, "tools/call", modern(retry, **capable))
+    done = (await gateway.answer_to(4))["result"]
+    assert done["resultType"] == "complete"
+    assert done["structuredContent"]["result"] == sampled  # what the backend's request got back
+
+    await gateway.request(5, "tools/call", modern(retry, **capable))
+    assert (await gateway.answer_to(5))["error"]["code"] == -32602  # a state is good once
 
 
 async def test_a_batch_holding_a_modern_request_is_refused(gateway: RawClient) -> None:
@@ -260,8 +290,16 @@ async def test_the_python_sdk_pinned_to_2026_uses_the_gateway_over_stdio(
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logged.append(params.data)
 
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        reply = types.TextContent(type="text", text="sampled across the eras")
+        return types.CreateMessageResult(role="assistant", content=reply, model="m")
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    callbacks = {"logging_callback": on_log, "sampling_callback": sample, "elicitation_callback": elicit}
     log = tmp_path / "gateway.log"
-    async with sdk_client(config, log, mode=MODERN, logging_callback=on_log, log_level="info") as client:
+    async with sdk_client(config, log, mode=MODERN, log_level="info", **callbacks) as client:
         assert client.protocol_version == MODERN
         listed = await client.list_tools(cache_mode="bypass")
         assert "echo" in [tool.name for tool in listed.tools]
@@ -272,6 +310,10 @@ async def test_the_python_sdk_pinned_to_2026_uses_the_gateway_over_stdio(
         failed = await client.call_tool("fail", {"message": "as asked"})
         assert failed.is_error is True
         await client.call_tool("log", {"level": "warning", "data": "heard"})
+        await progress_and_sampling(client, "sampled across the eras")  # the bridge, run by the SDK's loop
+        elicit = {"method": "elicitation/create", "params": {"message": "Name?", "requestedSchema": NAME}}
+        elicited = await client.call_tool("ask_client", elicit)
+        assert elicited.structured_content["result"] == {"action": "accept", "content": {"name": "Ada"}}  # type: ignore[index]
     assert logged == ["heard"]  # before its call's answer, so here by now
 
 

@@ -1,0 +1,332 @@
+"""The era bridge, legacy backend to modern client: a backend's requests for the client (sampling,
+elicitation, roots) while it serves a 2026-07-28 call become that era's multi round-trip requests.
+
+A modern client takes no requests from servers. So while a legacy backend works on a modern client's
+tools/call, prompts/get or resources/read, the call's reply-to is a BridgedCall: the backend's asks are
+gathered for a moment (so asks sent together go out together) and the client's call is answered with
+`input_required`, each ask under the backend's own request id as its key, with a `requestState` the
+gateway signed. The backend's call stays open, parked. The client's retry (a new request: same method and
+params, plus `inputResponses` and that state) is checked (signature, expiry, method, name, arguments,
+principal, round), its responses answer the asks they name, and the retry takes the parked call's place: the
+backend's answer, or its next asks, go to it. A retry that never comes is given up after `ttl_s`: the
+backend's call is cancelled and its asks refused. A state is good for one round; the table is the process's,
+so a retry after a restart is refused cleanly, never misrouted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import attrs
+import orjson
+import trio
+from loguru import logger
+
+from actors.backends.connection import answer
+from actors.catalog import BackendStatus
+from actors.protocol.capabilities import missing_capability
+from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw
+from actors.protocol.eras import MRTR_METHODS, missing_capability_error
+from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, rpc_error
+from actors.protocol.messages import RpcError
+from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.request_state import RequestStateError, RequestStateKey
+
+if TYPE_CHECKING:
+    from actors.session.modern import ModernCall
+
+GATHER_S: Final = 0.05  # how long asks are gathered before the client is asked (D5)
+TTL_S: Final = 300.0  # how long a parked call waits for the client's retry
+MAX_PARKED: Final = 1024  # calls parked at once, gateway-wide; past it an ask is refused
+ANSWER_FIELD: Final = {
+    "elicitation/create": "action",
+    "sampling/createMessage": "content",
+    "roots/list": "roots",
+}
+
+
+class Target(Protocol):
+    """Who waits for the call's answer now: a request's table entry, or a task's reply slot."""
+
+    def fill(self, reply: Reply) -> None: ...
+
+
+@attrs.define(eq=False, kw_only=True)
+class BridgedCall:
+    """Owns: one modern call to a legacy backend across its rounds: the asks not yet answered, the parked
+    answer, the round its state is good for.
+    Receives: the backend's Reply (as the call's reply-to), its Asks and Withdraws (as the call's place for
+        asks), the client's retries (`Bridges.resume`).
+    Sends: input_required or the backend's answer to the current target; the client's answers to the asks;
+        a Cancel to the backend when the client is gone for good.
+    Stops when: the backend answers a target, the call fails, or no retry comes within ttl_s.
+    Errors: an ask the client did not declare the capability for fails the call with -32021 (D7)."""
+
+    table: Bridges
+    handle: str
+    method: str
+    name: str  # the tool's or prompt's name, or the resource's URI: a retry must name the same
+    digest: str  # of the arguments: a retry must send the same
+    principal: str | None
+    capabilities: dict[str, Any]
+    responses: dict[str, Any] = attrs.field(factory=dict)  # the current request's inputResponses
+    target: Target | None = None
+    backend: BackendStatus | None = None
+    call_id: int = 0
+    pending: dict[str, Ask] = attrs.field(factory=dict)  # asks the client has not answered, by key
+    parked: Reply | None = None  # the backend's answer, come while no request waited for it
+    round: int = 0  # the round a retry's state must name
+    gathering: bool = False
+    closed: bool = False
+
+    # --- the backend's side ---------------------------------------------------------------------------
+
+    def fill(self, reply: Reply) -> None:
+        if self.closed:
+            return
+        if self.target is None:
+            self.parked = reply  # the client is between rounds: its retry gets it
+            return
+        target, self.target = self.target, None
+        target.fill(reply)
+        self.close("the call was answered")
+
+    def send_nowait(self, item: object) -> None:
+        if self.closed:
+            if isinstance(item, Ask):
+                answer(item, Reply(error=rpc_error(METHOD_NOT_FOUND, "the client's call has ended")))
+            return
+        if isinstance(item, Withdraw):
+            for key, ask in list(self.pending.items()):
+                if ask.ask_id == item.ask_id:
+                    del self.pending[key]
+                    answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, "withdrawn")))
+        elif isinstance(item, Ask):
+            self._take(item)
+
+    def _take(self, ask: Ask) -> None:
+        missing = missing_capability(ask.method, ask.params, self.capabilities)
+        if missing is not None:
+            logger.info("backend {} asked for {}, which the client did not declare", ask.backend, ask.method)
+            answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, f"the client cannot take {ask.method}")))
+            self.fail(missing_capability_error(missing), f"the client cannot take {ask.method}")
+            return
+        key = self._key_for(ask)
+        if key in self.responses:  # answered before it was asked (the client sent it on this request)
+            error = self._settle(key, ask, self.responses[key])
+            if error is not None:
+                self.fail(error, "the client's answer was malformed")
+            return
+        self.pending[key] = ask
+        if self.target is not None and not self.gathering:
+            self.gathering = True
+            self.table.after(self.table.gather_s, self._ask_client)
+
+    def _key_for(self, ask: Ask) -> str:
+        key = str(ask.request_id if ask.request_id is not None else ask.ask_id)
+        return key if key not in self.pending else f"{key}#{ask.ask_id}"
+
+    # --- the client's side ----------------------------------------------------------------------------
+
+    def _ask_client(self) -> None:
+        """The gathered asks, to the request waiting now, as input_required; the call stays parked."""
+        self.gathering = False
+        if self.closed or self.target is None or not self.pending:
+            return
+        requests = {key: _input_request(ask) for key, ask in self.pending.items()}
+        payload = {
+            "h": self.handle,
+            "r": self.round,
+            "m": self.method,
+            "n": self.name,
+            "a": self.digest,
+            "p": self.principal,
+        }
+        state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
+        target, self.target = self.target, None
+        result = {"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state}
+        target.fill(Reply(result=result))
+        waited_round = self.round
+        self.table.after(self.table.ttl_s, lambda: self._expire(waited_round))
+
+    def attach(
+        self, target: Target, responses: dict[str, Any], capabilities: dict[str, Any]
+    ) -> RpcError | None:
+        """A retry takes the parked call's place: its answers settle the asks they name (others are ignored),
+        then it gets the parked answer, the asks still open, or whatever the backend does next."""
+        self.round += 1
+        self.capabilities = capabilities
+        self.responses = responses
+        for key in [key for key in self.pending if key in responses]:
+            error = self._settle(key, self.pending.pop(key), responses[key])
+            if error is not None:
+                self.fail(error, "the client's answer was malformed")
+                return error
+        self.target = target
+        if self.parked is not None:
+            self.fill(self.parked)
+        elif self.pending:
+            self._ask_client()  # what it did not answer, at once (a missing answer is asked again)
+        return None
+
+    def _settle(self, key: str, ask: Ask, value: object) -> RpcError | None:
+        field = ANSWER_FIELD.get(ask.method)
+        if not isinstance(value, dict) or (field is not None and field not in value):
+            reason = f"inputResponses.{key} must be an object with {field!r} (the answer to {ask.method})"
+            answer(ask, Reply(error=rpc_error(INVALID_PARAMS, "the client's answer was malformed")))
+            return rpc_error(INVALID_PARAMS, f"Invalid params: {reason}", field=f"inputResponses.{key}")
+        answer(ask, Reply(result=value))
+        return None
+
+    def fail(self, error: RpcError, reason: str) -> None:
+        """End the call: the waiting request gets `error`, the backend a cancel, open asks an error."""
+        if self.target is not None:
+            target, self.target = self.target, None
+            target.fill(Reply(error=error))
+        self.cancel_at_backend(reason)
+        self.close(reason)
+
+    def _expire(self, waited_round: int) -> None:
+        if not self.closed and self.target is None and self.round == waited_round:
+            logger.info(
+                "gave up a parked {} for {}: no retry within {}s", self.method, self.name, self.table.ttl_s
+            )
+            self.cancel_at_backend("the client did not come back")
+            self.close("the client did not come back")
+
+    def cancel_at_backend(self, reason: str) -> None:
+        if self.backend is not None and self.backend.calls is not None and self.call_id:
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self.backend.calls.send_nowait(Cancel(self.call_id, reason))
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.table.calls.pop(self.handle, None)
+        for ask in self.pending.values():
+            answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
+        self.pending.clear()
+
+
+@attrs.define(eq=False, kw_only=True)
+class Bridges:
+    """Owns: the gateway's parked calls, by handle, and the key their states are signed with.
+    Receives: new bridged calls (`open`), retries (`resume`).
+    Sends: timers to the nursery the gateway gives it (without one, as in unit tests: at once).
+    Stops when: the gateway does; parked calls then end with their backends."""
+
+    key: RequestStateKey = attrs.field(factory=RequestStateKey)
+    gather_s: float = GATHER_S
+    ttl_s: float = TTL_S
+    nursery: trio.Nursery | None = None
+    calls: dict[str, BridgedCall] = attrs.field(factory=dict)
+
+    def open(
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        principal: str | None,
+        capabilities: dict[str, Any],
+        responses: dict[str, Any],
+        target: Target,
+    ) -> BridgedCall | None:
+        """A call to bridge, or None when too many are parked (its asks are then refused)."""
+        if len(self.calls) >= MAX_PARKED:
+            return None
+        call = BridgedCall(
+            table=self,
+            handle=secrets.token_urlsafe(12),
+            method=method,
+            name=subject_of(method, params),
+            digest=digest_of(params),
+            principal=principal,
+            capabilities=capabilities,
+            responses=responses,
+            target=target,
+        )
+        self.calls[call.handle] = call
+        return call
+
+    def open_for(self, call: ModernCall, principal: str | None, target: Target) -> BridgedCall | None:
+        """The bridge of a modern call that may need the client's input (tools/call, prompts/get,
+        resources/read): the reply-to and the place for asks of its call to the backend. None for other
+        methods, or when too many calls are parked."""
+        if call.method not in MRTR_METHODS:
+            return None
+        return self.open(
+            method=call.method,
+            params=call.params,
+            principal=principal,
+            capabilities=call.envelope.client_capabilities,
+            responses=call.responses,
+            target=target,
+        )
+
+    def resume(
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        state: object,
+        principal: str | None,
+        capabilities: dict[str, Any],
+        responses: dict[str, Any],
+        target: Target,
+    ) -> BridgedCall | RpcError:
+        """The parked call a retry continues (now attached to `target`), or why the retry is refused."""
+        try:
+            payload = self.key.open(state, now=time.time())
+        except RequestStateError as exc:
+            return exc.to_rpc_error()
+        call = self.calls.get(str(payload.get("h")))
+        expected = (method, subject_of(method, params), digest_of(params), principal)
+        if (
+            call is None
+            or (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) != expected
+        ):
+            return RequestStateError("not this request's").to_rpc_error()
+        if payload.get("r") != call.round or call.target is not None:
+            return RequestStateError("used already").to_rpc_error()
+        error = call.attach(target, responses, capabilities)
+        return call if error is None else error
+
+    def after(self, delay_s: float, action: Any) -> None:
+        if self.nursery is None:
+            if delay_s < self.ttl_s:
+                action()
+            return
+        self.nursery.start_soon(_later, delay_s, action)
+
+
+async def _later(delay_s: float, action: Any) -> None:
+    await trio.sleep(delay_s)
+    action()
+
+
+def subject_of(method: str, params: dict[str, Any]) -> str:
+    value = params.get("uri" if method == "resources/read" else "name")
+    return value if isinstance(value, str) else ""
+
+
+def digest_of(params: dict[str, Any]) -> str:
+    arguments = params.get("arguments")
+    encoded = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS) if arguments is not None else b"null"
+    return hashlib.sha256(encoded).hexdigest()[:32]
+
+
+def _input_request(ask: Ask) -> dict[str, Any]:
+    """An ask as an InputRequest: its method and params, with no id (and no URL elicitation's id, which the
+    era dropped)."""
+    params = dict(ask.params or {})
+    if ask.method == "elicitation/create":
+        params.pop("elicitationId", None)
+    request: dict[str, Any] = {"method": ask.method}
+    if params or ask.method != "roots/list":
+        request["params"] = params
+    return request
