@@ -6,6 +6,10 @@ completion, logs, lifecycle: one module each). A handler either answers at once 
 forwarded call is put in the backend's inbox and the dispatcher goes on (forward.py): the backend answers
 the client through the request's InFlight entry. Only what must wait runs in a task of its own:
 initialize, subscriptions, middleware around a call, batches, and requests pipelined behind initialize.
+
+A request of the 2026-07-28 era (its `_meta` names its version) stands outside the state machine: it is
+checked, decided and encoded by modern.py whatever the state, never pins the connection, and may continue a
+call parked on a legacy backend's asks (bridge.py). handlers.py says which handler serves which method.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Mail, ReplySlot
+from actors.protocol.envelopes import Mail
 from actors.protocol.eras import is_modern_request
 from actors.protocol.errors import METHOD_NOT_FOUND, NOT_INITIALIZED, rpc_error
 from actors.protocol.messages import (
@@ -38,54 +42,20 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import completion, lifecycle, listen, logs, mailbox, modern, prompts, resources, tools
+from actors.session import lifecycle, listen, mailbox, modern, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
+from actors.session.handlers import LATER, MODERN_LATER, NOW, Later, Resume
 from actors.session.inflight import Answers, InFlight, InFlightTable
 from actors.session.notifications import receive_notification
+from actors.session.resources import release_subscriptions
 from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
 CANCEL_FLUSH_S: Final = 1.0  # at the session's end, how long queued cancels may wait for room at a backend
-
-Now = Callable[["Dispatcher", RequestId, Params], "Message | Forward"]
-Later = Callable[["Dispatcher", RequestId, Params], Awaitable[Message]]
-# Handlers that answer or decide at once, and those that wait (each runs in a task of its own).
-NOW: Final[dict[str, Now]] = {
-    "ping": lambda d, request_id, params: Response(request_id, {}),
-    "tools/list": tools.list_tools,
-    "tools/call": tools.call_tool,
-    "prompts/list": prompts.list_prompts,
-    "prompts/get": prompts.get_prompt,
-    "resources/list": resources.list_resources,
-    "resources/templates/list": resources.list_templates,
-    "resources/read": resources.read_resource,
-    "completion/complete": completion.complete,
-    "logging/setLevel": logs.set_level,
-}
-# A modern request's handlers: the legacy ones its era kept, and server/discover. Nothing of its era waits
-# but a tool call through middleware.
-MODERN_NOW: Final[dict[str, Now]] = {
-    **{method: handler for method, handler in NOW.items() if method in modern.MODERN_CLIENT_METHODS},
-    "server/discover": modern.discover,
-}
-
-
-@attrs.frozen
-class Resume:
-    """A handler's decision: this retry continues a parked call (session/bridge.py)."""
-
-
-RESUME: Final = Resume()
-MODERN_LATER: Final[dict[str, Later]] = {"subscriptions/listen": listen.listen}
-LATER: Final[dict[str, Later]] = {
-    "initialize": lifecycle.initialize,
-    "resources/subscribe": resources.subscribe,
-    "resources/unsubscribe": resources.unsubscribe,
-}
 
 
 @attrs.define(kw_only=True)
@@ -159,7 +129,7 @@ class Dispatcher:
                         with self.inbox:
                             async for message in self.inbox:
                                 await self._receive(message, requests)
-                        self._end_listens()  # nothing more will be asked: they end now, gracefully
+                        listen.end_all(self)  # nothing more will be asked: they end now, gracefully
                         background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
                         await self.inflight.wait_empty()
                     background.cancel_scope.cancel()
@@ -170,7 +140,7 @@ class Dispatcher:
                     self.forwarder.cancel(*entry.forwarded, "the client session ended")
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
-            resources.release_subscriptions(self)
+            release_subscriptions(self)
             if self.settings.clients is not None:
                 self.settings.clients.leave(self.session)
             self.client_asks.refuse_queued(mailbox_in, "the client session ended")
@@ -219,19 +189,14 @@ class Dispatcher:
         if outcome is None:
             entry.scope = trio.CancelScope()
             requests.start_soon(self._serve, request, entry)
-        elif isinstance(outcome, Forward):
-            if self.answers.overflow:  # the client reads slowly: no new call until its answers are out
-                await self.answers.wait_drained()
-            self.forwarder.now(entry, outcome)
-        elif isinstance(outcome, Resume):
-            assert entry.modern is not None
-            refused = modern.resume(self, request.id, entry.modern, entry)
-            if refused is not None:
-                self.inflight.remove(entry)
-                await self.send(refused)
-        else:
-            self.inflight.remove(entry)
-            await self.send(outcome)
+            return
+        if isinstance(outcome, Forward) and self.answers.overflow:
+            await (
+                self.answers.wait_drained()
+            )  # the client reads slowly: no new call until its answers are out
+        answer = self._act(request, entry, outcome)
+        if answer is not None:
+            await self.send(answer)
 
     def take_now(self, message: Message) -> bool:
         """`_receive` in the reader's task, for a request answered, refused or forwarded at once while this
@@ -256,19 +221,26 @@ class Dispatcher:
             self.answers.deliver(refused)
             return True
         outcome = self._decide(message, entry)
+        assert outcome is not None  # only INITIALIZING and the first settle defer
+        answer = self._act(message, entry, outcome)
+        if answer is not None:
+            self.answers.deliver(answer)
+        return True
+
+    def _act(self, request: Request, entry: InFlight, outcome: Message | Forward | Resume) -> Message | None:
+        """A decision carried out: a call forwarded, a retry attached to its parked call (None: the answer
+        will come through the entry), or the client's answer now (the entry is then done)."""
         if isinstance(outcome, Forward):
             self.forwarder.now(entry, outcome)
-        elif isinstance(outcome, Resume):
+            return None
+        if isinstance(outcome, Resume):
             assert entry.modern is not None
-            refused = modern.resume(self, message.id, entry.modern, entry)
-            if refused is not None:
-                self.inflight.remove(entry)
-                self.answers.deliver(refused)
+            answer = modern.resume(self, request.id, entry.modern, entry)
         else:
-            assert outcome is not None  # only INITIALIZING defers
+            answer = outcome
+        if answer is not None:
             self.inflight.remove(entry)
-            self.answers.deliver(outcome)
-        return True
+        return answer
 
     def _modern(self, request: Request, entry: InFlight) -> ErrorResponse | None:
         """A modern request's envelope and method checked, kept on its entry; the error it earns if bad."""
@@ -290,21 +262,7 @@ class Dispatcher:
         legacy request) or for the catalog's first settle (a modern one)."""
         call = entry.modern if entry is not None else None
         if call is not None:
-            if not self.held:
-                if not self.catalog.value.settled:
-                    return None
-                self.held = True
-            modern_handler = MODERN_NOW.get(request.method)
-            if modern_handler is None:
-                error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
-                return ErrorResponse(request.id, error)
-            error = modern.undeclared(self, request.method)
-            if error is not None:
-                return ErrorResponse(request.id, error)
-            if call.state is not None:
-                return RESUME  # a retry: it continues a parked call
-            outcome = modern_handler(self, request.id, call.params)
-            return outcome if isinstance(outcome, Forward) else call.encode(outcome)
+            return modern.decide(self, request, call)
         handler = NOW.get(request.method)
         if handler is None:
             error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
@@ -342,7 +300,7 @@ class Dispatcher:
             assert outcome is not None
             if isinstance(outcome, Resume):
                 assert call is not None
-                return await self._resumed(request, call)
+                return await modern.resumed(self, request, call)
             if not isinstance(outcome, Forward):
                 return outcome
             answer = await self.forwarder.wait(outcome, request.id, entry)
@@ -352,20 +310,6 @@ class Dispatcher:
                 return params
             answer = await later(self, request.id, params)
         return answer if call is None else call.encode(answer)
-
-    async def _resumed(self, request: Request, call: modern.ModernCall) -> Message:
-        """A retry served in a task: attached to its parked call through a slot, then its answer."""
-        slot = ReplySlot()
-        refused = modern.resume(self, request.id, call, slot)
-        if refused is not None:
-            return refused
-        reply = await slot.wait()
-        answer = (
-            Response(request.id, reply.result)
-            if reply.error is None
-            else ErrorResponse(request.id, reply.error)
-        )
-        return call.encode(answer)
 
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None
@@ -410,12 +354,6 @@ class Dispatcher:
             await put(self.outbox, message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.debug("writer is gone; dropped {}", type(message).__name__)
-
-    def _end_listens(self) -> None:
-        for request_id in list(self.listens):
-            entry = self.inflight.get(request_id)
-            if entry is not None:
-                self.forwarder.stop(entry, "the client's stream ended")
 
     def halt(self) -> None:
         """Answer everything in flight with an error now: the session is stopping."""

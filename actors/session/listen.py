@@ -103,6 +103,14 @@ def close(d: Dispatcher, request_id: RequestId) -> None:
         release_subscriptions(d, entry.holder)
 
 
+def end_all(d: Dispatcher) -> None:
+    """The client's stream ended: every listen ends now, with its graceful result."""
+    for request_id in list(d.listens):
+        entry = d.inflight.get(request_id)
+        if entry is not None:
+            d.forwarder.stop(entry, "the client's stream ended")
+
+
 def ended(request_id: RequestId, server_info: dict[str, Any]) -> Response:
     """The graceful end of a listen the gateway closes (its session is ending)."""
     meta = {SUBSCRIPTION_ID_KEY: request_id, "io.modelcontextprotocol/serverInfo": server_info}

@@ -24,7 +24,7 @@ from actors.middleware import ClientInfo
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.capabilities import missing_capability
 from actors.protocol.codec import clip
-from actors.protocol.envelopes import Ask, Mail, Reply
+from actors.protocol.envelopes import Ask, Mail, Reply, ReplySlot
 from actors.protocol.eras import (
     MODERN_CLIENT_METHODS,
     MODERN_VERSIONS,
@@ -48,7 +48,10 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import modern_result
 from actors.session.bridge import Target
+from actors.session.discover import undeclared
 from actors.session.fields import invalid_field, meta_error
+from actors.session.forward import Forward
+from actors.session.handlers import MODERN_NOW, RESUME, Resume
 from actors.session.inflight import Answers, InFlight
 from actors.session.logs import LOG_SEVERITY
 
@@ -199,36 +202,33 @@ def chain_for(d: Dispatcher, envelope: ModernEnvelope) -> MiddlewareChain:
     return chain
 
 
-# The server capability a modern method needs declared; without it the method is unknown (-32601), as the
-# era asks: a client reads the capabilities of discover as the methods it may call.
-FEATURE_OF: Final = {
-    "prompts/list": "prompts",
-    "prompts/get": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resources",
-    "resources/read": "resources",
-    "completion/complete": "completions",
-}
+def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forward | Resume | None:
+    """What a modern request gets at once: its answer (encoded for its era), a forward, a retry's resume;
+    None while the catalog's first settle is not over (it then waits in a task)."""
+    if not d.held:
+        if not d.catalog.value.settled:
+            return None
+        d.held = True
+    handler = MODERN_NOW.get(request.method)
+    if handler is None:
+        error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
+        return ErrorResponse(request.id, error)
+    error = undeclared(d, request.method)
+    if error is not None:
+        return ErrorResponse(request.id, error)
+    if call.state is not None:
+        return RESUME  # a retry: it continues a parked call
+    outcome = handler(d, request.id, call.params)
+    return outcome if isinstance(outcome, Forward) else call.encode(outcome)
 
 
-def undeclared(d: Dispatcher, method: str) -> RpcError | None:
-    """-32601 for a method of a feature no ready backend offers now (so discover does not declare it)."""
-    feature = FEATURE_OF.get(method)
-    if feature is None:
-        return None
-    if any(status.ready and feature in status.capabilities for status in d.catalog.value.backends.values()):
-        return None
-    return rpc_error(METHOD_NOT_FOUND, f"Method not found: {method} (no {feature} are offered now)")
-
-
-def discover(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
-    """server/discover: the versions served, what the gateway can route now, the backends' instructions."""
-    view = d.catalog.value
-    result: dict[str, Any] = {
-        "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": view.server_capabilities(),
-    }
-    instructions = view.instructions()
-    if instructions:
-        result["instructions"] = instructions
-    return Response(request_id, result)
+async def resumed(d: Dispatcher, request: Request, call: ModernCall) -> Message:
+    """A retry served in a task: attached to its parked call through a slot, then its answer."""
+    slot = ReplySlot()
+    refused = resume(d, request.id, call, slot)
+    if refused is not None:
+        return refused
+    reply = await slot.wait()
+    if reply.error is not None:
+        return call.encode(ErrorResponse(request.id, reply.error))
+    return call.encode(Response(request.id, reply.result))
