@@ -88,6 +88,8 @@ class BridgedCall:
     def fill(self, reply: Reply) -> None:
         if self.closed:
             return
+        if reply.error is None and _input_required(reply.result):
+            reply = Reply(result=self._wrapped(reply.result))  # a modern backend's own round
         if self.target is None:
             self.parked = reply  # the client is between rounds: its retry gets it
             return
@@ -126,6 +128,18 @@ class BridgedCall:
             self.gathering = True
             self.table.after(self.table.gather_s, self._ask_client)
 
+    def _wrapped(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A modern backend's input_required, its requestState sealed inside the gateway's, bound like a
+        bridged call's: the retry is checked here, then goes to the same backend with the backend's exact
+        state (`Bridges.unwrap`)."""
+        backend = self.backend.name if self.backend is not None else ""
+        payload = {"w": result.get("requestState"), "b": backend, **self._binding()}
+        state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
+        return {**result, "requestState": state}
+
+    def _binding(self) -> dict[str, Any]:
+        return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal}
+
     def _key_for(self, ask: Ask) -> str:
         key = str(ask.request_id if ask.request_id is not None else ask.ask_id)
         return key if key not in self.pending else f"{key}#{ask.ask_id}"
@@ -138,14 +152,7 @@ class BridgedCall:
         if self.closed or self.target is None or not self.pending:
             return
         requests = {key: _input_request(ask) for key, ask in self.pending.items()}
-        payload = {
-            "h": self.handle,
-            "r": self.round,
-            "m": self.method,
-            "n": self.name,
-            "a": self.digest,
-            "p": self.principal,
-        }
+        payload = {"h": self.handle, "r": self.round, **self._binding()}
         state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
         target, self.target = self.target, None
         result = {"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state}
@@ -280,21 +287,41 @@ class Bridges:
         target: Target,
     ) -> BridgedCall | RpcError:
         """The parked call a retry continues (now attached to `target`), or why the retry is refused."""
-        try:
-            payload = self.key.open(state, now=time.time())
-        except RequestStateError as exc:
-            return exc.to_rpc_error()
+        payload = self._opened(method, params, state, principal)
+        if isinstance(payload, RpcError):
+            return payload
         call = self.calls.get(str(payload.get("h")))
-        expected = (method, subject_of(method, params), digest_of(params), principal)
-        if (
-            call is None
-            or (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) != expected
-        ):
+        if call is None:
             return RequestStateError("not this request's").to_rpc_error()
         if payload.get("r") != call.round or call.target is not None:
             return RequestStateError("used already").to_rpc_error()
         error = call.attach(target, responses, capabilities)
         return call if error is None else error
+
+    def unwrap(
+        self, *, method: str, params: dict[str, Any], state: object, principal: str | None
+    ) -> tuple[str, Any] | RpcError | None:
+        """A retry of a modern backend's round: (the backend, its own requestState); None when the state is
+        a parked call's; the refusal when it is neither, or not this request's."""
+        payload = self._opened(method, params, state, principal)
+        if isinstance(payload, RpcError):
+            return payload
+        if "b" not in payload:
+            return None
+        return str(payload["b"]), payload.get("w")
+
+    def _opened(
+        self, method: str, params: dict[str, Any], state: object, principal: str | None
+    ) -> dict[str, Any] | RpcError:
+        """A state's payload, when this gateway sealed it, in time, for this very request and principal."""
+        try:
+            payload = self.key.open(state, now=time.time())
+        except RequestStateError as exc:
+            return exc.to_rpc_error()
+        expected = (method, subject_of(method, params), digest_of(params), principal)
+        if (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) != expected:
+            return RequestStateError("not this request's").to_rpc_error()
+        return payload
 
     def after(self, delay_s: float, action: Any) -> None:
         if self.nursery is None:
@@ -330,3 +357,7 @@ def _input_request(ask: Ask) -> dict[str, Any]:
     if params or ask.method != "roots/list":
         request["params"] = params
     return request
+
+
+def _input_required(result: object) -> bool:
+    return isinstance(result, dict) and result.get("resultType") == INPUT_REQUIRED

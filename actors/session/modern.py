@@ -47,6 +47,7 @@ from actors.protocol.messages import (
     RpcError,
 )
 from actors.protocol.modern_results import modern_result
+from actors.protocol.request_state import RequestStateError
 from actors.session.bridge import Target
 from actors.session.discover import undeclared
 from actors.session.fields import invalid_field, meta_error
@@ -216,10 +217,35 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
     error = undeclared(d, request.method)
     if error is not None:
         return ErrorResponse(request.id, error)
-    if call.state is not None:
-        return RESUME  # a retry: it continues a parked call
-    outcome = handler(d, request.id, call.params)
-    return outcome if isinstance(outcome, Forward) else call.encode(outcome)
+    if call.state is None:
+        outcome = handler(d, request.id, call.params)
+        return outcome if isinstance(outcome, Forward) else call.encode(outcome)
+    unwrapped = d.settings.bridges.unwrap(
+        method=call.method, params=call.params, state=call.state, principal=d.subject
+    )
+    if unwrapped is None:
+        return RESUME  # a retry: it continues a call parked on a legacy backend's asks
+    if isinstance(unwrapped, RpcError):
+        return call.encode(ErrorResponse(request.id, unwrapped))
+    return _retried(d, request.id, call, handler(d, request.id, call.params), *unwrapped)
+
+
+def _retried(
+    d: Dispatcher,
+    request_id: RequestId,
+    call: ModernCall,
+    routed: Message | Forward,
+    backend: str,
+    state: Any,
+) -> Message | Forward:
+    """A modern backend's round retried: to the backend that asked, with its answers and its exact state."""
+    if not isinstance(routed, Forward):
+        return call.encode(routed)
+    if routed.backend.name != backend:  # the name moved to another backend since: that one never asked
+        refused = RequestStateError("its backend no longer serves this request").to_rpc_error()
+        return call.encode(ErrorResponse(request_id, refused))
+    params = {**routed.params, "inputResponses": call.responses, "requestState": state}
+    return attrs.evolve(routed, params=params)
 
 
 async def resumed(d: Dispatcher, request: Request, call: ModernCall) -> Message:

@@ -120,3 +120,40 @@ async def test_each_call_says_whom_it_is_for_as_a_modern_backend_is_told() -> No
         assert isinstance(call, Call) and call.envelope is not None
         assert (call.envelope.client_capabilities, call.envelope.client_info) == (capabilities, info)
         assert (call.envelope.version, call.envelope.log_level) == ("2026-07-28", "warning")
+
+
+async def test_a_modern_backends_round_reaches_a_modern_client_with_its_state_sealed_inside_ours() -> None:
+    async with dispatcher() as h:
+        params = {"name": "echo", "arguments": {"text": "x"}}
+        await h.inbox.send(Request(1, "tools/call", modern(params)))
+        call = await h.backend.receive()
+        assert isinstance(call, Call)
+        asked = {"who": {"method": "elicitation/create", "params": {"message": "Name?"}}}
+        own_state = "the backend's own state"
+        call.reply_to.fill(
+            Reply(result={"resultType": "input_required", "inputRequests": asked, "requestState": own_state})
+        )
+        first = await h.outbox.receive()
+        assert isinstance(first, Response) and first.result["inputRequests"] == asked
+        sealed = first.result["requestState"]
+        assert sealed != own_state and sealed.startswith("v1.")
+
+        retry = {
+            **params,
+            "inputResponses": {"who": {"action": "accept", "content": {"n": 1}}},
+            "requestState": sealed,
+        }
+        await h.inbox.send(Request(2, "tools/call", modern(retry)))
+        again = await h.backend.receive()
+        assert isinstance(again, Call)
+        assert (
+            again.params is not None and again.params["requestState"] == own_state
+        )  # the backend's, exactly
+        assert again.params["inputResponses"] == retry["inputResponses"]
+        again.reply_to.fill(Reply(result={"content": [], "resultType": "complete"}))
+        done = await h.outbox.receive()
+        assert isinstance(done, Response) and done.result["resultType"] == "complete"
+
+        other = {"name": "slow", "arguments": {"text": "x"}, "requestState": sealed}
+        refused = await h.ask(3, "tools/call", modern(other))  # another tool's retry with this state
+        assert isinstance(refused, ErrorResponse) and refused.error.code == -32602
