@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -42,7 +42,7 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import lifecycle, listen, mailbox, modern, tools
+from actors.session import lifecycle, listen, mailbox, modern, shim, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
@@ -105,7 +105,7 @@ class Dispatcher:
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
             self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
-        self.inflight = InFlightTable(self.answers)
+        self.inflight = InFlightTable(self.answers, on_input=self._rounds_in_task)
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
             session=self.session,
@@ -303,13 +303,40 @@ class Dispatcher:
                 return await modern.resumed(self, request, call)
             if not isinstance(outcome, Forward):
                 return outcome
-            answer = await self.forwarder.wait(outcome, request.id, entry)
+            answer = await self.forwarded(outcome, request.id, entry)
         else:
             params = call.params if call is not None else self._checked(request)
             if isinstance(params, ErrorResponse):
                 return params
             answer = await later(self, request.id, params)
         return answer if call is None else call.encode(answer)
+
+    async def forwarded(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
+        """Forward and wait (in the request's task); a modern backend's rounds lived out with a legacy
+        client (shim.py)."""
+        answer = await self.forwarder.wait(forward, request_id, entry)
+        if entry is not None and entry.modern is not None:
+            return answer
+        if isinstance(answer, Response) and shim.needs_input(answer.result):
+            return await shim.complete(self, request_id, forward, answer.result, entry)
+        return answer
+
+    def _rounds_in_task(self, entry: InFlight, result: dict[str, Any]) -> None:
+        """A forwarded call's backend wants input a legacy client can only give to real requests: the
+        rounds run in a task of their own, the call in flight meanwhile (a cancel ends the task)."""
+        entry.scope = trio.CancelScope()
+        self.background.start_soon(self._rounds, entry, result)
+
+    async def _rounds(self, entry: InFlight, result: dict[str, Any]) -> None:
+        assert entry.scope is not None and entry.forward is not None
+        answer: Message | None = None
+        with entry.scope:
+            answer = await shim.complete(self, entry.request_id, entry.forward, result, entry)
+        if entry.scope.cancelled_caught:
+            answer = None if entry.silent else ErrorResponse(entry.request_id, SHUTTING_DOWN)
+        self.inflight.remove(entry)
+        if answer is not None:
+            self.answers.deliver(answer)
 
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None

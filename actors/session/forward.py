@@ -84,7 +84,7 @@ class Forwarder:
 
     def now(self, entry: InFlight, forward: Forward) -> None:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
-        entry.rewrite = forward.rewrite
+        entry.rewrite, entry.forward = forward.rewrite, forward
         call = self.call_for(forward, entry, entry)
         calls, call_now = forward.backend.calls, forward.backend.call_now
         assert calls is not None and self.background is not None

@@ -23,6 +23,7 @@ from actors.protocol.envelopes import Reply
 from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
 
 if TYPE_CHECKING:
+    from actors.session.forward import Forward
     from actors.session.modern import ModernCall
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
@@ -85,12 +86,22 @@ class InFlight:
     forwarded: tuple[BackendStatus, int] | None = None  # in a backend's table: the backend and the call id
     rewrite: Rewrite | None = None  # applied to a successful result before the client sees it
     modern: ModernCall | None = None  # a request of the 2026-07-28 era: its answer is encoded for that era
+    forward: Forward | None = None  # what was forwarded: a modern backend's input_required calls it again
     done: bool = False
 
     def fill(self, reply: Reply) -> None:
         """The call's one answer, from the backend's connection: into the outbox under the client's id."""
         if self.done:
             return  # answered already: by a timeout, a cancel, or the session's end
+        if (
+            self.modern is None
+            and reply.error is None
+            and _needs_input(reply.result)
+            and self.table.on_input is not None
+            and self.forward is not None
+        ):
+            self.table.on_input(self, reply.result)  # type: ignore[arg-type]  # a legacy client's rounds
+            return
         self.table.remove(self)
         if self.silent:
             return
@@ -113,6 +124,7 @@ class InFlightTable:
 
     answers: Answers
     entries: dict[RequestId, InFlight] = attrs.field(factory=dict)
+    on_input: Callable[[InFlight, dict[str, Any]], None] | None = None  # runs a legacy client's rounds
     _emptied: trio.Event | None = None
 
     def __contains__(self, request_id: RequestId) -> bool:
@@ -157,3 +169,8 @@ class InFlightTable:
             else:
                 alone.append(answer)
         return alone + [Batch(tuple(items)) for items in batches.values()]
+
+
+def _needs_input(result: object) -> bool:
+    """A modern backend's input_required (shim.py lives its rounds out with a legacy client)."""
+    return type(result) is dict and result.get("resultType") == "input_required"

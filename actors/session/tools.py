@@ -63,6 +63,6 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
                 return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, message))
             forwarded = {**params, "arguments": call.arguments}
         outcome = forward_named(d, request_id, forwarded, "tools/call", "tool", routes)
-        return await d.forwarder.wait(outcome, request_id, entry) if isinstance(outcome, Forward) else outcome
+        return await d.forwarded(outcome, request_id, entry) if isinstance(outcome, Forward) else outcome
 
     return await chain.call(request_id, call, forward)

@@ -1,0 +1,145 @@
+"""The era bridge, modern backend to legacy client: a 2026-07-28 backend's `input_required` result, lived
+out with a client of the handshake era, which knows only real server-to-client requests.
+
+The legacy client's call stays in flight while the rounds run, each in this session's task: the round's
+input requests are checked (kind, params, the client's initialize capabilities) before anything is sent,
+sent to the client together as real requests (sampling/createMessage, elicitation/create, roots/list), and
+once all are answered the backend is called again with the same params, those answers as `inputResponses`
+and its `requestState` byte for byte. A round with only a state waits a moment and retries. Past
+MAX_ROUNDS, or when a leg fails or times out, the call fails: a tool call with an error result saying why
+(what a tool's user reads), a prompt or a resource read with -32603. A cancel reaches every leg.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.protocol.capabilities import missing_capability
+from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
+from actors.protocol.errors import INTERNAL_ERROR
+from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
+from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.session.forward import Forward
+
+if TYPE_CHECKING:
+    from actors.session.dispatcher import Dispatcher
+    from actors.session.inflight import InFlight
+
+MAX_ROUNDS: Final = 8  # the backend's rounds one legacy call may take (its client holds a request open)
+LEG_TIMEOUT_S: Final = 600.0  # one request to the client, answered within
+STATE_ONLY_WAIT_S: Final = 0.25  # a round that asks nothing, only hands back a state, waits this long
+KINDS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
+URL_ELICITATION_VERSION: Final = "2025-11-25"  # the legacy version whose URL elicitations need an id
+
+
+class RoundFailed(Exception):
+    """A round that cannot be lived out with this client; the message says why."""
+
+
+def needs_input(result: object) -> bool:
+    return isinstance(result, dict) and result.get("resultType") == INPUT_REQUIRED
+
+
+async def complete(
+    d: Dispatcher, request_id: RequestId, forward: Forward, result: dict[str, Any], entry: InFlight | None
+) -> Message:
+    """The legacy client's answer to a call whose backend asked for input: the rounds, then the result."""
+    for _ in range(MAX_ROUNDS):
+        try:
+            answers = await _round(d, forward.backend.name, result)
+        except RoundFailed as exc:
+            logger.info("{} of backend {} failed: {}", forward.method, forward.backend.name, exc)
+            return _failure(request_id, forward.method, str(exc))
+        params = {**forward.params, "inputResponses": answers}
+        if "requestState" in result:
+            params["requestState"] = result["requestState"]
+        answer = await d.forwarder.wait(
+            Forward(forward.backend, forward.method, params, forward.rewrite), request_id, entry
+        )
+        if not isinstance(answer, Response) or not needs_input(answer.result):
+            return answer
+        result = answer.result
+    reason = f"the backend still required input after {MAX_ROUNDS} rounds"
+    return _failure(request_id, forward.method, reason)
+
+
+async def _round(d: Dispatcher, backend: str, result: dict[str, Any]) -> dict[str, Any]:
+    requests = result.get("inputRequests", {})
+    if not isinstance(requests, dict) or (not requests and "requestState" not in result):
+        raise RoundFailed("its input_required result has neither inputRequests nor requestState")
+    asks = {key: _ask_for(d, backend, key, request) for key, request in requests.items()}
+    if not asks:
+        await trio.sleep(STATE_ONLY_WAIT_S)
+        return {}
+    legs = Legs()
+    async with trio.open_nursery() as nursery:
+        legs.scope = nursery.cancel_scope
+        for key, ask in asks.items():
+            nursery.start_soon(legs.run, d, key, ask)
+    if legs.failure is not None:
+        raise RoundFailed(legs.failure)
+    return legs.answers
+
+
+def _ask_for(d: Dispatcher, backend: str, key: str, request: object) -> Ask:
+    """A round's input request as a request to this client, checked first: nothing is sent for a round
+    that has a bad entry or asks what the client did not declare."""
+    if not isinstance(request, dict) or request.get("method") not in KINDS:
+        raise RoundFailed(f"input request {key!r} is not a sampling, elicitation or roots request")
+    method, params = request["method"], request.get("params", {})
+    if not isinstance(params, dict) or (method != "roots/list" and not params):
+        raise RoundFailed(f"input request {key!r} ({method}) has no params")
+    missing = missing_capability(method, params, d.client_asks.capabilities)
+    if missing is not None:
+        raise RoundFailed(f"the client did not declare {', '.join(sorted(missing))}, which {method} needs")
+    if (
+        method == "elicitation/create"
+        and params.get("mode") == "url"
+        and d.version == URL_ELICITATION_VERSION
+    ):
+        params = {**params, "elicitationId": str(uuid.uuid4())}  # that version's URL mode needs one
+    return Ask(next_call_id(), backend, method, params, ReplySlot())
+
+
+@attrs.define
+class Legs:
+    """One round's requests to the client, run together: their answers, or the first failure (which ends
+    the others, each withdrawn from the client)."""
+
+    answers: dict[str, Any] = attrs.field(factory=dict)
+    failure: str | None = None
+    scope: trio.CancelScope | None = None
+
+    async def run(self, d: Dispatcher, key: str, ask: Ask) -> None:
+        await d.client_asks.take(ask, True)
+        try:
+            with trio.move_on_after(LEG_TIMEOUT_S):
+                reply = await ask.reply_to.wait()
+                if reply.error is None:
+                    self.answers[key] = reply.result
+                    return
+                self._fail(f"the client refused {ask.method}: {reply.error.message}")
+                return
+            self._fail(f"the client did not answer {ask.method} within {LEG_TIMEOUT_S}s")
+        finally:
+            if key not in self.answers:
+                with trio.CancelScope(shield=True):
+                    await d.client_asks.take(Withdraw(ask.ask_id, "the request no longer needs it"), True)
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+        assert self.scope is not None
+        self.scope.cancel()
+
+
+def _failure(request_id: RequestId, method: str, reason: str) -> Message:
+    if method == "tools/call":
+        text = f"The tool needed input the gateway could not get from this client: {reason}"
+        return Response(request_id, {"content": [{"type": "text", "text": text}], "isError": True})
+    return ErrorResponse(request_id, RpcError(INTERNAL_ERROR, f"Internal error: {reason}"))
