@@ -267,6 +267,27 @@ async def test_closing_a_streamed_call_cancels_it_at_the_backend(tmp_path: Path)
         assert len(answer.json()["result"]["structuredContent"]["cancelled"]) == 1
 
 
+async def test_shutdown_answers_a_modern_call_in_flight(tmp_path: Path) -> None:
+    async with httpx2.AsyncClient() as http:
+        async with running(config_with(tmp_path)) as gateway:
+            url = gateway.http_url
+            assert url is not None
+            slow = {"name": "progress", "arguments": {"steps": 2, "delay": 60}}
+            body = modern(1, "tools/call", slow, progressToken="p")
+            received: list[dict[str, Any]] = []
+            with trio.fail_after(DEADLINE_S):
+                async with http.stream(
+                    "POST", url, content=orjson.dumps(body), headers=standard_headers(body)
+                ) as response:
+                    async for message in messages(response, []):
+                        received.append(message)
+                        if len(received) == 1:  # running at the backend
+                            gateway.stop()
+        progress, answer = received
+        assert progress["method"] == "notifications/progress"
+        assert answer["id"] == 1 and "error" in answer
+
+
 @pytest.mark.parametrize(
     ("limit", "status"), [({"max_sessions_per_client": 2}, 429), ({"max_sessions": 2}, 503)]
 )

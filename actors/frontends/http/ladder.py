@@ -27,11 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-import attrs
-
 from actors.frontends.http.param_headers import HTTP_WHITESPACE, bad_sentinel_error, echoed, header_value
+from actors.frontends.http.responses import EdgeRefusal
 from actors.frontends.http.sessions import VERSION_HEADER
-from actors.protocol import codec
 from actors.protocol.codec import clip
 from actors.protocol.eras import (
     MAX_VERSION_CHARS,
@@ -39,7 +37,6 @@ from actors.protocol.eras import (
     MODERN_VERSIONS,
     PROTOCOL_VERSION_KEY,
     header_mismatch_error,
-    http_status,
     is_modern,
     is_modern_request,
     parse_envelope,
@@ -47,35 +44,12 @@ from actors.protocol.eras import (
     unsupported_version_error,
 )
 from actors.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, rpc_error
-from actors.protocol.messages import (
-    Batch,
-    ErrorResponse,
-    Message,
-    Notification,
-    Request,
-    RequestId,
-    Response,
-    RpcError,
-)
+from actors.protocol.messages import Batch, Message, Notification, Request, RpcError
 
 METHOD_HEADER: Final = "mcp-method"
 NAME_HEADER: Final = "mcp-name"
+ERA: Final = f"protocol {MODERN_VERSIONS[0]}"
 NAME_FIELDS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # Mcp-Name's
-
-
-@attrs.frozen(slots=True)
-class EdgeRefusal:
-    """A modern request refused before it is served: the HTTP status and the JSON-RPC error."""
-
-    request_id: RequestId | None
-    error: RpcError
-
-    @property
-    def status(self) -> int:
-        return http_status(self.error.code, at_edge=True)
-
-    def body(self) -> bytes:
-        return codec.encode(ErrorResponse(self.request_id, self.error))
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -101,16 +75,11 @@ def refusal(headers: Mapping[str, str], message: Message) -> EdgeRefusal | None:
     """The answer to the first of checks 2 to 6 a modern POST fails; None when it passes them all (a
     notification passes at once: it is accepted and dropped, having nothing to say over HTTP)."""
     if isinstance(message, Batch):
-        return EdgeRefusal(
-            None, rpc_error(INVALID_REQUEST, "Invalid request: no batches in protocol 2026-07-28")
-        )
-    if isinstance(message, Response | ErrorResponse):
-        error = rpc_error(
-            INVALID_REQUEST, "Invalid request: a response cannot be posted in protocol 2026-07-28"
-        )
-        return EdgeRefusal(message.id, error)
+        return EdgeRefusal(None, rpc_error(INVALID_REQUEST, f"Invalid request: no batches in {ERA}"))
     if isinstance(message, Notification):
         return None
+    if not isinstance(message, Request):  # a response (to nothing: the era asks the client nothing)
+        return EdgeRefusal(message.id, rpc_error(INVALID_REQUEST, f"Invalid request: a response in {ERA}"))
     error = _era_error(headers, message) or _envelope_error(message)
     error = error or _header_error(headers, message) or _method_error(message)
     return None if error is None else EdgeRefusal(message.id, error)

@@ -24,10 +24,9 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.frontends.auth import Refused
 from actors.frontends.http import ladder
-from actors.frontends.http.ladder import EdgeRefusal
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.param_headers import DeclaredHeaders, param_mismatch
-from actors.frontends.http.responses import JSON_HEADERS, RequestRefused, respond
+from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, RequestRefused, respond
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.http.sse import SSE_HEADERS, Receive, Send, pump, until_disconnect
 from actors.protocol.codec import clip

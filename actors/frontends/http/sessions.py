@@ -51,8 +51,8 @@ class HttpSession:
 
 @attrs.define(eq=False, kw_only=True)
 class HttpSessions(Mapping[str, HttpSession]):
-    """Owns: every HTTP session of one listener, by its id (read as a mapping); each one's count in the
-    listener's admission.
+    """Owns: every HTTP session of one listener, by its id (read as a mapping), and the one-request
+    sessions of modern POSTs; each one's count in the listener's admission.
     Receives: `open` (an initialize), `find` (any other request), `end` (DELETE, a failed initialize),
         `open_one_request` (a modern POST).
     Sends: nothing; each session runs as a temporary task in the frontends' nursery (`serve_in`).
