@@ -89,7 +89,7 @@ def one_request_sessions(gateway: Gateway) -> list[Any]:
     return [session for session in gateway.http_listener.sessions() if session not in by_id]
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Rung:
     """One case of the era's checks: what is posted and the answer it gets."""
 
@@ -101,7 +101,7 @@ class Rung:
 
 
 def rung(name: str, body: Any, status: int, code: int | None, **headers: object) -> Rung:
-    return Rung(name, body, status, code, headers)
+    return Rung(name=name, body=body, status=status, code=code, headers=headers)
 
 
 ECHO: Final = {"name": "echo", "arguments": {"text": "hi"}}

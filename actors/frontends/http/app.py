@@ -8,9 +8,8 @@ the gateway session its `Mcp-Session-Id` names.
                 Last-Event-ID, the rest of a stream whose connection dropped.
     DELETE path ends the session.
 
-A POST of the 2026-07-28 era (its body claims the era, or its MCP-Protocol-Version header names it) needs no
-session: modern.py checks and serves it on its own. That era is POST only: a GET or DELETE under a modern
-MCP-Protocol-Version header gets 405.
+A POST of the 2026-07-28 era needs no session: modern.py serves it (ladder.py says which POSTs are). That
+era is POST only: a GET or DELETE under a modern MCP-Protocol-Version header gets 405.
 
 Refusals come before any message reaches a session: wrong path 404, Host not allowed 421, Origin not
 allowed 403, bad or missing token 401, body too large 413, body not arrived within body_timeout_s 408, a
@@ -53,7 +52,7 @@ from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
 
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
-_ALLOW_MODERN: Final = [(b"allow", b"POST")]
+_POST: Final = [(b"allow", b"POST")]
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -68,9 +67,7 @@ class HttpApp:
     settings: HttpSettings
     admission: Admission
     sessions: HttpSessions
-    modern: ModernPosts = attrs.field(
-        default=attrs.Factory(lambda self: ModernPosts(sessions=self.sessions), takes_self=True)
-    )
+    modern: ModernPosts  # POSTs of the 2026-07-28 era
     _requests: int = 0  # HTTP requests being served, over all sessions
     _no_requests: trio.Event = attrs.field(factory=trio.Event)
 
@@ -111,9 +108,7 @@ class HttpApp:
         subject = self.admission.check(scope["path"], headers.get("host"), headers)
         method = scope["method"]
         if method in ("GET", "DELETE") and modern_header(headers):
-            raise Refused(
-                405, f"protocol 2026-07-28 is POST only; {method} is for legacy sessions", _ALLOW_MODERN
-            )
+            raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
         if method == "POST":
             client = scope.get("client")
             address = str(client[0]) if client else "?"
