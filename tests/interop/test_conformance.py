@@ -1,6 +1,11 @@
 """The official MCP conformance suite (`@modelcontextprotocol/conformance`, server mode, from npm) run
 against the gateway's Streamable HTTP frontend, with the suite's fixture (tests/backends/
-conformance_fixture.py) as the one backend behind it. Every scenario, active and pending, must pass."""
+conformance_fixture.py) as the one backend behind it.
+
+Two runs. 0.1.16 speaks the handshake era (2025-11-25): every scenario, active and pending, must pass.
+0.2.0-alpha.12 (npm alias conformance-2026) speaks 2026-07-28, one stateless POST per request: every
+scenario must pass except those listed in conformance_2026_baseline.yml, each with the reason it cannot
+pass yet. The suite fails a listed scenario that passes, so the list only ever shrinks."""
 
 from __future__ import annotations
 
@@ -13,12 +18,16 @@ from conftest import INTEROP
 from support import ROOT, running, write_config
 
 CONFORMANCE: Final = INTEROP / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+CONFORMANCE_2026: Final = INTEROP / "node_modules" / "conformance-2026" / "dist" / "index.js"
+BASELINE_2026: Final = INTEROP / "conformance_2026_baseline.yml"
 FIXTURE: Final = ROOT / "tests" / "backends" / "conformance_fixture.py"
 SUITE_DEADLINE_S: Final = 240.0
 SCENARIO: Final = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)
 
 
-async def test_the_conformance_suite_passes_through_the_gateway(tmp_path: Path, node: Path) -> None:
+async def run_suite(tmp_path: Path, node: Path, suite: Path, *options: str) -> tuple[int, str]:
+    """The suite's server mode against a gateway whose one backend is the fixture: its exit code and
+    output."""
     fixture = {"name": "fixture", "command": "python", "args": [str(FIXTURE)]}
     config = write_config(tmp_path / "g.toml", [fixture])
     config.write_text(config.read_text() + "\n[http]\nport = 0\n")
@@ -26,19 +35,42 @@ async def test_the_conformance_suite_passes_through_the_gateway(tmp_path: Path, 
         assert gateway.http_url is not None
         with trio.fail_after(SUITE_DEADLINE_S):
             done = await trio.run_process(
-                [str(node), str(CONFORMANCE), "server", "--url", gateway.http_url, "--suite", "all"],
+                [str(node), str(suite), "server", "--url", gateway.http_url, *options],
                 cwd=tmp_path,
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
             )
-    output = done.stdout.decode() + done.stderr.decode()
-    scenarios = {
-        name: (mark, int(passed), int(failed)) for mark, name, passed, failed in SCENARIO.findall(output)
-    }
+    return done.returncode, done.stdout.decode() + done.stderr.decode()
+
+
+def results(output: str) -> dict[str, tuple[str, int, int]]:
+    """Each scenario's mark, passed and failed checks, by name."""
+    return {name: (mark, int(passed), int(failed)) for mark, name, passed, failed in SCENARIO.findall(output)}
+
+
+async def test_the_conformance_suite_passes_through_the_gateway(tmp_path: Path, node: Path) -> None:
+    returncode, output = await run_suite(tmp_path, node, CONFORMANCE, "--suite", "all")
+    scenarios = results(output)
     failing = {name: result for name, result in scenarios.items() if result[0] != "✓" or result[2]}
     assert not failing, output[-4000:]
-    assert done.returncode == 0, output[-4000:]
+    assert returncode == 0, output[-4000:]
     # every scenario the pinned suite (0.1.16) has for servers, and the checks they make
     assert len(scenarios) == 32, sorted(scenarios)
     assert sum(passed for _, passed, _ in scenarios.values()) >= 45, output[-4000:]
+
+
+async def test_the_2026_conformance_suite_passes_but_for_its_baseline(tmp_path: Path, node: Path) -> None:
+    returncode, output = await run_suite(
+        tmp_path,
+        node,
+        CONFORMANCE_2026,
+        "--suite",
+        "all",
+        "--spec-version",
+        "2026-07-28",
+        "--expected-failures",
+        str(BASELINE_2026),
+    )
+    assert returncode == 0, output[-6000:]
+    assert len(results(output)) == 40, sorted(results(output))

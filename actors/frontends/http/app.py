@@ -8,6 +8,9 @@ the gateway session its `Mcp-Session-Id` names.
                 Last-Event-ID, the rest of a stream whose connection dropped.
     DELETE path ends the session.
 
+A POST of the 2026-07-28 era needs no session: modern.py serves it (ladder.py says which POSTs are). That
+era is POST only: a GET or DELETE under a modern MCP-Protocol-Version header gets 405.
+
 Refusals come before any message reaches a session: wrong path 404, Host not allowed 421, Origin not
 allowed 403, bad or missing token 401, body too large 413, body not arrived within body_timeout_s 408, a
 client that has its share of sessions 429, unknown or expired session 404 (the client
@@ -28,6 +31,9 @@ from loguru import logger
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
 from actors.frontends.auth import Refused
+from actors.frontends.http.ladder import is_modern_post, modern_header
+from actors.frontends.http.modern import ModernPosts
+from actors.frontends.http.responses import JSON_HEADERS, error_body, refused_id, respond
 from actors.frontends.http.sessions import SESSION_HEADER, HttpSession, HttpSessions
 from actors.frontends.http.sse import (
     SSE_HEADERS,
@@ -45,8 +51,8 @@ from actors.protocol import codec
 from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
 
-JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
+_POST: Final = [(b"allow", b"POST")]
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -61,6 +67,7 @@ class HttpApp:
     settings: HttpSettings
     admission: Admission
     sessions: HttpSessions
+    modern: ModernPosts  # POSTs of the 2026-07-28 era
     _requests: int = 0  # HTTP requests being served, over all sessions
     _no_requests: trio.Event = attrs.field(factory=trio.Event)
 
@@ -89,8 +96,8 @@ class HttpApp:
                 refused.status,
                 refused.reason,
             )
-            body = _error_body(None, refused.reason)
-            await _respond(send, refused.status, body, [*JSON_HEADERS, *refused.headers])
+            body = error_body(refused_id(refused), refused.reason)
+            await respond(send, refused.status, body, [*JSON_HEADERS, *refused.headers])
         finally:
             self._requests -= 1
             if not self._requests:
@@ -100,6 +107,8 @@ class HttpApp:
     async def _serve(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         subject = self.admission.check(scope["path"], headers.get("host"), headers)
         method = scope["method"]
+        if method in ("GET", "DELETE") and modern_header(headers):
+            raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
         if method == "POST":
             client = scope.get("client")
             address = str(client[0]) if client else "?"
@@ -111,7 +120,7 @@ class HttpApp:
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
-            await _respond(send, 204, b"", [])
+            await respond(send, 204, b"", [])
         else:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
 
@@ -132,9 +141,12 @@ class HttpApp:
         try:
             message = codec.decode(body)
         except MessageError as exc:
-            await _respond(
-                send, 400, _error_body(exc.request_id, exc.error.message, exc.error.code), JSON_HEADERS
+            await respond(
+                send, 400, error_body(exc.request_id, exc.error.message, exc.error.code), JSON_HEADERS
             )
+            return
+        if is_modern_post(headers, message):
+            await self.modern.serve(headers, message, body, (subject, address), receive, send)
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
@@ -149,12 +161,12 @@ class HttpApp:
                     await _deliver(entry, body)
                     if isinstance(message, Notification) and message.method == "notifications/cancelled":
                         entry.transport.cancelled(message.params)
-                    await _respond(send, 202, b"", [])
+                    await respond(send, 202, b"", [])
                     return
                 stream = entry.transport.open_request(message.id, _progress_token(message.params))
                 if stream is None:
                     reason = f"request id {message.id!r} is already in flight in this session"
-                    await _respond(send, 400, _error_body(None, reason, INVALID_REQUEST), JSON_HEADERS)
+                    await respond(send, 400, error_body(None, reason, INVALID_REQUEST), JSON_HEADERS)
                     return
                 try:
                     await _deliver(entry, body)
@@ -187,7 +199,7 @@ class HttpApp:
                     entry.transport.forget(stream)
                     if entry.transport.closed:
                         raise Refused(404, "the session ended before answering; initialize a new one")
-                    await _respond(send, 200, b"", SSE_HEADERS)  # spec: a stream that ends unanswered
+                    await respond(send, 200, b"", SSE_HEADERS)  # spec: a stream that ends unanswered
                     return
                 frame = stream.events[0][1]
                 if request.method == "initialize" and "error" in orjson.loads(frame):
@@ -195,7 +207,7 @@ class HttpApp:
                         session_id, entry
                     )  # no session for a client that did not get one started
                     extra = []
-                await _respond(send, 200, frame, [*JSON_HEADERS, *extra])
+                await respond(send, 200, frame, [*JSON_HEADERS, *extra])
                 stream.delivered = 1
             elif answered:
                 await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
@@ -252,15 +264,6 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-def _error_body(request_id: RequestId | None, message: str, code: int = -32000) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
 
 def _progress_token(params: dict[str, Any] | None) -> RequestId | None:

@@ -21,6 +21,7 @@ from loguru import logger
 
 from actors.config import Config, HttpSettings
 from actors.frontends.http.app import HttpApp
+from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.listener import Listener
 from actors.session.session import Session
@@ -54,7 +55,10 @@ class HttpListener(Listener[HttpSettings]):
             session_settings=self.session_settings,
             admission=admission,
         )
-        self.app = HttpApp(settings=self.settings, admission=admission, sessions=self._sessions)
+        modern = ModernPosts(sessions=self._sessions)
+        self.app = HttpApp(
+            settings=self.settings, admission=admission, sessions=self._sessions, modern=modern
+        )
         self._server = _server_config()
         self._context = WorkerContext(None)
 

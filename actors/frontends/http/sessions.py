@@ -4,6 +4,9 @@ An initialize opens a session under a fresh id (256 random bits); every later re
 Mcp-Session-Id header. A session ends when its gateway session does (a crash included), on DELETE, when an
 initialize is answered with an error, or after session_idle_s without a request. An id that ended gets 404
 at once, and the client initializes again. Ids are secrets: the log calls a session by its number (http-N).
+
+A modern (2026-07-28) POST gets a session of its own with no id (`open_one_request`), stopped once it is
+answered. Both kinds count alike against max_sessions and each client's max_sessions_per_client.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
 from actors.frontends.auth import Refused
+from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.transport import HttpSessionTransport
+from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
 from actors.session.session import Session
@@ -46,9 +51,10 @@ class HttpSession:
 
 @attrs.define(eq=False, kw_only=True)
 class HttpSessions(Mapping[str, HttpSession]):
-    """Owns: every HTTP session of one listener, by its id (read as a mapping); each one's count in the
-    listener's admission.
-    Receives: `open` (an initialize), `find` (any other request), `end` (DELETE, a failed initialize).
+    """Owns: every HTTP session of one listener, by its id (read as a mapping), and the one-request
+    sessions of modern POSTs; each one's count in the listener's admission.
+    Receives: `open` (an initialize), `find` (any other request), `end` (DELETE, a failed initialize),
+        `open_one_request` (a modern POST).
     Sends: nothing; each session runs as a temporary task in the frontends' nursery (`serve_in`).
     Stops when: `expire_idle` is cancelled with the listener's run; the sessions themselves go on.
     Errors: Refused for an id that is missing (400), unknown or ended (404), a protocol version not
@@ -61,8 +67,13 @@ class HttpSessions(Mapping[str, HttpSession]):
     session_settings: SessionSettings
     admission: Admission
     _by_id: dict[str, HttpSession] = attrs.field(factory=dict)
+    _one_request: set[Session] = attrs.field(factory=set)  # the sessions of modern POSTs being served
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
+    _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
+
+    def __attrs_post_init__(self) -> None:
+        self._one_request_settings = attrs.evolve(self.session_settings, initialize_within_s=None)
 
     def __getitem__(self, session_id: str) -> HttpSession:
         return self._by_id[session_id]
@@ -84,15 +95,15 @@ class HttpSessions(Mapping[str, HttpSession]):
         return self._nursery
 
     def sessions(self) -> list[Session]:
-        return [entry.session for entry in self._by_id.values()]
+        return [entry.session for entry in self._by_id.values()] + list(self._one_request)
 
     def stop_all(self) -> None:
-        for entry in self._by_id.values():
-            entry.session.stop()
+        for session in self.sessions():
+            session.stop()
 
     async def wait_all_done(self) -> None:
-        for entry in list(self._by_id.values()):
-            await entry.session.done.wait()
+        for session in self.sessions():
+            await session.done.wait()
 
     def find(self, headers: dict[str, str], subject: str | None) -> HttpSession:
         """The session a request names, for the subject its token names."""
@@ -110,7 +121,7 @@ class HttpSessions(Mapping[str, HttpSession]):
 
     def open(self, subject: str | None, address: str) -> tuple[str, HttpSession]:
         """A new session and its id, running in the frontends' nursery."""
-        client = self.admission.open_session(subject, address, len(self._by_id))
+        client = self.admission.open_session(subject, address, self._open_now())
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
@@ -132,6 +143,24 @@ class HttpSessions(Mapping[str, HttpSession]):
         self._by_id[session_id] = entry
         self.nursery.start_soon(self._run, session_id, entry)
         return session_id, entry
+
+    def open_one_request(
+        self, subject: str | None, address: str, frame: bytes, request_id: RequestId
+    ) -> tuple[Session, OneRequestTransport]:
+        """A session for one modern request (`frame`), running in the frontends' nursery with no
+        initialize deadline; Refused (503, 429) past the limits."""
+        client = self.admission.open_session(subject, address, self._open_now())
+        transport = OneRequestTransport(frame, request_id)
+        session = Session(
+            id=f"http-{next(self._numbers)}",
+            transport=transport,
+            catalog=self.catalog,
+            settings=self._one_request_settings,
+            subject=subject,
+        )
+        self._one_request.add(session)
+        self.nursery.start_soon(self._run_one_request, session, client)
+        return session, transport
 
     def end(self, session_id: str, entry: HttpSession) -> None:
         """Forget the id at once (later requests get 404); the session answers what it has in flight."""
@@ -162,3 +191,13 @@ class HttpSessions(Mapping[str, HttpSession]):
                 self.admission.close_session(entry.client)
                 if self._by_id.get(session_id) is entry:
                     del self._by_id[session_id]
+
+    async def _run_one_request(self, session: Session, client: str) -> None:
+        try:
+            await session.run_temporary()
+        finally:
+            self.admission.close_session(client)
+            self._one_request.discard(session)
+
+    def _open_now(self) -> int:
+        return len(self._by_id) + len(self._one_request)

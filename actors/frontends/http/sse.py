@@ -1,7 +1,8 @@
 """Server-sent events for the Streamable HTTP frontend: the framing, writing a stream as its events come,
 and resumption.
 
-Each event is `id: <stream>.<n>`, `event: message` and `data:` one JSON-RPC message. With resumption on
+Each event is `id: <stream>.<n>` (not for a modern request: nothing resumes), `event: message` and `data:`
+one JSON-RPC message. With resumption on
 (resume_window_s > 0) a stream opens with a priming event: an id to resume from and the `retry` delay. A
 quiet stream gets a comment every KEEPALIVE_S. A client whose connection dropped comes back with a GET and
 Last-Event-ID and gets the rest of that stream; a request stream nobody comes back for within
@@ -78,10 +79,17 @@ async def until_disconnect(receive: Receive, work: Callable[[], Awaitable[object
 
 
 async def pump(
-    stream: EventStream, cursor: int, receive: Receive, send: Send, *, prime: bool, resumable: bool
+    stream: EventStream,
+    cursor: int,
+    receive: Receive,
+    send: Send,
+    *,
+    prime: bool,
+    resumable: bool,
+    numbered: bool = True,
 ) -> bool:
-    """Write `stream`'s events after `cursor` as they come; True once it is finished and written, False
-    when the client went away first."""
+    """Write `stream`'s events after `cursor` as they come (each with its id when `numbered`); True once it
+    is finished and written, False when the client went away first."""
 
     async def write() -> None:
         nonlocal cursor
@@ -96,9 +104,9 @@ async def pump(
                 continue
             chunks = []
             for number, frame in stream.after(cursor):
-                chunks.append(
-                    b"id: %s\nevent: message\ndata: %s\n\n" % (stream.event_id(number).encode(), frame)
-                )
+                if numbered:
+                    chunks.append(b"id: %s\n" % stream.event_id(number).encode())
+                chunks.append(b"event: message\ndata: %s\n\n" % frame)
                 cursor = number
             await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
             stream.delivered = max(stream.delivered, cursor)

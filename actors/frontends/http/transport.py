@@ -108,7 +108,28 @@ def _id_key(value: Any) -> tuple[type, Any]:
     return (type(value), value)  # 1 and "1" are different ids
 
 
-class HttpSessionTransport:
+class FilingTransport:
+    """The session's side of an HTTP transport: frames in from a queue the frontend fills, each frame out
+    filed on a stream by the subclass's `_file` (which never waits: the HTTP side writes streams out at
+    its own pace)."""
+
+    _inbound: trio.MemoryReceiveChannel[bytes]
+
+    async def receive(self) -> bytes | None:
+        return await receive_or_end(self._inbound)
+
+    async def send(self, frame: bytes) -> None:
+        self._file(frame)
+
+    async def send_many(self, frames: Sequence[bytes]) -> None:
+        for frame in frames:
+            self._file(frame)
+
+    def _file(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+
+class HttpSessionTransport(FilingTransport):
     """Owns: the session's streams and its inbound queue.
     Receives: POSTed frames (`deliver`), the writer's frames (`send_many`).
     Sends: frames to the reader (`receive`), events to whoever reads a stream.
@@ -126,16 +147,6 @@ class HttpSessionTransport:
         self.closed = False
 
     # --- the session's side ---------------------------------------------------------------------------
-
-    async def receive(self) -> bytes | None:
-        return await receive_or_end(self._inbound)
-
-    async def send(self, frame: bytes) -> None:
-        self._file(frame)
-
-    async def send_many(self, frames: Sequence[bytes]) -> None:
-        for frame in frames:
-            self._file(frame)
 
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         return False  # the writer files every frame: one place decides which stream it goes to
