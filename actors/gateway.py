@@ -42,7 +42,7 @@ from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPol
 from actors.runtime.watch import Watch
 from actors.session.bridge import Bridges
 from actors.session.session import Session
-from actors.session.settings import SessionSettings
+from actors.session.settings import FirstSettle, SessionSettings
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s
@@ -80,6 +80,7 @@ class Gateway:
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on legacy backends' asks
+    first_settle: FirstSettle = attrs.field(factory=FirstSettle)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
@@ -222,6 +223,7 @@ class Gateway:
             middleware=self.middleware,
             subscriptions=self.subscriptions,
             bridges=self.bridges,
+            first_settle=self.first_settle,
             max_inflight=settings.max_inflight_per_session,
         )
 

@@ -59,13 +59,24 @@ class ClientRequests:
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.link.name}' is unavailable: {reason}"))
 
     def _addressee(self, method: str) -> tuple[MailTarget | None, str]:
-        """The session a backend's request is for. roots/list: only a session that is alone, since the
-        backend's roots are every session's. Else the one whose calls are in flight here; with none, the only
-        session connected. Never a guess between two sessions: a sampling or elicitation request shown to
-        the wrong user is worse than an error."""
+        """The session a backend's request is for. roots/list: the one modern call in flight (it asks its
+        own client, for itself), else only a session that is alone, since the backend's roots are every
+        session's. Else the one whose calls are in flight here; with none, the only session connected.
+        Never a guess between two sessions: a sampling or elicitation request shown to the wrong user is
+        worse than an error."""
         only = self.clients.only() if self.clients is not None else None
         connected = len(self.clients) if self.clients is not None else 0
+        # A call parked while its client answers a round (session/bridge.py) is waiting on its own asks, so
+        # a new one comes from another call.
+        callers = {
+            id(c.asks_to): c.asks_to
+            for c in self.link.inflight.values()
+            if c.asks_to is not None and not getattr(c.asks_to, "parked", False)
+        }
         if method == "roots/list":
+            bridged = [target for target in callers.values() if hasattr(target, "parked")]
+            if len(callers) == 1 and bridged:
+                return bridged[0], ""  # a modern client's call: its own roots, for this call
             if only is not None:
                 return only, ""
             return None, (
@@ -73,7 +84,6 @@ class ClientRequests:
                 if connected == 0
                 else f"{connected} client sessions are connected and roots come only from a client alone"
             )
-        callers = {id(c.asks_to): c.asks_to for c in self.link.inflight.values() if c.asks_to is not None}
         if len(callers) == 1:
             return next(iter(callers.values())), ""
         if len(callers) > 1:

@@ -78,10 +78,16 @@ class BridgedCall:
     backend: BackendStatus | None = None
     call_id: int = 0
     pending: dict[str, Ask] = attrs.field(factory=dict)  # asks the client has not answered, by key
-    parked: Reply | None = None  # the backend's answer, come while no request waited for it
+    answered: Reply | None = None  # the backend's answer, come while no request waited for it
     round: int = 0  # the round a retry's state must name
     gathering: bool = False
     closed: bool = False
+
+    @property
+    def parked(self) -> bool:
+        """Waiting for the client's retry: its backend's handler waits for the answers to its asks, so a new
+        ask from that backend is another call's (backends/client_requests.py)."""
+        return self.target is None and not self.closed
 
     # --- the backend's side ---------------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ class BridgedCall:
         if reply.error is None and _input_required(reply.result):
             reply = Reply(result=self._wrapped(reply.result))  # a modern backend's own round
         if self.target is None:
-            self.parked = reply  # the client is between rounds: its retry gets it
+            self.answered = reply  # the client is between rounds: its retry gets it
             return
         target, self.target = self.target, None
         target.fill(reply)
@@ -174,8 +180,8 @@ class BridgedCall:
                 self.fail(error, "the client's answer was malformed")
                 return error
         self.target = target
-        if self.parked is not None:
-            self.fill(self.parked)
+        if self.answered is not None:
+            self.fill(self.answered)
         elif self.pending:
             self._ask_client()  # what it did not answer, at once (a missing answer is asked again)
         return None

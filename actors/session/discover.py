@@ -10,6 +10,7 @@ from actors.protocol.errors import METHOD_NOT_FOUND, rpc_error
 from actors.protocol.messages import Message, Params, RequestId, Response, RpcError
 
 if TYPE_CHECKING:
+    from actors.catalog import CatalogView
     from actors.session.dispatcher import Dispatcher
 
 # The server capability a modern method needs declared; without it the method is unknown (-32601), as the
@@ -24,12 +25,12 @@ FEATURE_OF: Final = {
 }
 
 
-def undeclared(d: Dispatcher, method: str) -> RpcError | None:
+def undeclared(view: CatalogView, method: str) -> RpcError | None:
     """-32601 for a method of a feature no ready backend offers now (so discover does not declare it)."""
     feature = FEATURE_OF.get(method)
     if feature is None:
         return None
-    if any(status.ready and feature in status.capabilities for status in d.catalog.value.backends.values()):
+    if any(status.ready and feature in status.capabilities for status in view.backends.values()):
         return None
     return rpc_error(METHOD_NOT_FOUND, f"Method not found: {method} (no {feature} are offered now)")
 

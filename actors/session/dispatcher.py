@@ -83,7 +83,6 @@ class Dispatcher:
     subject: str | None = None  # the client's bearer token subject
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
     spoke: bool = False  # a valid modern request (which needs no initialize)
-    held: bool = False  # the first settle of the catalog is over (or was waited for as long as allowed)
     state: SessionState = SessionState.NEW
     version: str | None = None  # the negotiated protocol version
     subscriptions: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (backend, its URI) -> ours
@@ -251,6 +250,15 @@ class Dispatcher:
             return ErrorResponse(request.id, call)
         entry.modern = call
         return None
+
+    @property
+    def held(self) -> bool:
+        """The gateway's first settle is over: no request is held for it any more."""
+        return self.settings.first_settle.over
+
+    @held.setter
+    def held(self, over: bool) -> None:
+        self.settings.first_settle.over = over
 
     def chain_of(self, request_id: RequestId) -> MiddlewareChain | None:
         """The middleware a request goes through: its own client's when it is modern, else the session's."""

@@ -214,7 +214,7 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
     if handler is None:
         error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")
         return ErrorResponse(request.id, error)
-    error = undeclared(d, request.method)
+    error = undeclared(d.catalog.value, request.method)
     if error is not None:
         return ErrorResponse(request.id, error)
     if call.state is None:

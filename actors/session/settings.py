@@ -25,6 +25,15 @@ class SessionState(enum.Enum):
     OPERATING = "operating"
 
 
+@attrs.define
+class FirstSettle:
+    """Whether the gateway's first settle is over: every backend ready or done with its first start, or
+    waited for as long as initialize_hold_s allows. Until then a client's first request is held; after it,
+    nobody's is."""
+
+    over: bool = False
+
+
 @attrs.frozen(kw_only=True)
 class SessionSettings:
     server_name: str
@@ -38,3 +47,4 @@ class SessionSettings:
     max_inflight: int = 256  # requests of one session not yet answered; past it, an error at once
     initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on a legacy backend's asks
+    first_settle: FirstSettle = attrs.field(factory=FirstSettle)  # shared by every session of the gateway

@@ -5,8 +5,8 @@ The 2026 suite expects `input_required` results (SEP-2322) from these tools. A l
 the client with a real sampling/createMessage, elicitation/create or roots/list request and waits for the
 answer, and the gateway is the one to turn such asks into `input_required` for a modern client. Each ask goes
 out under the id the suite expects as its inputRequests key (`user_name`, `capital_question`, ...), so a
-gateway that keys a bridged ask by the backend's request id shows the suite the key it checks; when that id
-is still pending from an earlier call, the ask takes `<key>-2`, `<key>-3`, ... instead.
+gateway that keys a bridged ask by the backend's request id shows the suite the key it checks; an earlier
+ask still pending under that id (a call whose client never came back) is withdrawn first.
 
 Also here: the SEP-2575 diagnostic tools of the `server-stateless` scenario, a tool with a string
 `x-mcp-header` property (`http-custom-header-server-validation`), and the prompt of the non-tool scenario.
@@ -14,7 +14,6 @@ Also here: the SEP-2575 diagnostic tools of the `server-stateless` scenario, a t
 
 from __future__ import annotations
 
-import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,15 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # toolserver.py
-from toolserver import INVALID_PARAMS, Context, JsonObject, ToolError, object_schema, text_result
+from toolserver import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    Context,
+    JsonObject,
+    ToolError,
+    object_schema,
+    text_result,
+)
 
 EMPTY = object_schema({})
 STRING = {"type": "string"}
@@ -33,7 +40,7 @@ INPUT_REQUIRED_PROMPT: JsonObject = {
     "description": "Asks the user for context (an elicitation) before it returns its messages",
 }
 
-_asking: set[str] = set()  # ids of this server's requests to the client still waiting for an answer
+_asking: dict[str, tuple[trio.CancelScope, trio.Event]] = {}  # this server's requests to the client, by id
 _prompt_listed = {DYNAMIC_PROMPT["name"]: False}
 
 
@@ -46,17 +53,21 @@ def result_of(answer: JsonObject) -> JsonObject:
 
 
 async def ask(ctx: Context, key: str, method: str, params: JsonObject) -> JsonObject:
-    """Ask the client under the id `key` (or the first free `key-N`); its result."""
-    request_id = next(
-        candidate
-        for candidate in (key if n == 1 else f"{key}-{n}" for n in itertools.count(1))
-        if candidate not in _asking
-    )
-    _asking.add(request_id)
+    """Ask the client under the id `key`; its result. An earlier ask still pending under that id (a call the
+    client never came back to) is withdrawn first: the newer one is the one the suite checks."""
+    while key in _asking:
+        older, ended = _asking[key]
+        older.cancel()  # its request_client tells the client with notifications/cancelled
+        await ended.wait()
+    scope, ended = trio.CancelScope(), trio.Event()
+    _asking[key] = (scope, ended)
     try:
-        return result_of(await ctx.request_client(method, params, request_id=request_id))
+        with scope:
+            return result_of(await ctx.request_client(method, params, request_id=key))
+        raise ToolError(INTERNAL_ERROR, f"a newer call asked the client for {key!r}")
     finally:
-        _asking.discard(request_id)
+        del _asking[key]
+        ended.set()
 
 
 def form(message: str, field: str, kind: str = "string") -> JsonObject:

@@ -128,12 +128,24 @@ async def test_diagnostic_tools_of_the_stateless_scenario() -> None:
             assert ("test_dynamic_prompt" in prompts) is listed
 
 
-async def test_an_ask_whose_key_is_pending_takes_the_next_free_one() -> None:
+async def test_a_newer_ask_under_a_pending_key_withdraws_the_older_one() -> None:
+    """The suite checks the key of the newest ask; a call it never came back to must not take that key."""
     asked: list[tuple[Any, str]] = []
+    outcomes: list[str] = []
+
+    async def call(client: Client) -> None:
+        try:
+            result = await client.call_tool("test_input_required_result_elicitation", {})
+        except Exception:  # the SDK raises a JSON-RPC error
+            outcomes.append("withdrawn")
+            return
+        outcomes.append("withdrawn" if result.is_error else result.content[0].text)  # type: ignore[union-attr]
+
     async with (
         fixture_client(asked, Notifications(), elicitations_held=2) as client,
         trio.open_nursery() as nursery,
     ):
         for _ in range(2):
-            nursery.start_soon(text_of, client, "test_input_required_result_elicitation")
-    assert sorted(asked) == [("user_name", ELICIT), ("user_name-2", ELICIT)]
+            nursery.start_soon(call, client)
+    assert asked == [("user_name", ELICIT), ("user_name", ELICIT)]
+    assert sorted(outcomes) == ["Hello, Alice!", "withdrawn"]

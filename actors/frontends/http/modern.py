@@ -31,9 +31,9 @@ from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.http.sse import SSE_HEADERS, Receive, Send, pump, until_disconnect
 from actors.protocol.codec import clip
 from actors.protocol.eras import http_status
-from actors.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, rpc_error
+from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import Message, Request
-from actors.session.modern import FEATURE_OF
+from actors.session.discover import undeclared
 from actors.session.session import Session
 
 CLIENT_CLOSED: Final = "the client closed its response before the answer"
@@ -84,23 +84,22 @@ class ModernPosts:
             await self._answer(session, transport, receive, send)
 
     async def _settled_view(self) -> CatalogView:
-        """The catalog once every backend has become ready or ended its first start (as the session would
-        hold the request), so the checks read the tools a client will be shown."""
-        catalog = self.sessions.catalog
-        with trio.move_on_after(self.sessions.session_settings.settle_timeout_s):
-            version = catalog.version
-            while not catalog.value.settled:
-                version, _ = await catalog.wait_newer(version)
+        """The catalog once every backend has become ready or ended its first start (as a session would
+        hold the request; once for the gateway), so the checks read the tools a client will be shown."""
+        catalog, hold = self.sessions.catalog, self.sessions.session_settings.first_settle
+        if not hold.over:
+            with trio.move_on_after(self.sessions.session_settings.settle_timeout_s):
+                version = catalog.version
+                while not catalog.value.settled:
+                    version, _ = await catalog.wait_newer(version)
+            hold.over = True
         return catalog.value
 
     def _catalog_refusal(
         self, view: CatalogView, headers: Mapping[str, str], request: Request
     ) -> EdgeRefusal | None:
-        feature = FEATURE_OF.get(request.method)
-        if feature is not None and feature not in view.server_capabilities():
-            error = rpc_error(
-                METHOD_NOT_FOUND, f"Method not found: {request.method} (no {feature} are offered now)"
-            )
+        error = undeclared(view, request.method)
+        if error is not None:
             return EdgeRefusal(request.id, error)
         if request.method != "tools/call" or not isinstance(request.params, dict):
             return None
