@@ -34,6 +34,7 @@ class Reader:
     dispatch: trio.MemorySendChannel[Message]
     outbox: trio.MemorySendChannel[Message]
     take_now: Callable[[Message], bool] | None = None  # the dispatcher's, for a message it takes at once
+    quiet: bool = False  # the end of the stream is logged at DEBUG only (a session for one request)
     _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -55,7 +56,7 @@ class Reader:
                 )
                 continue
             if frame is None:
-                logger.info("client closed its stream")
+                logger.log("DEBUG" if self.quiet else "INFO", "client closed its stream")
                 return
             try:
                 message = codec.decode(frame)

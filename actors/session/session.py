@@ -79,7 +79,14 @@ class Session:
                     if self.settings.initialize_within_s is not None:
                         self._reader_scope.deadline = trio.current_time() + self.settings.initialize_within_s
                     nursery.start_soon(
-                        self._read, Reader(self.transport, inbox_send, outbox_send, dispatcher.take_now)
+                        self._read,
+                        Reader(
+                            self.transport,
+                            inbox_send,
+                            outbox_send,
+                            dispatcher.take_now,
+                            quiet=self.settings.quiet,
+                        ),
                     )
                     task_status.started()
             except Exception:
@@ -90,7 +97,7 @@ class Session:
                 self.done.set()
                 with trio.CancelScope(shield=True), trio.move_on_after(1.0):
                     await self.transport.aclose()
-            logger.info("session ended")
+            logger.log("DEBUG" if self.settings.quiet else "INFO", "session ended")
 
     async def run_temporary(self) -> None:
         """run(), as a temporary child: a crash ends this session alone, logged, and is never restarted."""

@@ -48,3 +48,4 @@ class SessionSettings:
     initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on a legacy backend's asks
     first_settle: FirstSettle = attrs.field(factory=FirstSettle)  # shared by every session of the gateway
+    quiet: bool = False  # a session for one request (HTTP, 2026-07-28): its end is logged at DEBUG only
