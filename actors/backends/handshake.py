@@ -11,7 +11,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.backends.connection import BackendLink, BackendRequestError
-from actors.backends.listing import LISTS, list_all
+from actors.backends.listing import first_listings
 from actors.catalog.subscriptions import Subscriptions
 from actors.protocol.envelopes import BackendCommand, BackendReady
 from actors.protocol.errors import BackendStartError
@@ -43,8 +43,7 @@ async def handshake(
         await link.send(Notification("notifications/initialized"))
         capabilities = init.get("capabilities")
         capabilities = capabilities if isinstance(capabilities, dict) else {}
-        kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
-        lists = {kind: await list_all(link, kind) for kind in kinds}
+        lists = await first_listings(link, capabilities)
         await renew_subscriptions(link, backend.config.name, backend.subscriptions)
     if deadline.cancelled_caught:
         raise BackendStartError(
@@ -55,8 +54,20 @@ async def handshake(
     logger.info(
         "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
     )
-    ready = BackendReady(
-        backend.config.name,
+    return ready_report(backend.config.name, calls, lists, info, instructions, capabilities), list(lists)
+
+
+def ready_report(
+    name: str,
+    calls: trio.MemorySendChannel[BackendCommand],
+    lists: dict[str, tuple[dict[str, Any], ...]],
+    info: dict[str, Any],
+    instructions: str | None,
+    capabilities: dict[str, Any],
+) -> BackendReady:
+    """The BackendReady of a run that has its lists, whichever era it speaks."""
+    return BackendReady(
+        name,
         lists.get("tools", ()),
         calls,
         info,
@@ -66,7 +77,6 @@ async def handshake(
         lists.get("templates", ()),
         capabilities,
     )
-    return ready, kinds
 
 
 async def renew_subscriptions(link: BackendLink, name: str, subscriptions: Subscriptions | None) -> None:
