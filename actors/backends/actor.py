@@ -15,10 +15,10 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
+from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
-from actors.backends.era import DISCOVER, gateway_envelope
+from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
 from actors.backends.handshake import handshake
 from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
@@ -26,8 +26,9 @@ from actors.backends.http_headers import declared_param_headers
 from actors.backends.input import log_params, updated_params
 from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.modern import ModernRun, refused_version
-from actors.backends.opening import explain_end, open_transport
+from actors.backends.opening import explain_end, fail_queued, open_transport
 from actors.backends.probe import EraState
+from actors.backends.roots import follow_clients, passes_roots_change
 from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
@@ -41,8 +42,6 @@ from actors.protocol.envelopes import (
     Call,
     Cancel,
     ListChanged,
-    Notify,
-    Reply,
 )
 from actors.protocol.eras import MODERN_VERSIONS
 from actors.protocol.errors import BackendExitedError, BackendHungError, BackendStartError
@@ -135,7 +134,7 @@ class Backend:
             error = exc
         finally:
             reason = link.lost.without_stderr if link.lost else "the gateway is stopping it"
-            _fail_queued(self.config.name, inbox, reason)
+            fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             # A hung server will not notice its stdin closing: straight to SIGTERM.
             polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
@@ -153,15 +152,10 @@ class Backend:
         nursery: trio.Nursery,
         addressee: object,
     ) -> BackendReady:
-        """The era, the handshake it calls for (initialize, or discover alone), the first listings, and
-        the tasks that serve the run beside the calls."""
+        """The start in its era, and the tasks that serve the run beside the calls."""
         over_http = isinstance(link.transport, HttpBackendTransport)
-        verdict = await self._era.verdict(link, over_http=over_http)
+        verdict, ready = await self._handshake(link, calls, over_http)
         if verdict.modern:
-            link.envelope = gateway_envelope(self.gateway_name, verdict.version or MODERN_VERSIONS[0])
-            if isinstance(link.transport, HttpBackendTransport):
-                link.transport.modern = True
-            ready, self._kinds = await self._era.checked(start_modern(self, link, calls, verdict))
             relist_tools = partial(self._relist, link, "tools")
             self._modern = ModernRun(
                 link=link, nursery=nursery, era=self._era, over_http=over_http, relist_tools=relist_tools
@@ -170,16 +164,35 @@ class Backend:
             uris = self.subscriptions.uris_of(self.config.name) if self.subscriptions is not None else []
             await self._modern.start(ready.capabilities, uris)
         else:
-            ready, self._kinds = await self._era.checked(handshake(self, link, calls))
             link.on_error = partial(refused_version, self._era, link)
             if self.roots == "client" and self.clients is not None:
-                nursery.start_soon(self._follow_clients, link, addressee)
+                nursery.start_soon(follow_clients, link, self.clients, addressee)
         for kind in self._kinds:
             nursery.start_soon(self._relist_on_change, link, kind)
         if self.config.health.interval_s > 0:
             liveness = DISCOVER if verdict.modern else "ping"
             nursery.start_soon(watch_health, link, self.config.health, liveness)
         return ready
+
+    async def _handshake(
+        self, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand], over_http: bool
+    ) -> tuple[EraVerdict, BackendReady]:
+        """The era (probed, kept or forced), then initialize or discover, and the first listings: all
+        within startup_timeout_s."""
+        stage = f"{DISCOVER} (the era probe)"
+        with trio.move_on_after(self.startup_timeout_s):
+            verdict = await self._era.verdict(link, over_http=over_http)
+            if verdict.modern:
+                stage = f"{DISCOVER} and the first listings"
+                link.envelope = gateway_envelope(self.gateway_name, verdict.version or MODERN_VERSIONS[0])
+                if isinstance(link.transport, HttpBackendTransport):
+                    link.transport.modern = True
+                ready, self._kinds = await self._era.checked(start_modern(self, link, calls, verdict))
+            else:
+                stage = "initialize and tools/list"
+                ready, self._kinds = await self._era.checked(handshake(self, link, calls))
+            return verdict, ready
+        raise BackendStartError(f"{stage} did not finish within {self.startup_timeout_s}s")
 
     def _on_notification(self, notification: Notification) -> None:
         """A notification the link does not handle itself. Only a well-formed, rebuilt one reaches sessions;
@@ -268,44 +281,7 @@ class Backend:
                     frame = link.cancel_frame(command)
                     if frame is not None:
                         frames.append(frame)
-                elif self._passes(command):
+                elif passes_roots_change(command, self.roots, self.clients):
                     frames.append(codec.encode(command.notification))
             if frames:
                 await link.send_frames(frames)
-
-    def _passes(self, command: Notify) -> bool:
-        """A session's notification for backends. Roots changes reach only a backend whose roots are the
-        client's, and only from the one session connected (whose roots it may ask for)."""
-        if command.notification.method != "notifications/roots/list_changed":
-            return True
-        if self.roots != "client":
-            return False
-        if self.clients is None:
-            return True
-        return command.asks_to is not None and command.asks_to is self.clients.only()
-
-    async def _follow_clients(self, link: BackendLink, addressee: object) -> None:
-        """A backend whose roots are the client's, and which asked for them, is told they changed whenever
-        the session that may answer changes (another one alone, or none): so a session that has gone does
-        not leave its roots behind for the next."""
-        assert self.clients is not None
-        while True:
-            now = self.clients.only()
-            if now is not addressee:
-                addressee = now
-                if link.client_requests.asked_roots:
-                    await link.send(Notification("notifications/roots/list_changed"))
-            await self.clients.wait_changed()
-
-
-def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:
-    """Answer every call still queued in the inbox, then close it; later senders get BrokenResourceError."""
-    error = unavailable(name, reason)
-    with inbox:
-        while True:
-            try:
-                command = inbox.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                return
-            if isinstance(command, Call):
-                answer(command, Reply(error=error))

@@ -24,21 +24,16 @@ if TYPE_CHECKING:
 async def start_modern(
     backend: Backend, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand], verdict: EraVerdict
 ) -> tuple[BackendReady, list[str]]:
-    """Discover (unless the probe did) and the first listings, within startup_timeout_s: the BackendReady,
-    and the kinds of list the server has. The link already stamps the gateway's envelope."""
-    with trio.move_on_after(backend.startup_timeout_s) as deadline:
-        discovered = verdict.discovered
-        if discovered is None:
-            discovered = await link.request(DISCOVER)
-            checked = read_discover(discovered)
-            if not checked.modern:
-                raise BackendStartError(f'era = "modern", but {checked.reason}')
-        capabilities = _object(discovered.get("capabilities"))
-        lists = await first_listings(link, capabilities)
-    if deadline.cancelled_caught:
-        raise BackendStartError(
-            f"{DISCOVER} and the lists did not finish within {backend.startup_timeout_s}s"
-        )
+    """Discover (unless the probe did) and the first listings (its caller bounds the time): the
+    BackendReady, and the kinds of list the server has. The link already stamps the gateway's envelope."""
+    discovered = verdict.discovered
+    if discovered is None:
+        discovered = await link.request(DISCOVER)
+        checked = read_discover(discovered)
+        if not checked.modern:
+            raise BackendStartError(f"taken for modern ({verdict.reason}), but {checked.reason}")
+    capabilities = _object(discovered.get("capabilities"))
+    lists = await first_listings(link, capabilities)
     info = _object(_object(discovered.get("_meta")).get(SERVER_INFO_KEY))
     instructions = discovered.get("instructions")
     instructions = instructions if isinstance(instructions, str) else None

@@ -33,22 +33,17 @@ CLIENT_CAPABILITIES: Final = {
 async def handshake(
     backend: Backend, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand]
 ) -> tuple[BackendReady, list[str]]:
-    """initialize, the first listings and the subscriptions renewed, within startup_timeout_s: the
+    """initialize, the first listings and the subscriptions renewed (its caller bounds the time): the
     BackendReady for the catalog, and the kinds of list this server has."""
-    with trio.move_on_after(backend.startup_timeout_s) as deadline:
-        init = await link.request("initialize", initialize_params(backend.gateway_name, backend.roots))
-        if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
-            version = init.get("protocolVersion") if isinstance(init, dict) else init
-            raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
-        await link.send(Notification("notifications/initialized"))
-        capabilities = init.get("capabilities")
-        capabilities = capabilities if isinstance(capabilities, dict) else {}
-        lists = await first_listings(link, capabilities)
-        await renew_subscriptions(link, backend.config.name, backend.subscriptions)
-    if deadline.cancelled_caught:
-        raise BackendStartError(
-            f"initialize and tools/list did not finish within {backend.startup_timeout_s}s"
-        )
+    init = await link.request("initialize", initialize_params(backend.gateway_name, backend.roots))
+    if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
+        version = init.get("protocolVersion") if isinstance(init, dict) else init
+        raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
+    await link.send(Notification("notifications/initialized"))
+    capabilities = init.get("capabilities")
+    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    lists = await first_listings(link, capabilities)
+    await renew_subscriptions(link, backend.config.name, backend.subscriptions)
     info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
     instructions = init.get("instructions") if isinstance(init.get("instructions"), str) else None
     logger.info(

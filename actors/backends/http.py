@@ -31,6 +31,7 @@ from actors.backends.era import DISCOVER
 from actors.backends.http_headers import ParamHeaders, modern_headers
 from actors.backends.sse import TooLargeError, answers, sse_events
 from actors.framing.transport import receive_or_end
+from actors.protocol.eras import is_modern_request
 
 INBOUND_SIZE: Final = 64  # frames from the server queued before its streams wait for the backend actor
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -139,7 +140,7 @@ class HttpBackendTransport:
 
     def _request_headers(self, message: dict[str, Any] | None = None) -> dict[str, str]:
         headers = dict(self._headers)
-        if self.modern and message is not None and "method" in message:
+        if message is not None and is_modern_request(message.get("params")):  # the probe's too
             return {**headers, **modern_headers(message, self.param_headers)}
         if self.session_id is not None:
             headers["mcp-session-id"] = self.session_id

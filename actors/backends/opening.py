@@ -1,5 +1,6 @@
-"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to), and the
-explanation of how the run ended, once the exit code and the last stderr lines are in."""
+"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to); at its
+end, the calls still queued answered and the explanation of how it ended, once the exit code and the last
+stderr lines are in."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import TYPE_CHECKING, Final
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink
+from actors.backends.connection import BackendLink, answer, unavailable
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
 from actors.config import resolve_command
 from actors.framing.transport import BackendTransport
+from actors.protocol.envelopes import BackendCommand, Call, Reply
 from actors.protocol.errors import BackendExitedError, BackendStartError
 
 if TYPE_CHECKING:
@@ -77,3 +79,16 @@ async def explain_end(
         raise error
     if link.lost is not None:
         raise link.lost
+
+
+def fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:
+    """Answer every call still queued in the inbox, then close it; later senders get BrokenResourceError."""
+    error = unavailable(name, reason)
+    with inbox:
+        while True:
+            try:
+                command = inbox.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            if isinstance(command, Call):
+                answer(command, Reply(error=error))
