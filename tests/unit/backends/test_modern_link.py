@@ -1,10 +1,12 @@
-"""The era probe and a modern backend's listen, over a link whose backend is played by the test: each frame
-the link writes is read here, and the answers go back through the link's own reader."""
+"""The era probe, a modern backend's listen, and what the era makes of errors and liveness, over a link
+whose backend is played by the test: each frame the link writes is read here, and the answers go back
+through the link's own reader."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import attrs
@@ -14,14 +16,16 @@ import trio
 import trio.testing
 
 from actors.backends.connection import BackendLink
-from actors.backends.era import gateway_envelope
+from actors.backends.era import DISCOVER, BackendEraError, gateway_envelope, read_discover
+from actors.backends.health import watch_health
 from actors.backends.listen import ACKNOWLEDGED, BackendListen
-from actors.backends.probe import probe
-from actors.config import BackendEra
+from actors.backends.modern import ModernRun, refused_version
+from actors.backends.probe import EraState, probe
+from actors.config import BackendEra, HealthConfig
 from actors.protocol.envelopes import Call, Reply, ReplySlot
 from actors.protocol.eras import CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY, SUBSCRIPTION_ID_KEY
 from actors.protocol.errors import BackendStartError
-from actors.protocol.messages import Notification
+from actors.protocol.messages import Notification, RpcError
 
 CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
 
@@ -227,3 +231,59 @@ async def test_a_listen_the_backend_ends_is_opened_again_after_a_backoff(
         again = await backend.written.receive()
         assert again["method"] == "subscriptions/listen" and again["id"] != first["id"]
         assert trio.current_time() - began == pytest.approx(1.0)
+
+
+# --- what the era makes of errors -------------------------------------------------------------------------
+
+
+async def test_a_header_mismatch_over_http_lists_the_tools_again_and_sends_the_call_once_more() -> None:
+    async with played(modern=True) as (backend, link, nursery):
+        relisted: list[int] = []
+
+        async def relist_tools() -> None:
+            relisted.append(1)
+
+        era = EraState(era=BackendEra.AUTO, gateway_name="gw", probe_timeout_s=1.0)
+        run = ModernRun(link=link, nursery=nursery, era=era, over_http=True, relist_tools=relist_tools)
+        link.on_error = run.on_error
+        call = Call(950, "tools/call", {"name": "regional", "arguments": {}}, "s1", ReplySlot())
+        await link.send_frames([link.frame_for(call)])
+        sent = await backend.written.receive()
+        mismatch = {"code": -32020, "message": "header mismatch"}
+        await backend.say({"id": sent["id"], "error": mismatch})
+        again = await backend.written.receive()
+        assert again == sent and relisted == [1] and not call.reply_to.filled
+        await backend.say({"id": sent["id"], "error": mismatch})  # a second time: the caller's answer
+        reply = await call.reply_to.wait()
+        assert reply.error is not None and reply.error.code == -32020 and relisted == [1]
+
+
+async def test_unsupported_version_to_a_call_ends_the_run_and_the_era_is_probed_again() -> None:
+    async with played(modern=True) as (backend, link, _):
+        era = EraState(era=BackendEra.AUTO, gateway_name="gw", probe_timeout_s=1.0)
+        era._known = read_discover({"supportedVersions": ["2026-07-28"], "capabilities": {}})
+        link.on_error = partial(refused_version, era, link)
+        call = Call(960, "tools/call", {"name": "echo"}, "s1", ReplySlot())
+        await link.send_frames([link.frame_for(call)])
+        sent = await backend.written.receive()
+        refusal = {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2099-01-01"]},
+        }
+        await backend.say({"id": sent["id"], "error": refusal})
+        reply = await call.reply_to.wait()
+        assert (
+            reply.error is not None and reply.error.code == -32000 and "probed again" in reply.error.message
+        )
+        assert isinstance(link.lost, BackendEraError) and era._known is None
+        forced = EraState(era=BackendEra.MODERN, gateway_name="gw", probe_timeout_s=1.0)
+        assert not refused_version(forced, link, call, RpcError(-32022, "x"))  # a pinned era passes it on
+
+
+async def test_a_modern_backend_is_kept_alive_with_discover(autojump_clock: trio.testing.MockClock) -> None:
+    async with played(modern=True) as (backend, link, nursery):
+        nursery.start_soon(watch_health, link, HealthConfig(interval_s=5.0), DISCOVER)
+        sent = await backend.written.receive()
+        assert sent["method"] == "server/discover" and trio.current_time() == 5.0
+        assert sent["params"]["_meta"][PROTOCOL_VERSION_KEY] == "2026-07-28"
