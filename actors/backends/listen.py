@@ -87,7 +87,8 @@ class BackendListen:
     uris: set[str]
     _changes_send: trio.MemorySendChannel[Call | None] = attrs.field(init=False)
     _changes: trio.MemoryReceiveChannel[Call | None] = attrs.field(init=False)
-    _current: _Stream | None = attrs.field(init=False, default=None)
+    _current: _Stream | None = attrs.field(init=False, default=None)  # whose notifications are heard
+    _opening: _Stream | None = attrs.field(init=False, default=None)  # current from its acknowledgement on
     _streams: dict[int, _Stream] = attrs.field(init=False, factory=dict)  # by listen id, while they run
     _reopen_s: float = attrs.field(init=False, default=REOPEN_S)
 
@@ -110,6 +111,8 @@ class BackendListen:
         if stream is not None and stream.ended is None:
             stream.acked = True
             stream.settled.set()
+            if stream is self._opening:  # from here on its notifications are heard, the old one's not
+                self._current, self._opening = stream, None
 
     def accepts(self, params: object) -> bool:
         """Whether a list change or resource update is the current listen's (or names no listen): one a
@@ -118,13 +121,13 @@ class BackendListen:
         return listen_id is None or (self._current is not None and listen_id == self._current.call.call_id)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen with the first filter (its outcome awaited, not required), then follow the changes."""
+        """Listen with the first filter, then follow the changes (queued meanwhile)."""
         async with trio.open_nursery() as nursery:
             with self._changes:
                 try:
+                    task_status.started()
                     if await self._renew(nursery, listen_filter(self.capabilities, self.uris)) is not None:
                         self._changes_send.send_nowait(REOPEN)
-                    task_status.started()
                     await self._follow(nursery)
                 finally:
                     self._changes_send.close()
@@ -178,6 +181,7 @@ class BackendListen:
         if wanted:
             stream = await self._open(nursery, wanted)
             if not stream.acked:
+                self._opening = None
                 return await self._refused(nursery, stream)
             logger.info("listening for {}", ", ".join(_described(wanted)))
         self._current = stream
@@ -187,7 +191,7 @@ class BackendListen:
 
     async def _open(self, nursery: trio.Nursery, wanted: dict[str, Any]) -> _Stream:
         call = Call(next_call_id(), LISTEN, {"notifications": wanted}, "gateway", ReplySlot())
-        stream = self._streams[call.call_id] = _Stream(call, trio.current_time())
+        stream = self._streams[call.call_id] = self._opening = _Stream(call, trio.current_time())
         nursery.start_soon(self._watch, stream)
         await self.link.send_frames([self.link.frame_for(call, timed=False)])
         with trio.move_on_after(ACK_WAIT_S):

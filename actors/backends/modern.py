@@ -59,7 +59,7 @@ class ModernRun:
     _retried: set[int] = attrs.field(factory=set)
 
     async def start(self, capabilities: Mapping[str, Any], uris: list[str]) -> None:
-        """Take the link's errors, and listen (the first listen's outcome awaited, not required)."""
+        """Take the link's errors, and listen."""
         self.link.on_error = self.on_error
         self.listen = BackendListen(link=self.link, capabilities=capabilities, uris=set(uris))
         await self.nursery.start(self.listen.run)
