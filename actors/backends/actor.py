@@ -1,8 +1,10 @@
 """The backend actor: one backend MCP server, one run per start.
 
-Each run spawns the server, performs the client side of initialize, lists its tools (following nextCursor),
-reports BackendReady to the catalog and then forwards Calls from its inbox until the run ends. The
-supervisor restarts it by policy; nothing here retries.
+Each run spawns the server (or connects to it), finds its era (probe.py: server/discover under era "auto"),
+performs the client side of initialize or, for a 2026-07-28 server, discover alone (discovery.py), lists
+its tools (following nextCursor), reports BackendReady to the catalog and then forwards Calls from its inbox
+until the run ends. The supervisor restarts it by policy; nothing here retries, except the one start again of
+a process that exited on the era probe, which is legacy and which the supervisor never sees.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warnin
 class Backend:
     """One supervised backend.
 
-    Owns: the child process and its link (in-flight table) for the current run; the run's inbox.
-    Receives: Call and Cancel on the inbox published in BackendReady.
-    Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to.
+    Owns: the child process and its link (in-flight table) for the current run; the run's inbox; its era
+        across runs (EraState); a modern run's listen (ModernRun).
+    Receives: Call, Cancel and Notify on the inbox published in BackendReady.
+    Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to (a modern
+        backend's resources/subscribe and unsubscribe are answered by its listen, which they change).
     Stops when: cancelled (gateway shutdown) or when the server's process exits with code 0 (normal exit).
-    Errors: BackendStartError (cannot spawn, handshake fails or times out), BackendExitedError (the process
-        died or its stream closed). Either way every call in flight or queued gets an error naming it.
+    Errors: BackendStartError (cannot spawn, probe or handshake fails or times out), BackendExitedError (the
+        process died or its stream closed), BackendEraError (-32022 to a call: its era is probed again at
+        the restart). Either way every call in flight or queued gets an error naming it.
     """
 
     config: BackendConfig
@@ -85,7 +90,7 @@ class Backend:
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
     _link: BackendLink | None = attrs.field(init=False, default=None)  # this run's
     _server_logs: RateLimiter | None = attrs.field(init=False, default=None)  # this run's, for its logs
-    _era: EraState = attrs.field(init=False)  # its era across runs: probed, forced or carried
+    _era: EraState = attrs.field(init=False)  # its era across runs: probed, kept or forced
     _modern: ModernRun | None = attrs.field(init=False, default=None)  # this run's, if it speaks 2026-07-28
 
     def __attrs_post_init__(self) -> None:
