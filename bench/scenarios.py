@@ -31,7 +31,9 @@ INITIALIZE: Final = {
 
 def write_config(folder: Path, name: str, backends: list[list[str]], *extra: str) -> Path:
     """A gateway config with one backend per argv (run by this Python), health pings off, quick restarts;
-    `extra` lines are appended (a [websocket] table, say)."""
+    `extra` lines are appended (a [websocket] table, say). Every backend is pinned to the initialize era:
+    the SDK's echo server answers server/discover, so under era "auto" it would become a 2026-07-28
+    backend and the bench would measure another path than the one it has always measured."""
     lines = ["[gateway]", 'name = "bench-gateway"', "startup_timeout_s = 120", "page_size = 100"]
     for index, argv in enumerate(backends):
         lines += [
@@ -39,6 +41,7 @@ def write_config(folder: Path, name: str, backends: list[list[str]], *extra: str
             f'name = "b{index}"',
             f"command = {orjson.dumps(sys.executable).decode()}",
             f"args = {orjson.dumps(argv).decode()}",
+            'era = "legacy"',
             "[backends.health]",
             "interval_s = 0",
             "[backends.restart]",

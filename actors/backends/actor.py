@@ -1,45 +1,51 @@
 """The backend actor: one backend MCP server, one run per start.
 
-Each run spawns the server, performs the client side of initialize, lists its tools (following nextCursor),
-reports BackendReady to the catalog and then forwards Calls from its inbox until the run ends. The
-supervisor restarts it by policy; nothing here retries.
+Each run spawns the server (or connects to it), finds its era (probe.py: server/discover under era "auto"),
+performs the client side of initialize or, for a 2026-07-28 server, discover alone (discovery.py), lists
+its tools (following nextCursor), reports BackendReady to the catalog and then forwards Calls from its inbox
+until the run ends. The supervisor restarts it by policy; nothing here retries, except the one start again of
+a process that exited on the era probe, which is legacy and which the supervisor never sees.
 """
 
 from __future__ import annotations
 
 import math
-import shlex
+from functools import partial
 from typing import Any, Final
 
 import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
+from actors.backends.connection import BackendLink, BackendRequestError
+from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
+from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
 from actors.backends.handshake import handshake
 from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
+from actors.backends.http_headers import declared_param_headers
 from actors.backends.input import log_params, updated_params
 from actors.backends.listing import CHANGES, LISTS, list_all
-from actors.backends.process import ProcessTransport, backend_environment
-from actors.backends.websocket import WebSocketBackendTransport
+from actors.backends.modern import ModernRun, refused_version
+from actors.backends.opening import explain_end, fail_queued, open_transport
+from actors.backends.probe import EraState
+from actors.backends.roots import follow_clients, passes_roots_change
 from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
-from actors.config import BackendConfig, resolve_command
-from actors.framing.transport import BackendTransport
+from actors.config import BackendConfig
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import (
     BackendCommand,
     BackendEvent,
+    BackendReady,
     Call,
     Cancel,
     ListChanged,
-    Notify,
-    Reply,
 )
+from actors.protocol.eras import MODERN_VERSIONS
 from actors.protocol.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
@@ -49,7 +55,6 @@ INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to
 BATCH_MAX: Final = 64  # queued commands written to the backend together
 SERVER_LOG_RATE: Final = 50.0  # a server's log messages copied to the gateway's log per second
 SERVER_LOG_CHARS: Final = 1000  # of one message's data
-EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
 LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warning": "WARNING"}
 
 
@@ -57,12 +62,15 @@ LOG_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "notice": "INFO", "warnin
 class Backend:
     """One supervised backend.
 
-    Owns: the child process and its link (in-flight table) for the current run; the run's inbox.
-    Receives: Call and Cancel on the inbox published in BackendReady.
-    Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to.
+    Owns: the child process and its link (in-flight table) for the current run; the run's inbox; its era
+        across runs (EraState); a modern run's listen (ModernRun).
+    Receives: Call, Cancel and Notify on the inbox published in BackendReady.
+    Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to (a modern
+        backend's resources/subscribe and unsubscribe are answered by its listen, which they change).
     Stops when: cancelled (gateway shutdown) or when the server's process exits with code 0 (normal exit).
-    Errors: BackendStartError (cannot spawn, handshake fails or times out), BackendExitedError (the process
-        died or its stream closed). Either way every call in flight or queued gets an error naming it.
+    Errors: BackendStartError (cannot spawn, probe or handshake fails or times out), BackendExitedError (the
+        process died or its stream closed), BackendEraError (-32022 to a call: its era is probed again at
+        the restart). Either way every call in flight or queued gets an error naming it.
     """
 
     config: BackendConfig
@@ -77,21 +85,31 @@ class Backend:
     subscriptions: Subscriptions | None = None  # URIs sessions want updates of, renewed at each start
     withheld_env: frozenset[str] = frozenset()  # never inherited: the listeners' secrets (jwt_secret_env)
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
-    _warned_env: bool = attrs.field(init=False, default=False)
+    warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
     _link: BackendLink | None = attrs.field(init=False, default=None)  # this run's
     _server_logs: RateLimiter | None = attrs.field(init=False, default=None)  # this run's, for its logs
+    _era: EraState = attrs.field(init=False)  # its era across runs: probed, kept or forced
+    _modern: ModernRun | None = attrs.field(init=False, default=None)  # this run's, if it speaks 2026-07-28
+
+    def __attrs_post_init__(self) -> None:
+        self._era = EraState(
+            era=self.config.era, gateway_name=self.gateway_name, probe_timeout_s=self.config.probe_timeout_s
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(backend=self.config.name):
-            async with trio.open_nursery() as connection:  # a WebSocket's reader task lives here
-                await self._run(connection, task_status)
-                connection.cancel_scope.cancel()
+            again = True
+            while again:  # once more, as legacy, after a process that exited on the era probe
+                async with trio.open_nursery() as connection:  # a WebSocket's reader task lives here
+                    again = await self._run(connection, task_status)
+                    connection.cancel_scope.cancel()
 
-    async def _run(self, connection: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+    async def _run(self, connection: trio.Nursery, task_status: trio.TaskStatus[None]) -> bool:
+        """One connection to the server; True when it ended on the era probe and is to be made again."""
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
-        transport = await self._open(connection)
+        transport = await open_transport(self, connection)
         link = BackendLink(
             name=self.config.name,
             transport=transport,
@@ -111,14 +129,8 @@ class Backend:
                     nursery.start_soon(transport.drain)
                     nursery.start_soon(link.read, nursery)
                     nursery.start_soon(link.sweep)
-                    ready, self._kinds = await handshake(self, link, calls)
+                    ready = await self._start(link, calls, nursery, addressee)
                     ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox).call_now)
-                    for kind in self._kinds:
-                        nursery.start_soon(self._relist_on_change, link, kind)
-                    if self.roots == "client" and self.clients is not None:
-                        nursery.start_soon(self._follow_clients, link, addressee)
-                    if self.config.health.interval_s > 0:
-                        nursery.start_soon(watch_health, link, self.config.health)
                     await self.catalog.send(ready)
                     task_status.started()
                     started = True
@@ -127,70 +139,72 @@ class Backend:
             error = exc
         finally:
             reason = link.lost.without_stderr if link.lost else "the gateway is stopping it"
-            _fail_queued(self.config.name, inbox, reason)
+            fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             # A hung server will not notice its stdin closing: straight to SIGTERM.
             polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
             await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
-        await self._end_of_run(link, transport, started, error)
+            self._modern = None
+        if self._era.died_on_probe(link, transport):
+            return True
+        await explain_end(link, transport, started, error)
+        return False
 
-    async def _open(self, connection: trio.Nursery) -> BackendTransport:
-        url = self.config.url
-        if url is not None:
-            kind = (
-                HttpBackendTransport if url.startswith(("http://", "https://")) else WebSocketBackendTransport
+    async def _start(
+        self,
+        link: BackendLink,
+        calls: trio.MemorySendChannel[BackendCommand],
+        nursery: trio.Nursery,
+        addressee: object,
+    ) -> BackendReady:
+        """The start in its era, and the tasks that serve the run beside the calls."""
+        over_http = isinstance(link.transport, HttpBackendTransport)
+        verdict, ready = await self._handshake(link, calls, over_http)
+        if verdict.modern:
+            relist_tools = partial(self._relist, link, "tools")
+            self._modern = ModernRun(
+                link=link, nursery=nursery, era=self._era, over_http=over_http, relist_tools=relist_tools
             )
-            backend = await kind.connect(connection, url, self.config.headers, self.max_message_bytes)
-            logger.info("connecting to {}", url)
-            return backend
-        return await self._spawn()
+            self._listed("tools", ready.tools)
+            uris = self.subscriptions.uris_of(self.config.name) if self.subscriptions is not None else []
+            await self._modern.start(ready.capabilities, uris)
+        else:
+            link.on_error = partial(refused_version, self._era, link)
+            if self.roots == "client" and self.clients is not None:
+                nursery.start_soon(follow_clients, link, self.clients, addressee)
+        for kind in self._kinds:
+            nursery.start_soon(self._relist_on_change, link, kind)
+        if self.config.health.interval_s > 0:
+            liveness = DISCOVER if verdict.modern else "ping"
+            nursery.start_soon(watch_health, link, self.config.health, liveness)
+        return ready
 
-    async def _spawn(self) -> ProcessTransport:
-        command = resolve_command(self.config)
-        if command is None:
-            raise BackendStartError(
-                f"command {self.config.command!r} not found (cwd {str(self.config.cwd)!r})"
-            )
-        argv = [command, *self.config.args]
-        withheld = [name for name in self.config.inherit_env if name in self.withheld_env]
-        if withheld and not self._warned_env:
-            self._warned_env = True
-            logger.warning(
-                "inherit_env names {} which a listener reads its token secret from; not passed on",
-                ", ".join(withheld),
-            )
-        env = backend_environment(self.config.env, self.config.inherit_env, self.withheld_env)
-        transport = await ProcessTransport.spawn(
-            argv, cwd=self.config.cwd, env=env, max_bytes=self.max_message_bytes
-        )
-        logger.info("started process {}: {}", transport.pid, shlex.join(argv))
-        return transport
-
-    async def _end_of_run(
-        self, link: BackendLink, transport: BackendTransport, started: bool, error: Exception | None
-    ) -> None:
-        """Explain how the run ended, once the exit code and the last stderr lines are in. When the process
-        died, its exit is the explanation, whatever the request that noticed it saw."""
-        with trio.move_on_after(EXIT_INFO_WAIT_S):
-            await transport.ended.wait()
-        if isinstance(link.lost, BackendExitedError):
-            ended = transport.describe_end()
-            stderr = transport.last_stderr() if isinstance(transport, ProcessTransport) else ""
-            if started and transport.ended_cleanly:
-                logger.info("{}", BackendExitedError(ended, stderr))
-                return
-            if started:
-                raise BackendExitedError(ended, stderr)
-            raise BackendStartError(f"exited during start-up: {ended}", stderr)
-        if error is not None:
-            raise error
-        if link.lost is not None:
-            raise link.lost
+    async def _handshake(
+        self, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand], over_http: bool
+    ) -> tuple[EraVerdict, BackendReady]:
+        """The era (probed, kept or forced), then initialize or discover, and the first listings: all
+        within startup_timeout_s."""
+        stage = f"{DISCOVER} (the era probe)"
+        with trio.move_on_after(self.startup_timeout_s):
+            verdict = await self._era.verdict(link, over_http=over_http)
+            if verdict.modern:
+                stage = f"{DISCOVER} and the first listings"
+                link.envelope = gateway_envelope(self.gateway_name, verdict.version or MODERN_VERSIONS[0])
+                if isinstance(link.transport, HttpBackendTransport):
+                    link.transport.modern = True
+                ready, self._kinds = await self._era.checked(start_modern(self, link, calls, verdict))
+            else:
+                stage = "initialize and tools/list"
+                ready, self._kinds = await self._era.checked(handshake(self, link, calls))
+            return verdict, ready
+        raise BackendStartError(f"{stage} did not finish within {self.startup_timeout_s}s")
 
     def _on_notification(self, notification: Notification) -> None:
         """A notification the link does not handle itself. Only a well-formed, rebuilt one reaches sessions;
         a malformed one is dropped and logged (rate-limited by the link)."""
         method, params = notification.method, notification.params
+        if self._modern is not None and self._modern.hears(notification):
+            return
         if method in CHANGES:
             for kind in CHANGES[method]:
                 self._changed[kind].set()
@@ -236,12 +250,23 @@ class Backend:
         while True:
             await self._changed[kind].wait()
             self._changed[kind] = trio.Event()  # changes announced from here on trigger another listing
-            try:
-                items = await list_all(link, kind)
-            except (BackendStartError, BackendExitedError, BackendRequestError) as exc:
-                logger.warning("{} after list_changed failed, keeping the old list: {}", LISTS[kind][0], exc)
-                continue
-            await self.catalog.send(ListChanged(self.config.name, kind, items))
+            await self._relist(link, kind)
+
+    async def _relist(self, link: BackendLink, kind: str) -> None:
+        """List `kind` again and tell the catalog; a failure keeps the old list."""
+        try:
+            items = await list_all(link, kind)
+        except (BackendStartError, BackendExitedError, BackendRequestError) as exc:
+            logger.warning("{} failed, keeping the old list: {}", LISTS[kind][0], exc)
+            return
+        self._listed(kind, items)
+        await self.catalog.send(ListChanged(self.config.name, kind, items))
+
+    def _listed(self, kind: str, items: tuple[dict[str, Any], ...]) -> None:
+        """A modern HTTP backend's tools say which arguments go in Mcp-Param-* headers."""
+        transport = self._link.transport if self._link is not None else None
+        if kind == "tools" and isinstance(transport, HttpBackendTransport) and transport.modern:
+            transport.param_headers = declared_param_headers(items)
 
     async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:
         async for first in inbox:
@@ -253,50 +278,15 @@ class Backend:
                     break
             frames = []
             for command in commands:
+                if self._modern is not None and self._modern.takes(command):
+                    continue
                 if isinstance(command, Call):
                     frames.append(link.frame_for(command))
                 elif isinstance(command, Cancel):
                     frame = link.cancel_frame(command)
                     if frame is not None:
                         frames.append(frame)
-                elif self._passes(command):
+                elif passes_roots_change(command, self.roots, self.clients):
                     frames.append(codec.encode(command.notification))
             if frames:
                 await link.send_frames(frames)
-
-    def _passes(self, command: Notify) -> bool:
-        """A session's notification for backends. Roots changes reach only a backend whose roots are the
-        client's, and only from the one session connected (whose roots it may ask for)."""
-        if command.notification.method != "notifications/roots/list_changed":
-            return True
-        if self.roots != "client":
-            return False
-        if self.clients is None:
-            return True
-        return command.asks_to is not None and command.asks_to is self.clients.only()
-
-    async def _follow_clients(self, link: BackendLink, addressee: object) -> None:
-        """A backend whose roots are the client's, and which asked for them, is told they changed whenever
-        the session that may answer changes (another one alone, or none): so a session that has gone does
-        not leave its roots behind for the next."""
-        assert self.clients is not None
-        while True:
-            now = self.clients.only()
-            if now is not addressee:
-                addressee = now
-                if link.client_requests.asked_roots:
-                    await link.send(Notification("notifications/roots/list_changed"))
-            await self.clients.wait_changed()
-
-
-def _fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:
-    """Answer every call still queued in the inbox, then close it; later senders get BrokenResourceError."""
-    error = unavailable(name, reason)
-    with inbox:
-        while True:
-            try:
-                command = inbox.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                return
-            if isinstance(command, Call):
-                answer(command, Reply(error=error))

@@ -17,12 +17,14 @@ import trio
 from loguru import logger
 
 from actors.backends.client_requests import ClientRequests
+from actors.backends.era import stamped
 from actors.backends.input import progress_params
 from actors.catalog.clients import ClientDirectory
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import Ask, Call, Cancel, Reply, ReplySlot, next_call_id
+from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import (
     BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -96,6 +98,10 @@ class BackendLink:
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
     roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config
+    # a modern backend's: the gateway's own envelope, in the _meta of every request not for a client's call
+    envelope: ModernEnvelope | None = None
+    # an error answer to take before its caller gets it; True when taken (and answered) there
+    on_error: Callable[[Call, RpcError], bool] | None = None
     client_requests: ClientRequests = attrs.field(init=False)
     # call id -> deadline of the calls the sweep answers, oldest first: one timeout for every call, so
     # insertion order is deadline order and the sweep looks only at the front
@@ -135,7 +141,7 @@ class BackendLink:
     def frame_for(self, call: Call, *, timed: bool = True) -> bytes:
         """The request frame of a call, which is in flight from now on (see `track`)."""
         self.track(call, timed=timed)
-        return request_frame(call)
+        return request_frame(call, self.envelope)
 
     def track(self, call: Call, *, timed: bool = True) -> None:
         """The call is in flight from now on (and, `timed`, answered by the sweep if the backend has not
@@ -251,6 +257,8 @@ class BackendLink:
             self.drop(f"answered {call.method} with a result that is not an object: {shown(reply.result)}")
             message = f"backend '{self.name}' answered {call.method} with a result that is not an object"
             reply = Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name}))
+        if reply.error is not None and self.on_error is not None and self.on_error(call, reply.error):
+            return
         if reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED and call.asks_to:
             # The client is to open a URL; the backend's notice that it is done goes to the same session.
             data = reply.error.data if isinstance(reply.error.data, dict) else {}
@@ -294,9 +302,13 @@ class BackendLink:
         self._garbage.log(level, "{}", text)
 
 
-def request_frame(call: Call) -> bytes:
-    """The frame a backend gets for a call: the request under the call's gateway-wide id."""
-    return codec.encode(Request(call.call_id, call.method, call.params))
+def request_frame(call: Call, envelope: ModernEnvelope | None = None) -> bytes:
+    """The frame a backend gets for a call: the request under the call's gateway-wide id; for a modern
+    backend (`envelope`, the gateway's), with whom it is for in _meta: the call's client, else the gateway."""
+    if envelope is None:
+        return codec.encode(Request(call.call_id, call.method, call.params))
+    params = stamped(call.params, call.envelope or envelope)
+    return codec.encode(Request(call.call_id, call.method, params))
 
 
 def _is_call_id(value: object) -> bool:

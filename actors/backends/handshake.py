@@ -11,7 +11,7 @@ from loguru import logger
 
 from actors import __version__
 from actors.backends.connection import BackendLink, BackendRequestError
-from actors.backends.listing import LISTS, list_all
+from actors.backends.listing import first_listings
 from actors.catalog.subscriptions import Subscriptions
 from actors.protocol.envelopes import BackendCommand, BackendReady
 from actors.protocol.errors import BackendStartError
@@ -33,30 +33,36 @@ CLIENT_CAPABILITIES: Final = {
 async def handshake(
     backend: Backend, link: BackendLink, calls: trio.MemorySendChannel[BackendCommand]
 ) -> tuple[BackendReady, list[str]]:
-    """initialize, the first listings and the subscriptions renewed, within startup_timeout_s: the
+    """initialize, the first listings and the subscriptions renewed (its caller bounds the time): the
     BackendReady for the catalog, and the kinds of list this server has."""
-    with trio.move_on_after(backend.startup_timeout_s) as deadline:
-        init = await link.request("initialize", initialize_params(backend.gateway_name, backend.roots))
-        if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
-            version = init.get("protocolVersion") if isinstance(init, dict) else init
-            raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
-        await link.send(Notification("notifications/initialized"))
-        capabilities = init.get("capabilities")
-        capabilities = capabilities if isinstance(capabilities, dict) else {}
-        kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
-        lists = {kind: await list_all(link, kind) for kind in kinds}
-        await renew_subscriptions(link, backend.config.name, backend.subscriptions)
-    if deadline.cancelled_caught:
-        raise BackendStartError(
-            f"initialize and tools/list did not finish within {backend.startup_timeout_s}s"
-        )
+    init = await link.request("initialize", initialize_params(backend.gateway_name, backend.roots))
+    if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
+        version = init.get("protocolVersion") if isinstance(init, dict) else init
+        raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
+    await link.send(Notification("notifications/initialized"))
+    capabilities = init.get("capabilities")
+    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    lists = await first_listings(link, capabilities)
+    await renew_subscriptions(link, backend.config.name, backend.subscriptions)
     info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
     instructions = init.get("instructions") if isinstance(init.get("instructions"), str) else None
     logger.info(
         "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
     )
-    ready = BackendReady(
-        backend.config.name,
+    return ready_report(backend.config.name, calls, lists, info, instructions, capabilities), list(lists)
+
+
+def ready_report(
+    name: str,
+    calls: trio.MemorySendChannel[BackendCommand],
+    lists: dict[str, tuple[dict[str, Any], ...]],
+    info: dict[str, Any],
+    instructions: str | None,
+    capabilities: dict[str, Any],
+) -> BackendReady:
+    """The BackendReady of a run that has its lists, whichever era it speaks."""
+    return BackendReady(
+        name,
         lists.get("tools", ()),
         calls,
         info,
@@ -66,7 +72,6 @@ async def handshake(
         lists.get("templates", ()),
         capabilities,
     )
-    return ready, kinds
 
 
 async def renew_subscriptions(link: BackendLink, name: str, subscriptions: Subscriptions | None) -> None:

@@ -16,15 +16,16 @@ if TYPE_CHECKING:
     from actors.config import HealthConfig
 
 
-async def watch_health(link: BackendLink, health: HealthConfig) -> None:
-    """Ping every interval_s; `failures` unanswered pings in a row end the run as hung. Any answer,
-    even an error (a server without ping), shows the backend is alive."""
+async def watch_health(link: BackendLink, health: HealthConfig, method: str = "ping") -> None:
+    """Ping every interval_s (`method`: server/discover for a modern backend, which has no ping);
+    `failures` unanswered pings in a row end the run as hung. Any answer, even an error (a server without
+    ping), shows the backend is alive."""
     misses = 0
     while True:
         await trio.sleep(health.interval_s)
         with trio.move_on_after(health.timeout_s) as deadline:
             with contextlib.suppress(BackendRequestError):
-                await link.request("ping")
+                await link.request(method)
         if not deadline.cancelled_caught:
             misses = 0
             continue

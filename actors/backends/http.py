@@ -9,11 +9,16 @@ After `notifications/initialized` a GET stream listens for what the server sends
 The session is lost, and the backend actor's run ends as if a process had died, when the server answers
 404 to the session id (it forgot the session: the supervisor's restart initializes a new one), when it
 cannot be reached, or when it answers with garbage. An error for one request is that request's error.
+
+A modern backend (MCP 2026-07-28, once the backend actor sets `modern`) has no session: every request is a
+POST of its own with the headers http_headers.py builds (no Mcp-Session-Id, no GET stream, no DELETE), and a
+cancelled request's POST is aborted rather than followed by a notification. The era probe's server/discover
+answered 401, 403 or 5xx ends the connection: an error, never a verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
@@ -22,7 +27,11 @@ import orjson
 import trio
 from loguru import logger
 
+from actors.backends.era import DISCOVER
+from actors.backends.http_headers import ParamHeaders, modern_headers
+from actors.backends.sse import TooLargeError, answers, sse_events
 from actors.framing.transport import receive_or_end
+from actors.protocol.eras import is_modern_request
 
 INBOUND_SIZE: Final = 64  # frames from the server queued before its streams wait for the backend actor
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -51,6 +60,9 @@ class HttpBackendTransport:
         self.protocol_version: str | None = None
         self.ended = trio.Event()
         self._end = ""
+        self.modern = False  # MCP 2026-07-28: set by the backend actor once the probe said so
+        self.param_headers: ParamHeaders = {}  # a modern backend's tools' x-mcp-header declarations
+        self._posts: dict[Any, trio.CancelScope] = {}  # a modern backend's requests in flight, by id
 
     @classmethod
     async def connect(
@@ -82,6 +94,12 @@ class HttpBackendTransport:
             raise trio.BrokenResourceError(self.describe_end())
         message = orjson.loads(frame)
         method = message.get("method")
+        if self.modern and method == "notifications/cancelled":
+            params = message.get("params")
+            scope = self._posts.pop(params.get("requestId") if isinstance(params, dict) else None, None)
+            if scope is not None:
+                scope.cancel()  # closing the request's stream is how 2026-07-28 cancels it over HTTP
+            return
         if method == "initialize":
             await self._post(frame, message)  # its session id goes on everything after it
             return
@@ -120,8 +138,10 @@ class HttpBackendTransport:
 
     # --- requests -----------------------------------------------------------------------------------
 
-    def _request_headers(self) -> dict[str, str]:
+    def _request_headers(self, message: dict[str, Any] | None = None) -> dict[str, str]:
         headers = dict(self._headers)
+        if message is not None and is_modern_request(message.get("params")):  # the probe's too
+            return {**headers, **modern_headers(message, self.param_headers)}
         if self.session_id is not None:
             headers["mcp-session-id"] = self.session_id
         if self.protocol_version is not None:
@@ -130,20 +150,29 @@ class HttpBackendTransport:
 
     async def _post(self, frame: bytes, message: dict[str, Any]) -> None:
         request_id = message.get("id") if "method" in message else None
-        try:
-            async with self._client.stream(
-                "POST", self.url, content=frame, headers=self._request_headers()
-            ) as response:
-                await self._answer(response, message, request_id)
-        except httpx2.HTTPError as exc:
-            self._lose(f"cannot reach {self.url}: {exc or type(exc).__name__}")
-        except TooLargeError as exc:
-            self._lose(f"{self.url} sent {exc}")
+        with trio.CancelScope() as scope:
+            if self.modern and request_id is not None:
+                self._posts[request_id] = scope
+            try:
+                async with self._client.stream(
+                    "POST", self.url, content=frame, headers=self._request_headers(message)
+                ) as response:
+                    await self._answer(response, message, request_id)
+            except httpx2.HTTPError as exc:
+                self._lose(f"cannot reach {self.url}: {exc or type(exc).__name__}")
+            except TooLargeError as exc:
+                self._lose(f"{self.url} sent {exc}")
+            finally:
+                if self._posts.get(request_id) is scope:
+                    del self._posts[request_id]
 
     async def _answer(self, response: httpx2.Response, message: dict[str, Any], request_id: Any) -> None:
         status = response.status_code
         if status == 404 and self.session_id is not None:
             self._lose(f"{self.url} answered 404 to the session id: the server ended the session")
+            return
+        if message.get("method") == DISCOVER and (status in (401, 403) or status >= 500):
+            self._lose(f"{self.url} answered HTTP {status} to {DISCOVER}")
             return
         if status == 202 or request_id is None:
             if status >= 400:
@@ -220,11 +249,11 @@ class HttpBackendTransport:
 
     async def _relay(self, response: httpx2.Response, request_id: Any) -> tuple[bool, str | None]:
         answered, last_id = False, None
-        async for event_id, data in self._events(response):
+        async for event_id, data in sse_events(response, self._max_bytes):
             last_id = event_id or last_id
             if not data:
                 continue
-            if request_id is not None and _answers(data, request_id):
+            if request_id is not None and answers(data, request_id):
                 answered = True
             await self._push(data)
             if answered:
@@ -260,27 +289,6 @@ class HttpBackendTransport:
             await trio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 
-    async def _events(self, response: httpx2.Response) -> AsyncIterator[tuple[str | None, bytes]]:
-        """(id, data) of each SSE event; events without data too, for their id."""
-        event_id: str | None = None
-        data: list[str] = []
-        size = 0
-        async for line in response.aiter_lines():
-            if not line:
-                if data or event_id is not None:
-                    yield event_id, "\n".join(data).encode()
-                event_id, data, size = None, [], 0
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "data":
-                size += len(value)
-                if size > self._max_bytes:
-                    raise TooLargeError(self._max_bytes)
-                data.append(value)
-            elif field == "id":
-                event_id = value
-
     # --- frames in ----------------------------------------------------------------------------------
 
     async def _push(self, frame: bytes) -> None:
@@ -294,16 +302,3 @@ class HttpBackendTransport:
                 logger.debug("{}", reason)
             self.ended.set()
         self._inbound_send.close()
-
-
-class TooLargeError(Exception):
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"a message larger than max_message_bytes ({limit} bytes)")
-
-
-def _answers(data: bytes, request_id: Any) -> bool:
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(message, dict) and "method" not in message and message.get("id") == request_id

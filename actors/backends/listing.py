@@ -58,3 +58,11 @@ async def list_all(link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
                 link.drop(f"{method}: nextCursor {shown(cursor)} is not a string; the listing ends here")
             return tuple(items.values())
     raise BackendStartError(f"{method} did not end after {MAX_PAGES} pages")
+
+
+async def first_listings(
+    link: BackendLink, capabilities: dict[str, Any]
+) -> dict[str, tuple[dict[str, Any], ...]]:
+    """Every list the server's capabilities offer, read whole: kind -> entries."""
+    kinds = [kind for kind, (_, _, offered_by) in LISTS.items() if offered_by in capabilities]
+    return {kind: await list_all(link, kind) for kind in kinds}

@@ -15,6 +15,7 @@ A bad file fails before anything starts, naming every problem as `FILE: key: rea
 """
 
 from actors.config.backend_schema import BackendConfig as BackendConfig
+from actors.config.backend_schema import BackendEra as BackendEra
 from actors.config.backend_schema import BackendKind as BackendKind
 from actors.config.backend_schema import HealthConfig as HealthConfig
 from actors.config.backend_schema import RemoteBackend as RemoteBackend

@@ -53,6 +53,14 @@ class RestartPolicyName(enum.StrEnum):
     TEMPORARY = "temporary"
 
 
+class BackendEra(enum.StrEnum):
+    """Which MCP era the gateway speaks with the backend (MCP 2026-07-28 beside the initialize era)."""
+
+    AUTO = "auto"  # probe with server/discover at each start; legacy unless it answers as a modern server
+    LEGACY = "legacy"  # initialize, as before 2026-07-28; no probe
+    MODERN = "modern"  # 2026-07-28: no initialize, the envelope in every request's _meta
+
+
 class RootsMode(enum.StrEnum):
     NONE = "none"  # no roots capability offered to the backend
     CLIENT = "client"  # the roots of the one client session it serves
@@ -94,6 +102,10 @@ class BaseBackend:
         default=None, validator=optional(positive)
     )  # None: [gateway]'s
     startup_timeout_s: float | None = attrs.field(default=None, validator=optional(positive))
+    era: BackendEra = BackendEra.AUTO
+    probe_timeout_s: float = attrs.field(
+        default=10.0, validator=positive
+    )  # server/discover unanswered: legacy
     restart: RestartConfig = attrs.field(factory=RestartConfig)
     health: HealthConfig = attrs.field(factory=HealthConfig)
     tools: ToolPolicy = attrs.field(factory=ToolPolicy)  # [backends.tools]: allow, deny, rename, annotations

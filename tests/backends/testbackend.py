@@ -2,7 +2,7 @@
 
     python tests/backends/testbackend.py [--name NAME] [--only echo,add] [--state-file PATH]
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
-        [--exit-after-initialize] [--banner] [--roots-on-start] [--bad-tools]
+        [--exit-after-initialize] [--exit-on-discover] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
@@ -464,6 +464,13 @@ async def hang(ctx: Context, params: JsonObject) -> JsonObject:
     raise AssertionError("unreachable")
 
 
+async def exit_on_discover(ctx: Context, params: JsonObject) -> JsonObject:
+    """What rmcp servers do with any request before initialize but ping: exit."""
+    log.warning("--exit-on-discover: server/discover before initialize; exiting")
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def exit_after_first_list(server: ToolServer) -> MethodHandler:
     async def list_then_exit(ctx: Context, params: JsonObject) -> JsonObject:
         result = server.list_tools_result(params)
@@ -536,6 +543,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hold-while", metavar="PATH", help="before serving, wait while PATH exists")
     parser.add_argument("--hang-on-initialize", action="store_true", help="never answer initialize")
     parser.add_argument("--exit-after-initialize", action="store_true", help="exit after one tools/list")
+    parser.add_argument("--exit-on-discover", action="store_true", help="exit on server/discover, as rmcp")
     parser.add_argument("--banner", action="store_true", help="print a non-JSON line on stdout first")
     parser.add_argument("--garbage-only", action="store_true", help="write only garbage lines to stdout")
     parser.add_argument("--page-size", type=int, help="paginate tools/list with this page size")
@@ -584,6 +592,8 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         server.set_method("initialize", hang)
     if args.exit_after_initialize:
         server.set_method("tools/list", exit_after_first_list(server))
+    if args.exit_on_discover:
+        server.set_method("server/discover", exit_on_discover)
     if args.prompts:
         serve_prompts(server)
     if args.resources:

@@ -11,10 +11,6 @@ direct connection with one through the gateway. The `node` fixture (conftest.py)
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,16 +20,11 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from support import ROOT, RawClient
+from ts_modern import TOOLS, modern_server_argv, modern_server_over_http
 
 MODERN: Final = "2026-07-28"
-SERVER: Final = ROOT / "tests" / "interop" / "ts_modern_server.mjs"
 CLIENT: Final = ROOT / "tests" / "interop" / "ts_modern_client.mjs"
 RUN_DEADLINE_S: Final = 60.0
-TOOLS: Final = ["echo", "ask_name"]
-
-
-def modern_server_argv(node: Path, transport: str = "stdio") -> list[str]:
-    return [str(node), str(SERVER), transport]
 
 
 async def run_ts_client(node: Path, *target: str) -> dict[str, Any]:
@@ -56,26 +47,6 @@ def assert_ts_client_report(report: dict[str, Any]) -> None:
     assert report["echo"] == "from typescript"
     assert report["askName"] == "Hello, Ada"  # one input_required round, answered by the client's handler
     assert report["elicited"] == 1
-
-
-@asynccontextmanager
-async def modern_server_over_http(node: Path) -> AsyncIterator[str]:
-    """ts_modern_server.mjs on HTTP; its URL (the first line it prints)."""
-    async with trio.open_nursery() as nursery:
-        serve = partial(
-            trio.run_process, modern_server_argv(node, "http"), stdout=subprocess.PIPE, check=False
-        )
-        process: trio.Process = await nursery.start(serve)
-        assert process.stdout is not None
-        try:
-            received = b""
-            while not received.endswith(b"\n"):
-                chunk = await process.stdout.receive_some(1024)
-                assert chunk, "the server exited before printing its URL"
-                received += chunk
-            yield received.decode().strip()
-        finally:
-            process.terminate()
 
 
 async def test_python_sdk_2026_client_to_ts_modern_server_over_stdio_direct(node: Path) -> None:

@@ -13,6 +13,7 @@ from support import ROOT
 from actors.cli import main
 from actors.config import (
     AuditSettings,
+    BackendEra,
     ConfigError,
     RestartConfig,
     StdioBackend,
@@ -82,6 +83,7 @@ def test_the_example_config_sets_every_key_and_overrides() -> None:
     assert notes.command == "python" and notes.env == {"NOTES_EXAMPLE": "1"}
     assert notes.args == ("examples/notes.py", "--db", "data/notes.sqlite3")
     assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
+    assert (notes.era, notes.probe_timeout_s) == (BackendEra.AUTO, 10.0)
     assert notes.restart == RestartConfig(
         policy="permanent", max_restarts=5, window_s=60.0, backoff_initial_s=0.5, backoff_max_s=30.0
     )
@@ -143,6 +145,29 @@ def test_defaults_and_per_backend_overrides(tmp_path: Path) -> None:
         a.args == () and a.env == {} and a.restart.policy == "permanent" and a.restart.stable_after_s == 120.0
     )
     assert b.cwd == (tmp_path / "sub").resolve()
+    assert (a.era, a.probe_timeout_s) == (BackendEra.AUTO, 10.0)  # probed, 10 s at most
+
+
+def test_the_era_of_a_backend_and_its_probe_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        MINIMAL_BACKEND + 'era = "modern"\n[[backends]]\nname = "b"\nurl = "http://127.0.0.1:1/mcp"\n'
+        'era = "legacy"\nprobe_timeout_s = 0.5\n',
+        encoding="utf-8",
+    )
+    a, b = load_config(path).backends
+    assert (a.era, b.era, b.probe_timeout_s) == (BackendEra.MODERN, BackendEra.LEGACY, 0.5)
+    problems = problems_of(
+        tmp_path,
+        MINIMAL_BACKEND + 'era = "2026-07-28"\nprobe_timeout_s = 0\n'
+        '[[backends]]\nname = "b"\ncommand = "python"\nera = true\nprobe_timeout_s = "5"\n',
+    )
+    assert problems == {
+        "backends[0].era": "'2026-07-28' is not one of 'auto', 'legacy', 'modern'",
+        "backends[0].probe_timeout_s": "must be greater than 0",
+        "backends[1].era": "expected a string, got a boolean",
+        "backends[1].probe_timeout_s": "expected a number, got a string",
+    }
 
 
 def test_unknown_keys_are_named(tmp_path: Path) -> None:

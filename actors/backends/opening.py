@@ -1,0 +1,94 @@
+"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to); at its
+end, the calls still queued answered and the explanation of how it ended, once the exit code and the last
+stderr lines are in."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Final
+
+import trio
+from loguru import logger
+
+from actors.backends.connection import BackendLink, answer, unavailable
+from actors.backends.http import HttpBackendTransport
+from actors.backends.process import ProcessTransport, backend_environment
+from actors.backends.websocket import WebSocketBackendTransport
+from actors.config import resolve_command
+from actors.framing.transport import BackendTransport
+from actors.protocol.envelopes import BackendCommand, Call, Reply
+from actors.protocol.errors import BackendExitedError, BackendStartError
+
+if TYPE_CHECKING:
+    from actors.backends.actor import Backend
+
+EXIT_INFO_WAIT_S: Final = 1.0  # after a crash, how long to wait for the exit code and last stderr lines
+
+
+async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendTransport:
+    """This run's connection: the backend's process spawned, or its URL connected to (the reader task of a
+    WebSocket in `connection`)."""
+    url = backend.config.url
+    if url is not None:
+        kind = HttpBackendTransport if url.startswith(("http://", "https://")) else WebSocketBackendTransport
+        backend = await kind.connect(connection, url, backend.config.headers, backend.max_message_bytes)
+        logger.info("connecting to {}", url)
+        return backend
+    return await spawn(backend)
+
+
+async def spawn(backend: Backend) -> ProcessTransport:
+    command = resolve_command(backend.config)
+    if command is None:
+        raise BackendStartError(
+            f"command {backend.config.command!r} not found (cwd {str(backend.config.cwd)!r})"
+        )
+    argv = [command, *backend.config.args]
+    withheld = [name for name in backend.config.inherit_env if name in backend.withheld_env]
+    if withheld and not backend.warned_env:
+        backend.warned_env = True
+        logger.warning(
+            "inherit_env names {} which a listener reads its token secret from; not passed on",
+            ", ".join(withheld),
+        )
+    env = backend_environment(backend.config.env, backend.config.inherit_env, backend.withheld_env)
+    transport = await ProcessTransport.spawn(
+        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes
+    )
+    logger.info("started process {}: {}", transport.pid, shlex.join(argv))
+    return transport
+
+
+async def explain_end(
+    link: BackendLink, transport: BackendTransport, started: bool, error: Exception | None
+) -> None:
+    """Explain how the run ended, once the exit code and the last stderr lines are in. When the process
+    died, its exit is the explanation, whatever the request that noticed it saw."""
+    with trio.move_on_after(EXIT_INFO_WAIT_S):
+        await transport.ended.wait()
+    if isinstance(link.lost, BackendExitedError):
+        ended = transport.describe_end()
+        stderr = transport.last_stderr() if isinstance(transport, ProcessTransport) else ""
+        if started and transport.ended_cleanly:
+            logger.info("{}", BackendExitedError(ended, stderr))
+            return
+        if started:
+            raise BackendExitedError(ended, stderr)
+        raise BackendStartError(f"exited during start-up: {ended}", stderr)
+    if error is not None:
+        raise error
+    if link.lost is not None:
+        raise link.lost
+
+
+def fail_queued(name: str, inbox: trio.MemoryReceiveChannel[BackendCommand], reason: str) -> None:
+    """Answer every call still queued in the inbox, then close it; later senders get BrokenResourceError."""
+    error = unavailable(name, reason)
+    with inbox:
+        while True:
+            try:
+                command = inbox.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            if isinstance(command, Call):
+                answer(command, Reply(error=error))
