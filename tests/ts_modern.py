@@ -15,7 +15,15 @@ import trio
 from support import ROOT
 
 SERVER: Final = ROOT / "tests" / "interop" / "ts_modern_server.mjs"
-TOOLS: Final = ["echo", "ask_name", "whoami", "add_tool", "touch", "regional"]  # as it lists them
+TOOLS: Final = [
+    "echo",
+    "ask_name",
+    "ask_model",
+    "whoami",
+    "add_tool",
+    "touch",
+    "regional",
+]  # as it lists them
 NOTE: Final = "test://ts/note"  # its one resource
 
 

@@ -46,7 +46,7 @@ from actors.protocol.messages import (
     Response,
     RpcError,
 )
-from actors.protocol.modern_results import modern_result
+from actors.protocol.modern_results import PRIVATE, cache_hint_of, modern_result
 from actors.protocol.request_state import RequestStateError
 from actors.session.bridge import Target
 from actors.session.discover import undeclared
@@ -91,6 +91,15 @@ class ModernCall:
             self.answers.deliver(notification)
 
     def result(self, result: object) -> dict[str, Any]:
+        if self.method == "resources/read":  # one owner's answer: its own hints stand (a legacy one has none)
+            ttl_ms, scope = cache_hint_of(result)
+            return modern_result(
+                self.method,
+                result,
+                ttl_ms=ttl_ms or 0,
+                cache_scope=scope or PRIVATE,
+                server_info=self.server_info,
+            )
         return modern_result(self.method, result, server_info=self.server_info)
 
     def error(self, error: RpcError) -> RpcError:

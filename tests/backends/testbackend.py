@@ -147,6 +147,18 @@ async def set_tools(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result("extra tools: " + ", ".join(extra), {"extra": extra})
 
 
+async def ask_name(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """The legacy twin of ts_modern_server.mjs's ask_name: a real elicitation, then a greeting."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.request_client(
+        "elicitation/create", {"message": "What is your name?", "requestedSchema": schema}
+    )
+    result = answer.get("result", {})
+    if result.get("action") != "accept":
+        return text_result(f"no name: {orjson.dumps(answer).decode()}", is_error=True)
+    return text_result(f"Hello, {result['content']['name']}")
+
+
 async def ask_client(ctx: Context, arguments: JsonObject) -> JsonObject:
     timeout_s = arguments.get("timeout_s")
     answer = await ctx.request_client(arguments["method"], arguments.get("params", {}), timeout_s)
@@ -358,6 +370,7 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         _schema({"extra": {"type": "array", "items": STRING}}, ("extra",)),
         None,
     ),
+    "ask_name": (ask_name, "Ask the user's name (an elicitation), then greet them.", _schema({}), None),
     "ask_client": (
         ask_client,
         "Send a request to the client; answer its response as JSON text and structuredContent. With "

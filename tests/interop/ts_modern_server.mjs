@@ -1,7 +1,8 @@
 // A modern-only MCP server (protocol 2026-07-28, `legacy: 'reject'`) built with the official TypeScript SDK v2,
 // for the cross-era tests: today clients reach it directly, later it stands behind the gateway as a backend.
 // Tools: `echo` ({text} back as text) and `ask_name`, which answers with an input_required result (one form
-// elicitation under the key `who`, requestState `round-1`) until the retry carries an accepted answer; for
+// elicitation under the key `who`, requestState `round-1`) until the retry carries an accepted answer;
+// `ask_model` the same with one sampling request under the key `model` (requestState `sampling-1`); for
 // the gateway's backend tests: `whoami` (the request's envelope and the rest of its _meta, as JSON text),
 // `add_tool` ({name}: one more tool, `name`, which echoes too, announced as a tools list change), `touch`
 // ({uri}: a resources/updated for it), `regional` (its `region` goes in the Mcp-Param-Region header over
@@ -40,6 +41,19 @@ function build() {
       }
       const who = inputRequired.elicit({ message: "What is your name?", requestedSchema: NAME_SCHEMA });
       return inputRequired({ inputRequests: { who }, requestState: "round-1" });
+    },
+  );
+  server.registerTool(
+    "ask_model",
+    { description: "Ask the client's model a question, then quote its answer.", inputSchema: z.object({}) },
+    async (_arguments, ctx) => {
+      const answer = ctx.mcpReq.inputResponses?.model;
+      if (answer?.content?.type === "text") {
+        return { content: [{ type: "text", text: `The model said: ${answer.content.text}` }] };
+      }
+      const question = { role: "user", content: { type: "text", text: "Capital of France?" } };
+      const model = inputRequired.createMessage({ messages: [question], maxTokens: 20 });
+      return inputRequired({ inputRequests: { model }, requestState: "sampling-1" });
     },
   );
   server.registerTool(
