@@ -55,6 +55,7 @@ async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(
             "name": "remote",
             "url": inner.http_url,
             "headers_env": {"Authorization": "INNER_AUTHORIZATION"},
+            "era": "legacy",  # a session to lose and find again (under auto the inner gateway is modern)
         }
         outer_config = with_http(write_config(tmp_path / "outer.toml", [remote]))
         async with running(outer_config) as outer:
