@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from loguru import logger
 
 from actors import __version__
 from actors.catalog import CatalogView
+from actors.cli_reload import reload_command
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
 from actors.config.resolve import command_problems
 from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
+from actors.runtime.control import ControlFiles
 from actors.runtime.log import configure_logging
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
@@ -40,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = commands.add_parser("check", help="validate a config file: exit 0, or every problem and exit 2")
     tools = commands.add_parser("tools", help="start the backends, print the aggregated tool catalog, exit")
-    for command in (serve, check, tools):
+    reload = commands.add_parser(
+        "reload", help="check a config file, then have the gateway serving it load it again (as SIGHUP)"
+    )
+    reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
+    for command in (serve, check, tools, reload):
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
         )
@@ -52,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_file)
+    if args.command == "reload":
+        return reload_command(args.config, args.timeout)
     try:
         config = load_config(args.config)
         gateway = Gateway(config)  # makes the configured middleware
@@ -99,7 +107,12 @@ def _count(n: int, noun: str) -> str:
 
 
 async def _serve(gateway: Gateway, stdio: bool) -> int:
-    await gateway.run(stdio=stdio)
+    gateway.control = ControlFiles.for_config(gateway.config.path)
+    gateway.control.claim()
+    try:
+        await gateway.run(stdio=stdio)
+    finally:
+        gateway.control.release()
     return gateway.exit_code
 
 

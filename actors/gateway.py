@@ -1,10 +1,11 @@
 """The gateway: the root of the actor tree.
 
-    gateway (root nursery: config, catalog, shutdown)
+    gateway (root nursery: config, catalog, shutdown, reload)
     ├── catalog
     ├── frontends supervisor (one_for_one) ── the WebSocket and Streamable HTTP listeners (permanent), the
     │       stdio session (temporary); every connection a contained task in the frontends' nursery
-    └── backends supervisor (one_for_one) ── one Backend per [[backends]] entry
+    └── backends supervisor (one_for_one, children added and stopped by a reload: runtime/children.py) ──
+            one Backend per [[backends]] entry
 
 Start-up binds every listener before any backend starts: a port in use is one line and exit 2, not a
 gateway that started its backends and then died.
@@ -18,6 +19,7 @@ signal cancels at once. The listeners' ports are given back however the run ends
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterable
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -37,7 +39,12 @@ from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.protocol.envelopes import BackendEvent
+from actors.reload import ReloadOutcome
+from actors.reload import reload as reload_config
 from actors.runtime.broadcast import Broadcast
+from actors.runtime.children import Children
+from actors.runtime.control import ControlFiles
+from actors.runtime.file_watch import watch_file
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
 from actors.session.bridge import Bridges
@@ -81,6 +88,10 @@ class Gateway:
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on legacy backends' asks
     first_settle: FirstSettle = attrs.field(factory=FirstSettle)
+    control: ControlFiles | None = None  # where `mcp-gateway reload` finds this gateway (serve only)
+    children: Children | None = None  # the backends supervisor, once running
+    catalog_events: trio.MemorySendChannel[CatalogEvent] | None = None  # the catalog's inbox, for a reload
+    _reloading: trio.Lock = attrs.field(factory=trio.Lock)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
@@ -128,7 +139,7 @@ class Gateway:
         )
         try:
             async with trio.open_nursery() as root:
-                root.start_soon(self._watch_signals, root.cancel_scope)
+                root.start_soon(self._watch_signals, root)
                 self.bridges.nursery = root  # the timers of parked calls
                 await root.start(catalog.run)
                 for middleware in self.middleware:
@@ -139,7 +150,12 @@ class Gateway:
                     self._log_serving(stdio)
                 await root.start(self._frontends, catalog.watch, stdio)
                 with events:
-                    await root.start(supervise, self._backend_specs(events), events.clone())
+                    self.catalog_events = events.clone()
+                    self.children = await root.start(
+                        Children(events.clone()).run, self.backend_specs(b.name for b in config.backends)
+                    )
+                if settings.watch_config:
+                    root.start_soon(watch_file, config.path, partial(self.reload, "the config file changed"))
                 task_status.started(catalog.watch)
                 await self._stopping.wait()
                 await self._stop_sessions()
@@ -151,7 +167,7 @@ class Gateway:
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [
-            kind(settings, catalog, self._session_settings())
+            kind(settings, catalog, self.session_settings())
             for kind in LISTENER_KINDS
             if (settings := kind.settings_in(self.config)) is not None
         ]
@@ -166,11 +182,25 @@ class Gateway:
         backends = f"{len(config.backends)} backend{'' if len(config.backends) == 1 else 's'}"
         logger.info("serving MCP over {}: {} from {}", frontends, backends, config.path)
 
-    def _backend_specs(self, events: trio.MemorySendChannel[CatalogEvent]) -> list[ChildSpec]:
+    def backend_specs(self, names: Iterable[str]) -> list[ChildSpec]:
+        """The backends supervisor's child specs for these backends of the current config."""
+        assert self.catalog_events is not None
+        wanted = set(names)
         return [
-            ChildSpec(b.name, self._backend(b, events.clone()).run, restart_policy(b), kind="backend")
+            ChildSpec(
+                b.name, self._backend(b, self.catalog_events.clone()).run, restart_policy(b), kind="backend"
+            )
             for b in self.config.backends
+            if b.name in wanted
         ]
+
+    async def reload(self, why: str) -> ReloadOutcome:
+        """Load the config file again and apply what changed (reload.py); one reload at a time."""
+        async with self._reloading:
+            outcome = await reload_config(self, why)
+        if self.control is not None:
+            self.control.tell(outcome)
+        return outcome
 
     def _listener_of(self, kind: type[ListenerT]) -> ListenerT | None:
         return next((listener for listener in self.listeners if isinstance(listener, kind)), None)
@@ -211,7 +241,7 @@ class Gateway:
             roots=self.config.roots_of(backend),
         )
 
-    def _session_settings(self) -> SessionSettings:
+    def session_settings(self) -> SessionSettings:
         settings = self.config.gateway
         return SessionSettings(
             server_name=settings.name,
@@ -234,7 +264,7 @@ class Gateway:
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
             catalog=catalog,
-            settings=self._session_settings(),
+            settings=self.session_settings(),
         )
         self._sessions.add(session)
         task_status.started()
@@ -263,13 +293,17 @@ class Gateway:
             for listener in self.listeners:
                 await listener.wait_sessions_done()
 
-    async def _watch_signals(self, root: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    async def _watch_signals(self, root: trio.Nursery) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for signum in signals:
                 name = signal.Signals(signum).name
+                if signum == signal.SIGHUP:
+                    if not self._stopping.is_set():
+                        root.start_soon(self.reload, "SIGHUP")
+                    continue
                 if self._stopping.is_set():
                     logger.warning("{} again: stopping now", name)
-                    root.cancel()
+                    root.cancel_scope.cancel()
                     return
                 logger.info("{}: shutting down (at most {}s)", name, self.config.gateway.shutdown_s)
                 self.stop()

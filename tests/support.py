@@ -164,10 +164,20 @@ async def tool_names(client: Client) -> list[str]:
 
 
 class JsonRpcWriter:
-    """Builds requests and notifications on a subclass's `send`."""
+    """Builds requests and notifications on a subclass's `send`; reads with its `receive`."""
 
     async def send(self, message: Mapping[str, Any]) -> None:
         raise NotImplementedError
+
+    async def receive(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def receive_until(self, stop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """Every message up to and including the first for which `stop` is true."""
+        messages = [await self.receive()]
+        while not stop(messages[-1]):
+            messages.append(await self.receive())
+        return messages
 
     async def request(
         self, request_id: int | str, method: str, params: Mapping[str, Any] | None = None
@@ -221,13 +231,6 @@ class RawClient(JsonRpcWriter):
         message = orjson.loads(line)
         assert isinstance(message, dict), f"stdout carried a non-object line: {line!r}"
         return message
-
-    async def receive_until(self, stop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
-        """Every message up to and including the first for which `stop` is true."""
-        messages = [await self.receive()]
-        while not stop(messages[-1]):
-            messages.append(await self.receive())
-        return messages
 
     async def answer_to(self, request_id: int | str) -> dict[str, Any]:
         return (await self.receive_until(lambda message: message.get("id") == request_id))[-1]
@@ -370,7 +373,8 @@ def with_http(config: Path, **settings: Any) -> Path:
 
 def with_listener(config: Path, table: str, **settings: Any) -> Path:
     auth = settings.pop("auth", None)
-    lines = ["", f"[{table}]", "port = 0", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
+    settings = {"port": 0, **settings}
+    lines = ["", f"[{table}]", *(f"{k} = {toml_value(v)}" for k, v in settings.items())]
     if auth:
         lines += [f"[{table}.auth]", *(f"{k} = {toml_value(v)}" for k, v in auth.items())]
     config.write_text(config.read_text() + "\n".join(lines) + "\n")

@@ -22,7 +22,22 @@ from actors.protocol.envelopes import BackendReady, ListChanged
 from actors.runtime.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped
 from actors.runtime.watch import Watch
 
-CatalogEvent = BackendReady | ListChanged | ChildEvent
+
+@attrs.frozen(kw_only=True)
+class Reconfigured:
+    """Gateway -> Catalog: a reload's new set of backends (in order), their settings and the naming rule.
+    Names it no longer has leave the catalog; `fresh` ones (new, or restarted with new settings) start
+    over as STARTING with nothing listed; the others keep their state and lists."""
+
+    order: tuple[str, ...]
+    request_timeouts_s: Mapping[str, float]
+    policies: Mapping[str, ToolPolicy]
+    rule: str
+    expose_stderr: bool
+    fresh: frozenset[str]
+
+
+CatalogEvent = BackendReady | ListChanged | ChildEvent | Reconfigured
 
 
 @attrs.define(kw_only=True)
@@ -30,7 +45,8 @@ class Catalog:
     """The catalog actor.
 
     Owns: every backend's state and last tool list, and the Watch it publishes to.
-    Receives: BackendReady, ListChanged (from backends) and ChildEvents (from the backends supervisor).
+    Receives: BackendReady, ListChanged (from backends), ChildEvents (from the backends supervisor) and
+        Reconfigured (from the gateway, at a reload).
     Sends: a new CatalogView through the Watch after each event.
     Stops when: its inbox ends.
     Errors: none expected; an unknown backend name in an event is ignored.
@@ -47,20 +63,33 @@ class Catalog:
     _builder: ViewBuilder = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._entries = {
-            name: BackendEntry(
-                status=BackendStatus(
-                    name=name,
-                    state=BackendState.STARTING,
-                    request_timeout_s=self.request_timeouts_s[name],
-                    expose_stderr=self.expose_stderr,
-                ),
-                policy=self.policies.get(name, ToolPolicy()),
-            )
-            for name in self.order
-        }
+        self._entries = {name: self._new_entry(name) for name in self.order}
         self._builder = ViewBuilder(self.order, self.rule)
         self.watch = Watch(self.view())
+
+    def _new_entry(self, name: str) -> BackendEntry:
+        status = BackendStatus(
+            name=name,
+            state=BackendState.STARTING,
+            request_timeout_s=self.request_timeouts_s[name],
+            expose_stderr=self.expose_stderr,
+        )
+        return BackendEntry(status=status, policy=self.policies.get(name, ToolPolicy()))
+
+    def reconfigure(self, event: Reconfigured) -> None:
+        """A reload: the new order and settings; list versions go on counting, so sessions see the change."""
+        self.order, self.rule = event.order, event.rule
+        self.request_timeouts_s, self.policies = event.request_timeouts_s, event.policies
+        self.expose_stderr = event.expose_stderr
+        kept = {
+            name: entry
+            for name, entry in self._entries.items()
+            if name in event.order and name not in event.fresh
+        }
+        for entry in kept.values():
+            entry.status = attrs.evolve(entry.status, expose_stderr=event.expose_stderr)
+        self._entries = {name: kept.get(name) or self._new_entry(name) for name in event.order}
+        self._builder.order, self._builder.rule = event.order, event.rule
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self.inbox:
@@ -71,6 +100,9 @@ class Catalog:
 
     def apply(self, event: CatalogEvent) -> bool:
         """Update state from one event; True when the view changed."""
+        if isinstance(event, Reconfigured):
+            self.reconfigure(event)
+            return True
         entry = self._entries.get(event.id if isinstance(event, ChildEvent) else event.name)
         if entry is None:
             return False

@@ -43,6 +43,7 @@ class GatewaySettings:
     # requests one session may have in flight; past it, an error at once
     max_inflight_per_session: int = attrs.field(default=256, validator=at_least(1))
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
+    watch_config: bool = False  # reload when the config file changes (as on SIGHUP)
 
 
 @attrs.frozen(kw_only=True)

@@ -72,6 +72,17 @@ class Admission:
             per_client=settings.max_sessions_per_client,
         )
 
+    def update(self, settings: WebSocketSettings | HttpSettings) -> None:
+        """A reload's rules for the connections that come after; the sessions counted so far stay counted."""
+        rules = Admission.of(settings)
+        self.path, self.auth, self.max_sessions, self.per_client = (
+            rules.path,
+            rules.auth,
+            rules.max_sessions,
+            rules.per_client,
+        )
+        self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins
+
     def check(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
         """Path, Host, Origin, then the bearer token: its subject when auth is on, else None; Refused for a
         connection or request that may not go on. `headers` has lower-case names."""

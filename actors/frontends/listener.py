@@ -48,6 +48,18 @@ class Listener(abc.ABC, Generic[SettingsT]):
         within = self.settings.initialize_timeout_s
         self.session_settings = attrs.evolve(self.session_settings, initialize_within_s=within)
 
+    def reconfigure(self, settings: SettingsT, session_settings: SessionSettings) -> None:
+        """A reload's settings, for the connections and sessions that come after (its address stays: moving
+        it needs a restart). Sessions open now keep what they were built with."""
+        self.settings = settings
+        within = settings.initialize_timeout_s
+        self.session_settings = attrs.evolve(session_settings, initialize_within_s=within)
+        self.endpoint.admission.update(settings)
+        self._reconfigured()
+
+    def _reconfigured(self) -> None:
+        """A kind that handed its settings to parts of its own gives them the new ones."""
+
     @classmethod
     @abc.abstractmethod
     def settings_in(cls, config: Config) -> SettingsT | None:

@@ -66,6 +66,10 @@ class HttpListener(Listener[HttpSettings]):
     def settings_in(cls, config: Config) -> HttpSettings | None:
         return config.http
 
+    def _reconfigured(self) -> None:
+        self.app.settings = self._sessions.settings = self.settings
+        self._sessions.reconfigure(self.session_settings)
+
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()
 

@@ -73,7 +73,12 @@ class HttpSessions(Mapping[str, HttpSession]):
     _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
 
     def __attrs_post_init__(self) -> None:
-        self._one_request_settings = attrs.evolve(self.session_settings, initialize_within_s=None, quiet=True)
+        self.reconfigure(self.session_settings)
+
+    def reconfigure(self, session_settings: SessionSettings) -> None:
+        """What sessions opened from now on are built with (a reload)."""
+        self.session_settings = session_settings
+        self._one_request_settings = attrs.evolve(session_settings, initialize_within_s=None, quiet=True)
 
     def __getitem__(self, session_id: str) -> HttpSession:
         return self._by_id[session_id]
