@@ -2,11 +2,14 @@
 
 While the sessions keep M calls each in flight, a backend is hit every K seconds: killed with SIGKILL, frozen
 (it stops answering anything, pings included, until the health check restarts it) or made to write garbage
-(it must go on serving). At the end one table, and a non-zero exit if any invariant broke:
-calls never answered, answered twice or to the wrong caller, failed calls to backends nobody was hitting,
-child processes left behind.
+(it must go on serving). With --reload-every R, every R seconds the config file is rewritten and reloaded
+(`mcp-gateway reload`) with a backend added, removed or changed among the extra ones (r0, r1, ...), which
+the sessions call too. At the end one table, and a non-zero exit if any invariant broke:
+calls never answered, answered twice or to the wrong caller, failed calls to backends nobody was hitting or
+reloading, child processes left behind.
 
-    scripts/chaos [--duration S] [--clients C] [--calls M] [--backends N] [--kill-every K] [--seed X]
+    scripts/chaos [--duration S] [--clients C] [--calls M] [--backends N] [--kill-every K]
+                  [--reload-every R] [--seed X]
 """
 
 from __future__ import annotations
@@ -79,7 +82,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def write_config(folder: Path, backends: int, port: int) -> Path:
+def write_config(folder: Path, backends: int, port: int, extras: dict[str, int] | None = None) -> Path:
+    """The chaos config: b0..bN-1, and each extra backend (name -> its version: a changed one differs)."""
     lines = [
         "[gateway]",
         'name = "chaos-gateway"',
@@ -93,11 +97,13 @@ def write_config(folder: Path, backends: int, port: int) -> Path:
         "max_sessions = 10000",
         "",
     ]
-    for n in range(backends):
-        args = [str(TEST_BACKEND), "--name", f"b{n}", "--only=echo,sleep,pid,freeze,garbage"]
+    named = [(f"b{n}", 0) for n in range(backends)] + sorted((extras or {}).items())
+    for name, version in named:
+        args = [str(TEST_BACKEND), "--name", name, "--only=echo,sleep,pid,freeze,garbage"]
+        args += [f"--instructions=version {version}"] if version else []
         lines += [
             "[[backends]]",
-            f'name = "b{n}"',
+            f'name = "{name}"',
             f"command = {orjson.dumps(sys.executable).decode()}",
             f"args = {orjson.dumps(args).decode()}",
             "[backends.restart]",
@@ -216,8 +222,9 @@ async def client_worker(session: Session, backends: list[str], rng: random.Rando
             tally.unexcused_failures.append(f"{backend} at {answered - sent:.2f}s: {error}")
 
 
-async def watch_catalog(control: Session, tally: Tally, listed: dict[str, bool]) -> None:
-    """Re-list tools on every list_changed; a fault ends when its backend's tools are back."""
+async def watch_catalog(control: Session, tally: Tally, listed: dict[str, bool], reloads: Reloads) -> None:
+    """Re-list tools on every list_changed; a fault ends when its backend's tools are back (a backend a
+    reload removed never is: calls to it stay excused, and sessions no longer pick it)."""
     send, receive = trio.open_memory_channel[str](100)
     control.notifications = send
     async for method in receive:
@@ -226,6 +233,8 @@ async def watch_catalog(control: Session, tally: Tally, listed: dict[str, bool])
         reply = await control.request("tools/list", {})
         names = {tool["name"].split("__")[0] for tool in reply["result"]["tools"]}
         now = trio.current_time()
+        for fault in tally.faults:
+            listed.setdefault(fault.backend, False)
         for backend in listed:
             listed[backend] = backend in names
             for fault in tally.fault_windows(backend):
@@ -261,6 +270,59 @@ async def killer(
                 nursery.start_soon(control.call, backend, mode, {})  # freeze's answer is an error, later
 
 
+@attrs.define
+class Reloads:
+    """The extra backends as the config has them (name -> version), the ones sessions may call, and what
+    each reload did."""
+
+    folder: Path
+    port: int
+    backends: int
+    environment: dict[str, str]
+    extras: dict[str, int] = attrs.field(factory=dict)
+    live: list[str] = attrs.field(factory=list)  # every backend a session may pick now
+    done: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(("add", "remove", "change"), 0))
+    refused: list[str] = attrs.field(factory=list)
+    names: Iterable[int] = attrs.field(factory=itertools.count)
+
+
+async def reloader(reloads: Reloads, tally: Tally, rng: random.Random, every: float, until: float) -> None:
+    """Every `every` seconds: rewrite the config with one extra backend added, removed or changed, and reload
+    it. The backend touched gets a fault window (calls to it may fail until its tools are back); every other
+    backend must go on as if nothing happened."""
+    while trio.current_time() + every < until:
+        await trio.sleep(every)
+        extras = reloads.extras
+        action = rng.choice(["add", "remove", "change"] if extras else ["add"])
+        if action == "add":
+            name = f"r{next(reloads.names)}"  # type: ignore[call-overload]
+            extras[name] = 0
+        else:
+            name = rng.choice(sorted(extras))
+            if action == "remove":
+                del extras[name]
+                reloads.live.remove(name)  # sessions stop picking it before it goes
+            else:
+                extras[name] += 1
+        tally.faults.append(Fault(name, f"reload-{action}", trio.current_time()))
+        write_config(reloads.folder, reloads.backends, reloads.port, extras)
+        command = [sys.executable, "-m", "actors", "reload", "--config", str(reloads.folder / "chaos.toml")]
+        done = await trio.run_process(
+            command,
+            cwd=str(ROOT),
+            env=reloads.environment,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            reloads.refused.append(done.stderr.decode().strip())
+            continue
+        reloads.done[action] += 1
+        if action == "add":
+            reloads.live.append(name)
+
+
 def percentiles(values: list[float]) -> str:
     if not values:
         return "-"
@@ -279,7 +341,11 @@ async def run(args: argparse.Namespace) -> int:
         config = write_config(Path(folder), args.backends, port)
         log = Path(args.log) if args.log else Path(folder) / "gateway.log"
         argv = [sys.executable, "-m", "actors", "serve", "--config", str(config), "--log-file", str(log)]
-        gateway = await trio.lowlevel.open_process(argv, cwd=str(ROOT), stderr=subprocess.DEVNULL)
+        environment = {**os.environ, "XDG_RUNTIME_DIR": folder}  # where `reload` finds this gateway
+        reloads = Reloads(Path(folder), port, args.backends, environment, live=list(backends))
+        gateway = await trio.lowlevel.open_process(
+            argv, cwd=str(ROOT), stderr=subprocess.DEVNULL, env=environment
+        )
         url = f"ws://127.0.0.1:{port}/mcp"
         try:
             async with trio.open_nursery() as nursery:
@@ -287,7 +353,7 @@ async def run(args: argparse.Namespace) -> int:
                 nursery.start_soon(control.read)
                 await control.initialize()
                 listed = dict.fromkeys(backends, True)
-                nursery.start_soon(watch_catalog, control, tally, listed)
+                nursery.start_soon(watch_catalog, control, tally, listed, reloads)
                 sessions = []
                 for number in range(1, args.clients + 1):
                     session = Session(number, await connect(nursery, url), tally)
@@ -299,10 +365,13 @@ async def run(args: argparse.Namespace) -> int:
                 with trio.move_on_after(args.duration + SETTLE_S):  # ends early once every call is answered
                     async with trio.open_nursery() as load:
                         load.start_soon(killer, control, tally, backends, rng, args.kill_every, until)
+                        if args.reload_every:
+                            reload_rng = random.Random(rng.random())
+                            load.start_soon(reloader, reloads, tally, reload_rng, args.reload_every, until)
                         for session in sessions:
                             for _ in range(args.calls):
                                 worker_rng = random.Random(rng.random())
-                                load.start_soon(client_worker, session, backends, worker_rng, until)
+                                load.start_soon(client_worker, session, reloads.live, worker_rng, until)
                 never_answered = len(tally.pending)
                 rss = peak_rss_mib(gateway.pid)
                 family = descendants(gateway.pid)
@@ -326,6 +395,8 @@ async def run(args: argparse.Namespace) -> int:
             "faults (kill / freeze / garbage)": "/".join(
                 str(sum(1 for f in tally.faults if f.mode == mode)) for mode in MODES
             ),
+            "reloads (add / remove / change)": "/".join(map(str, reloads.done.values())),
+            "reloads refused (must be 0)": len(reloads.refused),
             "restarts observed": restarts,
             "fault to in-flight calls answered (p50 / p99)": percentiles(
                 [f.all_answered_at - f.at for f in tally.faults if f.all_answered_at is not None]
@@ -340,13 +411,18 @@ async def run(args: argparse.Namespace) -> int:
         width = max(map(len, report))
         print(
             f"chaos: {args.duration:g}s, {args.clients} clients x {args.calls} calls, "
-            f"{args.backends} backends, a fault every {args.kill_every:g}s (seed {args.seed})"
+            f"{args.backends} backends, a fault every {args.kill_every:g}s"
+            + (f", a reload every {args.reload_every:g}s" if args.reload_every else "")
+            + f" (seed {args.seed})"
         )
         for name, value in report.items():
             print(f"  {name.ljust(width)}  {value}")
         for failure in tally.unexcused_failures[:10]:
             print(f"  unexcused: {failure}", file=sys.stderr)
+        for refusal in reloads.refused[:3]:
+            print(f"  reload refused: {refusal}", file=sys.stderr)
         broken = never_answered or tally.duplicate_or_misrouted or tally.unexcused_failures or left
+        broken = broken or reloads.refused
         print("FAIL: an invariant broke" if broken else "OK: every invariant held")
         return 1 if broken else 0
 
@@ -358,6 +434,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=4, help="calls each session keeps in flight (default 4)")
     parser.add_argument("--backends", type=int, default=4, help="test backends (default 4)")
     parser.add_argument("--kill-every", type=float, default=2.0, help="seconds between faults (default 2)")
+    parser.add_argument(
+        "--reload-every", type=float, default=0.0, help="seconds between config reloads (default 0: none)"
+    )
     parser.add_argument("--log", help="keep the gateway's log in this file")
     parser.add_argument("--seed", type=int, default=random.randrange(1_000_000), help="for a repeatable run")
     return trio.run(run, parser.parse_args())

@@ -1,4 +1,4 @@
-"""A short run of scripts/chaos, as users run it: every invariant must hold."""
+"""A short run of scripts/chaos, as users run it, with kills and config reloads: every invariant must hold."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def test_a_short_chaos_run_loses_nothing() -> None:
             "3",
             "--kill-every",
             "1",
+            "--reload-every",
+            "1.5",
             "--seed",
             "7",
         ],
@@ -41,7 +43,9 @@ def test_a_short_chaos_run_loses_nothing() -> None:
         "answered twice or to the wrong caller (must be 0)",
         "failed calls to backends not being hit (must be 0)",
         "child processes left after exit (must be 0)",
+        "reloads refused (must be 0)",
     ):
         assert table[invariant] == "0", done.stdout
     assert int(table["calls sent"]) > 100 and int(table["restarts observed"]) >= 1
+    assert int(table["reloads (add / remove / change)"].split("/")[0]) >= 1  # at least one backend added
     assert done.stdout.rstrip().endswith("OK: every invariant held")
