@@ -260,7 +260,8 @@ class Backend:
             logger.warning("{} failed, keeping the old list: {}", LISTS[kind][0], exc)
             return
         self._listed(kind, items)
-        await self.catalog.send(ListChanged(self.config.name, kind, items))
+        hint = link.list_hints.get(kind, (None, None))
+        await self.catalog.send(ListChanged(self.config.name, kind, items, hint))
 
     def _listed(self, kind: str, items: tuple[dict[str, Any], ...]) -> None:
         """A modern HTTP backend's tools say which arguments go in Mcp-Param-* headers."""

@@ -45,6 +45,7 @@ from actors.protocol.messages import (
     Response,
     RpcError,
 )
+from actors.protocol.modern_results import CacheHint
 from actors.runtime.log import RateLimiter
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
@@ -95,6 +96,7 @@ class BackendLink:
     cancel_scope: trio.CancelScope
     request_timeout_s: float = math.inf  # a client's call unanswered that long is answered by the sweep
     inflight: dict[int, Call] = attrs.field(factory=dict)
+    list_hints: dict[str, CacheHint] = attrs.field(factory=dict)  # kind -> what its last listing said
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
     roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config

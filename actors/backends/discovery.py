@@ -38,7 +38,7 @@ async def start_modern(
     instructions = discovered.get("instructions")
     instructions = instructions if isinstance(instructions, str) else None
     logger.info("discovered {} {} (protocol {})", info.get("name"), info.get("version"), link_version(link))
-    ready = ready_report(backend.config.name, calls, lists, info, instructions, capabilities)
+    ready = ready_report(backend.config.name, calls, lists, info, instructions, capabilities, link.list_hints)
     return ready, list(lists)
 
 

@@ -49,7 +49,8 @@ async def handshake(
     logger.info(
         "initialized {} {} (protocol {})", info.get("name"), info.get("version"), init["protocolVersion"]
     )
-    return ready_report(backend.config.name, calls, lists, info, instructions, capabilities), list(lists)
+    ready = ready_report(backend.config.name, calls, lists, info, instructions, capabilities, link.list_hints)
+    return ready, list(lists)
 
 
 def ready_report(
@@ -59,6 +60,7 @@ def ready_report(
     info: dict[str, Any],
     instructions: str | None,
     capabilities: dict[str, Any],
+    list_hints: dict[str, tuple[int | None, str | None]] | None = None,
 ) -> BackendReady:
     """The BackendReady of a run that has its lists, whichever era it speaks."""
     return BackendReady(
@@ -71,6 +73,7 @@ def ready_report(
         lists.get("resources", ()),
         lists.get("templates", ()),
         capabilities,
+        list_hints=dict(list_hints or {}),
     )
 
 

@@ -10,6 +10,7 @@ from loguru import logger
 from actors.backends.input import NAMED_BY, entry_problem
 from actors.protocol.codec import shown
 from actors.protocol.errors import BackendStartError
+from actors.protocol.modern_results import CacheHint, cache_hint_of, merge_cache_hints
 
 if TYPE_CHECKING:
     from actors.backends.connection import BackendLink
@@ -36,8 +37,11 @@ async def list_all(link: BackendLink, kind: str) -> tuple[dict[str, Any], ...]:
     method, key, _ = LISTS[kind]
     items: dict[str, dict[str, Any]] = {}
     cursor: str | None = None
+    hints: list[CacheHint] = []
     for _ in range(MAX_PAGES):
         page = await link.request(method, {"cursor": cursor} if cursor is not None else None)
+        hints.append(cache_hint_of(page))
+        link.list_hints[kind] = merge_cache_hints(hints, per_caller_policy=False)  # a legacy page: 0, private
         listed = page.get(key) if isinstance(page, dict) else None
         if not isinstance(listed, list):
             raise BackendStartError(f"{method} answered without a {key} array: {shown(page)}")

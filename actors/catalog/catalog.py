@@ -121,13 +121,16 @@ class Catalog:
                     instructions=instructions,
                     settled=True,
                     capabilities=event.capabilities,
+                    list_hints=event.list_hints,
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ListChanged(kind="tools", items=tools):
                 entry.take(tools)
+                entry.status = attrs.evolve(status, list_hints={**status.list_hints, "tools": event.hint})
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
             case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
                 setattr(entry, kind, items)
+                entry.status = attrs.evolve(status, list_hints={**status.list_hints, kind: event.hint})
                 logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
             case ChildStarted():
                 return False

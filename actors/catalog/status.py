@@ -35,6 +35,8 @@ class BackendStatus:
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, eq=False)  # what its server offered
     stderr: str | None = None  # the last stderr lines of a process that ended, apart from the reason
     expose_stderr: bool = False  # [gateway] expose_backend_stderr: describe() includes them
+    # kind -> (ttlMs, cacheScope) of its last listing: a modern backend's caching hints (legacy: 0, private)
+    list_hints: Mapping[str, tuple[int | None, str | None]] = attrs.field(factory=dict, eq=False)
 
     @property
     def ready(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -146,6 +146,7 @@ class BackendReady:
     templates: tuple[dict[str, Any], ...] = ()  # resource templates
     capabilities: dict[str, Any] = attrs.field(factory=dict, eq=False)  # what the server offers
     call_now: CallNow | None = attrs.field(default=None, eq=False, repr=False)
+    list_hints: Mapping[str, tuple[int | None, str | None]] = attrs.field(factory=dict, eq=False)
 
 
 @attrs.frozen(slots=True)
@@ -174,3 +175,4 @@ class ListChanged:
     name: str
     kind: str
     items: tuple[dict[str, Any], ...]
+    hint: tuple[int | None, str | None] = (None, None)  # ttlMs and cacheScope the listing came with

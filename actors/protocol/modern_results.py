@@ -18,6 +18,7 @@ INPUT_REQUIRED: Final = "input_required"
 PUBLIC: Final = "public"  # may be shared across authorization contexts
 PRIVATE: Final = "private"  # may be reused only within the same one
 MAX_TTL_MS: Final = 2**53 - 1  # the largest integer every JSON peer reads exactly (a JavaScript safe integer)
+CacheHint = tuple[int | None, str | None]  # (ttlMs, cacheScope) a peer gave; None where it gave none
 
 
 def modern_result(

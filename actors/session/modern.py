@@ -46,7 +46,7 @@ from actors.protocol.messages import (
     Response,
     RpcError,
 )
-from actors.protocol.modern_results import PRIVATE, cache_hint_of, modern_result
+from actors.protocol.modern_results import PRIVATE, cache_hint_of, merge_cache_hints, modern_result
 from actors.protocol.request_state import RequestStateError
 from actors.session.bridge import Target
 from actors.session.discover import undeclared
@@ -90,17 +90,15 @@ class ModernCall:
         if LOG_SEVERITY.get(params.get("level"), 0) >= self.log_rank:  # type: ignore[arg-type]
             self.answers.deliver(notification)
 
-    def result(self, result: object) -> dict[str, Any]:
-        if self.method == "resources/read":  # one owner's answer: its own hints stand (a legacy one has none)
+    def result(self, result: object, hint: tuple[int, str] | None = None) -> dict[str, Any]:
+        """`hint`: the caching hints of a list the gateway built (list_hint); a read keeps its owner's."""
+        if hint is None and self.method == "resources/read":  # a legacy owner gives none: 0, private
             ttl_ms, scope = cache_hint_of(result)
-            return modern_result(
-                self.method,
-                result,
-                ttl_ms=ttl_ms or 0,
-                cache_scope=scope or PRIVATE,
-                server_info=self.server_info,
-            )
-        return modern_result(self.method, result, server_info=self.server_info)
+            hint = (ttl_ms or 0, scope or PRIVATE)
+        ttl_ms, scope = hint if hint is not None else (0, PRIVATE)
+        return modern_result(
+            self.method, result, ttl_ms=ttl_ms, cache_scope=scope, server_info=self.server_info
+        )
 
     def error(self, error: RpcError) -> RpcError:
         """A backend's or the gateway's error as this era says it."""
@@ -109,9 +107,9 @@ class ModernCall:
             return resource_not_found_error(uri if isinstance(uri, str) else "")
         return error
 
-    def encode(self, message: Message) -> Message:
+    def encode(self, message: Message, hint: tuple[int, str] | None = None) -> Message:
         if isinstance(message, Response):
-            return Response(message.id, self.result(message.result))
+            return Response(message.id, self.result(message.result, hint))
         if isinstance(message, ErrorResponse):
             return ErrorResponse(message.id, self.error(message.error))
         return message
@@ -228,7 +226,9 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         return ErrorResponse(request.id, error)
     if call.state is None:
         outcome = handler(d, request.id, call.params)
-        return outcome if isinstance(outcome, Forward) else call.encode(outcome)
+        if isinstance(outcome, Forward):
+            return outcome
+        return call.encode(outcome, list_hint(d, request.method) if request.method in LIST_KINDS else None)
     unwrapped = d.settings.bridges.unwrap(
         method=call.method, params=call.params, state=call.state, principal=d.subject
     )
@@ -255,6 +255,28 @@ def _retried(
         return call.encode(ErrorResponse(request_id, refused))
     params = {**routed.params, "inputResponses": call.responses, "requestState": state}
     return attrs.evolve(routed, params=params)
+
+
+# The lists the gateway builds from its backends: method -> (the kind a backend lists, the capability)
+LIST_KINDS: Final = {
+    "tools/list": ("tools", "tools"),
+    "prompts/list": ("prompts", "prompts"),
+    "resources/list": ("resources", "resources"),
+    "resources/templates/list": ("templates", "resources"),
+}
+
+
+def list_hint(d: Dispatcher, method: str) -> tuple[int, str]:
+    """How long, and for whom, a list the gateway built may be kept: the shortest ttl of the backends that
+    contribute to it, public only when every one of them said public and no per-caller policy (a token's
+    subject, middleware) could shape the answer."""
+    kind, feature = LIST_KINDS[method]
+    hints = [
+        status.list_hints.get(kind, (None, None))
+        for status in d.catalog.value.backends.values()
+        if status.ready and (feature in status.capabilities or kind == "tools")
+    ]
+    return merge_cache_hints(hints, per_caller_policy=d.subject is not None or bool(d.settings.middleware))
 
 
 async def resumed(d: Dispatcher, request: Request, call: ModernCall) -> Message:

@@ -157,3 +157,29 @@ async def test_a_modern_backends_round_reaches_a_modern_client_with_its_state_se
         other = {"name": "slow", "arguments": {"text": "x"}, "requestState": sealed}
         refused = await h.ask(3, "tools/call", modern(other))  # another tool's retry with this state
         assert isinstance(refused, ErrorResponse) and refused.error.code == -32602
+
+
+async def test_a_list_may_be_kept_as_long_as_its_shortest_backend_says_and_public_only_if_all_say_so() -> (
+    None
+):
+    async with dispatcher(ready=False) as h:
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        h.publish(BackendReady("one", (tool("a"),), calls, list_hints={"tools": (5000, "public")}))
+        h.publish(BackendReady("two", (tool("b"),), calls, list_hints={"tools": (2000, "public")}))
+        listed = await h.ask(1, "tools/list", modern())
+        assert isinstance(listed, Response)
+        assert (listed.result["ttlMs"], listed.result["cacheScope"]) == (2000, "public")
+        h.publish(BackendReady("two", (tool("b"),), calls))  # a legacy backend says nothing: 0, private
+        listed = await h.ask(2, "tools/list", modern())
+        assert isinstance(listed, Response)
+        assert (listed.result["ttlMs"], listed.result["cacheScope"]) == (0, "private")
+
+
+async def test_middleware_makes_every_list_private() -> None:
+    async with dispatcher(ready=False, middleware=(Middleware(),)) as h:
+        calls, _ = trio.open_memory_channel[BackendCommand](1)
+        for name in ("one", "two"):
+            h.publish(BackendReady(name, (tool(name),), calls, list_hints={"tools": (5000, "public")}))
+        listed = await h.ask(1, "tools/list", modern())
+        assert isinstance(listed, Response)
+        assert (listed.result["ttlMs"], listed.result["cacheScope"]) == (5000, "private")
