@@ -31,7 +31,7 @@ from actors.catalog import BackendStatus
 from actors.protocol.capabilities import missing_capability
 from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw
 from actors.protocol.eras import MRTR_METHODS, missing_capability_error
-from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, rpc_error
+from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, rpc_error
 from actors.protocol.messages import RpcError
 from actors.protocol.modern_results import INPUT_REQUIRED
 from actors.protocol.request_state import RequestStateError, RequestStateKey
@@ -96,6 +96,8 @@ class BridgedCall:
             return
         if reply.error is None and _input_required(reply.result):
             reply = Reply(result=self._wrapped(reply.result))  # a modern backend's own round
+        elif reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED:
+            reply = self._url_round(reply)  # the 2025-11-25 way of asking the user to open a URL
         if self.target is None:
             self.answered = reply  # the client is between rounds: its retry gets it
             return
@@ -142,6 +144,32 @@ class BridgedCall:
         payload = {"w": result.get("requestState"), "b": backend, **self._binding()}
         state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
         return {**result, "requestState": state}
+
+    def _url_round(self, reply: Reply) -> Reply:
+        """A legacy backend's -32042 (the user must open a URL, then the call may be made again) as the
+        modern client's input_required round of URL elicitations; the retry sends the call again."""
+        assert reply.error is not None
+        data = reply.error.data if isinstance(reply.error.data, dict) else {}
+        listed = data.get("elicitations")
+        requests: dict[str, Any] = {}
+        for n, elicitation in enumerate(listed if isinstance(listed, list) else ()):
+            if isinstance(elicitation, dict) and isinstance(elicitation.get("url"), str):
+                params = {
+                    "mode": "url",
+                    "message": str(elicitation.get("message", "")),
+                    "url": elicitation["url"],
+                }
+                requests[str(elicitation.get("elicitationId") or f"url-{n}")] = {
+                    "method": "elicitation/create",
+                    "params": params,
+                }
+        if not requests:
+            return reply  # nothing a client could open: the error as it is
+        missing = missing_capability("elicitation/create", {"mode": "url"}, self.capabilities)
+        if missing is not None:
+            return Reply(error=missing_capability_error(missing))
+        state = self.table.key.seal({"x": 1, **self._binding()}, ttl_s=self.table.ttl_s, now=time.time())
+        return Reply(result={"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state})
 
     def _binding(self) -> dict[str, Any]:
         return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal}
@@ -312,6 +340,8 @@ class Bridges:
         payload = self._opened(method, params, state, principal)
         if isinstance(payload, RpcError):
             return payload
+        if "x" in payload:
+            return "", None  # after URL elicitations: the call is made again, as new
         if "b" not in payload:
             return None
         return str(payload["b"]), payload.get("w")

@@ -236,7 +236,10 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         return RESUME  # a retry: it continues a call parked on a legacy backend's asks
     if isinstance(unwrapped, RpcError):
         return call.encode(ErrorResponse(request.id, unwrapped))
-    return _retried(d, request.id, call, handler(d, request.id, call.params), *unwrapped)
+    routed = handler(d, request.id, call.params)
+    if unwrapped == ("", None):  # the user has opened the URLs: the call, made again as new
+        return routed if isinstance(routed, Forward) else call.encode(routed)
+    return _retried(d, request.id, call, routed, *unwrapped)
 
 
 def _retried(

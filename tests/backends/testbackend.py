@@ -118,7 +118,7 @@ async def fail(ctx: Context, arguments: JsonObject) -> JsonObject:
 
 
 async def rpc_error(ctx: Context, arguments: JsonObject) -> JsonObject:
-    raise ToolError(int(arguments["code"]), arguments["message"])
+    raise ToolError(int(arguments["code"]), arguments["message"], arguments.get("data"))
 
 
 async def progress(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -346,8 +346,8 @@ TOOLS: Final[dict[str, ToolSpec]] = {
     ),
     "rpc_error": (
         rpc_error,
-        "Answer a JSON-RPC error response with this `code` and `message`.",
-        _schema({"code": INTEGER, "message": STRING}, ("code", "message")),
+        "Answer a JSON-RPC error response with this `code`, `message` and (optional) `data`.",
+        _schema({"code": INTEGER, "message": STRING, "data": {}}, ("code", "message")),
         None,
     ),
     "progress": (

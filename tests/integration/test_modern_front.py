@@ -368,3 +368,34 @@ async def test_listen_refuses_malformed_filters_and_ends_gracefully_at_shutdown(
         answer["result"]["resultType"] == "complete"
         and answer["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L"
     )
+
+
+async def test_a_url_elicitation_a_legacy_backend_requires_is_a_round_and_the_retry_calls_again(
+    gateway: RawClient,
+) -> None:
+    """2025-11-25's -32042 (open this URL, then call again) becomes a round of URL elicitations."""
+    url = {"elicitationId": "e-1", "url": "https://auth.example/login", "message": "Sign in"}
+    arguments = {"code": -32042, "message": "URL elicitation required", "data": {"elicitations": [url]}}
+    params = {"name": "rpc_error", "arguments": arguments}
+    await gateway.request(1, "tools/call", modern(params))
+    error = (await gateway.answer_to(1))["error"]
+    assert (error["code"], error["data"]) == (-32021, {"requiredCapabilities": {"elicitation": {"url": {}}}})
+
+    capable = {"capabilities": {"elicitation": {"url": {}}}}
+    await gateway.request(2, "tools/call", modern(params, **capable))
+    round_ = (await gateway.answer_to(2))["result"]
+    assert round_["resultType"] == "input_required"
+    assert round_["inputRequests"] == {
+        "e-1": {
+            "method": "elicitation/create",
+            "params": {"mode": "url", "message": "Sign in", "url": "https://auth.example/login"},
+        }
+    }
+    retry = {
+        **params,
+        "inputResponses": {"e-1": {"action": "accept"}},
+        "requestState": round_["requestState"],
+    }
+    await gateway.request(3, "tools/call", modern(retry, **capable))
+    again = (await gateway.answer_to(3))["result"]
+    assert again["resultType"] == "input_required"  # called again as new: this backend asks every time
