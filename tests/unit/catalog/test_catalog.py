@@ -15,6 +15,7 @@ from actors.catalog import (
     Route,
     assign_public_names,
 )
+from actors.catalog.catalog import Reconfigured
 from actors.config.tool_policy import ToolPolicy
 from actors.protocol.envelopes import BackendCommand, BackendReady, ListChanged
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
@@ -149,3 +150,29 @@ def test_a_tool_policy_hides_renames_and_annotates_before_the_naming_rule() -> N
     assert "get_secret" not in view.routes and "delete_all" not in view.routes
     note = next(tool for tool in view.tools if tool["name"] == "get_note")
     assert note["annotations"] == {"readOnlyHint": True}
+
+
+def test_a_reload_reshapes_the_catalog_in_one_step() -> None:
+    """Reconfigured: the removed leave, the fresh start over, the rest keep their lists; one new version of
+    each list, so each session tells its client once."""
+    catalog = new_catalog()
+    catalog.apply(ready("first", "x", "shared"))
+    catalog.apply(ready("second", "shared", "y"))
+    before = catalog.view()
+    assert [t["name"] for t in before.tools] == ["x", "shared", "second__shared", "y"]
+    catalog.apply(
+        Reconfigured(
+            order=("second", "third"),
+            request_timeouts_s={"second": 9.0, "third": 1.0},
+            policies={},
+            rule=ALWAYS_PREFIX,
+            expose_stderr=True,
+            fresh=frozenset({"third"}),
+        )
+    )
+    after = catalog.view()
+    assert list(after.backends) == ["second", "third"]
+    assert [t["name"] for t in after.tools] == ["second__shared", "second__y"]  # the new rule, second kept
+    assert after.backends["second"].state is BackendState.READY
+    assert after.backends["third"].state is BackendState.STARTING and not after.settled
+    assert after.tools_version == before.tools_version + 1
