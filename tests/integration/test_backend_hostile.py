@@ -308,6 +308,7 @@ class Pages:
 
     pages: list[Any]
     dropped: list[str] = attrs.field(factory=list)
+    list_hints: dict[str, Any] = attrs.field(factory=dict)  # what the listing's caching hints came to
 
     async def request(self, method: str, params: Any = None) -> Any:
         await trio.lowlevel.checkpoint()
