@@ -21,7 +21,7 @@ from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.control import ControlFiles
-from actors.runtime.log import configure_logging
+from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, report
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 EXIT_CONFIG_ERROR: Final = 2
@@ -50,14 +50,28 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
         )
-        command.add_argument("--log-level", default=os.environ.get("MCP_GATEWAY_LOG_LEVEL", "INFO"))
+        command.add_argument(
+            "--log-level",
+            type=str.upper,
+            choices=LOG_LEVELS,
+            default=os.environ.get("MCP_GATEWAY_LOG_LEVEL", "INFO"),
+            help="the least severe level logged (default INFO)",
+        )
         command.add_argument("--log-file", default=None, help="also write the log to this file")
+        command.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default=os.environ.get("MCP_GATEWAY_LOG_FORMAT", "text"),
+            help="text (default) or json: one JSON object per line, for log shippers",
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_file)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_log_options(parser, args)
+    configure_logging(args.log_level, args.log_file, args.log_format)
     if args.command == "reload":
         return reload_command(args.config, args.timeout)
     try:
@@ -65,13 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            report(problem)
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
             missing = command_problems(config)
             for problem in missing:
-                print(problem, file=sys.stderr)
+                report(problem)
             if missing:
                 return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
@@ -80,13 +94,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(_print_tools, gateway)
         if not args.stdio and config.websocket is None and config.http is None:
             reason = "nothing to serve: add a [websocket] or [http] table, or pass --stdio"
-            print(f"{config.path}: {reason}", file=sys.stderr)
+            report(f"{config.path}: {reason}")
             return EXIT_CONFIG_ERROR
         if args.stdio and sys.stdin.isatty():
             logger.info("waiting for an MCP client on stdin (one JSON-RPC message per line); Ctrl-C stops")
         return _run(_serve, gateway, args.stdio)
     except KeyboardInterrupt:
         return 130
+
+
+def _check_log_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse checks `choices` on the command line only: a default from the environment is checked here."""
+    for variable, value, allowed in (
+        ("MCP_GATEWAY_LOG_LEVEL", args.log_level, LOG_LEVELS),
+        ("MCP_GATEWAY_LOG_FORMAT", args.log_format, LOG_FORMATS),
+    ):
+        if value not in allowed:
+            parser.error(f"{variable}={value}: not one of {', '.join(allowed)}")
 
 
 def _run(main: Callable[..., Awaitable[int]], *args: object) -> int:
@@ -96,7 +120,7 @@ def _run(main: Callable[..., Awaitable[int]], *args: object) -> int:
         code = trio.run(main, *args)
     except* GatewayStartError as failed:
         for error in failed.exceptions:
-            print(f"mcp-gateway: {error}", file=sys.stderr)
+            report(f"mcp-gateway: {error}")
         if all(isinstance(error, ListenError) for error in failed.exceptions):
             code = EXIT_CONFIG_ERROR  # the config names an address this machine cannot give it
     return code

@@ -1,5 +1,9 @@
 """Logging: loguru to stderr (or a file), never stdout, with the actor's name on every line.
 
+Two formats: text (the default), or JSON (`--log-format json`) for log shippers: one object per line with
+`time`, `level`, `message`, the context keys present (`backend`, `session`, `subject`, `child`), `logger`,
+and `exception` (the traceback as one string) when there is one.
+
 `logger.contextualize(backend=...)` / `(session=...)` at the top of an actor's `run` puts its name on every
 line it and its child tasks log.
 
@@ -7,20 +11,25 @@ Every line is one line: the patcher escapes control characters in the message an
 `[..]`, whoever chose the text (a request path, a clientInfo, a backend's log data or stderr), so no peer
 can forge log lines or send escape sequences to the operator's terminal. No message of the gateway's own
 needs a newline; a traceback (`logger.opt(exception=...)`) is added by loguru after the escaped message
-and keeps its lines.
+and keeps its lines. A JSON line carries the same escaped text, and no raw control character at all: JSON
+escapes C0 itself, `escape_json_controls` the rest, so each line stays one valid JSON object.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import traceback
 from typing import Any, Final
 
+import orjson
 import trio
 from loguru import logger
 
 FORMAT: Final = "{time:YYYY-MM-DD HH:mm:ss.SSS} {level: <7} {extra[where]}{message}"
 CONTEXT_KEYS: Final = ("backend", "session", "subject", "child")
+LOG_FORMATS: Final = ("text", "json")
+LOG_LEVELS: Final = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")  # loguru's own
 # C0, DEL and C1 (NEL included); the Unicode line and paragraph separators; the bidirectional overrides and
 # isolates, which make a terminal show a line in another order than it was written.
 CONTROLS: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -55,13 +64,67 @@ def _patch(record: Any) -> None:
     extra["where"] = f"[{' '.join(parts)}] " if parts else ""
 
 
-def configure_logging(level: str = "INFO", file: str | None = None) -> None:
-    """Send every log line to stderr (and to `file` when given). stdout stays protocol-only."""
+def json_fields(record: Any) -> dict[str, Any]:
+    """What a JSON log line says: the record after `_patch`, so the message is already escaped."""
+    extra = record["extra"]
+    fields: dict[str, Any] = {
+        "time": record["time"].isoformat(timespec="milliseconds"),
+        "level": record["level"].name,
+        "message": record["message"],
+    }
+    fields.update((key, escape_controls(str(extra[key]))) for key in CONTEXT_KEYS if key in extra)
+    fields["logger"] = record["name"]
+    error = record["exception"]
+    if error is not None and error.type is not None:
+        text = "".join(traceback.format_exception(error.type, error.value, error.traceback))
+        # One string keeping its line breaks (a JSON string holds them escaped); every other control
+        # character is escaped, \r and U+2028 included (not splitlines, which would break on them).
+        fields["exception"] = "\n".join(map(escape_controls, text.rstrip("\n").split("\n")))
+    return fields
+
+
+def _dump(fields: dict[str, Any]) -> str:
+    try:
+        text = orjson.dumps(fields).decode()
+    except TypeError:  # a lone surrogate (orjson refuses them): written as the text \udcff instead
+        clean = {
+            k: v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) else v
+            for k, v in fields.items()
+        }
+        text = orjson.dumps(clean).decode()
+    return escape_json_controls(text)
+
+
+def _json_format(record: Any) -> str:
+    """loguru's format for --log-format json. A format function returns a template, not the line, so the
+    line goes into `extra` and the template names it; loguru adds no traceback of its own to it."""
+    record["extra"]["json"] = _dump(json_fields(record))
+    return "{extra[json]}\n"
+
+
+def configure_logging(level: str = "INFO", file: str | None = None, log_format: str = "text") -> None:
+    """Send every log line to stderr (and to `file` when given), as text or as JSON lines (`log_format`).
+    stdout stays protocol-only."""
+    global _json_lines
+    _json_lines = log_format == "json"
+    form = _json_format if _json_lines else FORMAT
     logger.remove()
     logger.configure(patcher=_patch)
-    logger.add(sys.stderr, level=level.upper(), format=FORMAT, backtrace=False, diagnose=False)
+    logger.add(sys.stderr, level=level.upper(), format=form, colorize=False, backtrace=False, diagnose=False)
     if file:
-        logger.add(file, level=level.upper(), format=FORMAT, rotation="50 MB", retention=5, enqueue=False)
+        logger.add(file, level=level.upper(), format=form, rotation="50 MB", retention=5, enqueue=False)
+
+
+_json_lines = False  # set by configure_logging: `report` then writes a log line, not plain text
+
+
+def report(line: str) -> None:
+    """A one-line message for the operator on stderr (a config problem, a start failure): plain text, or an
+    ERROR log line when the log is JSON, so a shipper reading stderr sees it too."""
+    if _json_lines:
+        logger.opt(depth=1).error("{}", line)
+    else:
+        print(line, file=sys.stderr)
 
 
 class RateLimiter:

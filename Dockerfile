@@ -1,0 +1,36 @@
+# The Trio MCP Gateway in a container.
+#   docker build -t mcp-gateway .
+#   docker run --init --rm -p 127.0.0.1:8766:8766 -e GATEWAY_JWT_SECRET=... mcp-gateway
+# The default config is config/docker.toml; mount your own at /etc/mcp-gateway/gateway.toml.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --system --user-group --create-home --home-dir /var/lib/mcp-gateway \
+        --shell /usr/sbin/nologin mcp-gateway
+
+# Only what `pip install .` needs (pyproject.toml names README.md as the readme); the sources go after.
+COPY pyproject.toml README.md LICENSE /src/
+COPY actors /src/actors
+RUN pip install /src && rm -rf /src
+
+# The demo backends the default config runs, and the default config.
+COPY examples /opt/mcp-gateway/examples
+COPY config/docker.toml /etc/mcp-gateway/gateway.toml
+
+USER mcp-gateway
+WORKDIR /var/lib/mcp-gateway
+VOLUME ["/var/lib/mcp-gateway"]
+
+# 8765: [websocket], 8766: [http] (config/docker.toml).
+EXPOSE 8765 8766
+
+# When the admin listener ([admin], GET /healthz) is in the config, and its port exposed:
+# HEALTHCHECK --interval=30s --timeout=5s CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8767/healthz', timeout=4)"]
+
+# SIGTERM: calls in flight are answered and backends stopped within [gateway] shutdown_s.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["mcp-gateway"]
+CMD ["serve", "--config", "/etc/mcp-gateway/gateway.toml"]
