@@ -31,7 +31,13 @@ from actors.catalog import BackendStatus
 from actors.protocol.capabilities import missing_capability
 from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw
 from actors.protocol.eras import MRTR_METHODS, missing_capability_error
-from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, rpc_error
+from actors.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
+    rpc_error,
+)
 from actors.protocol.messages import RpcError
 from actors.protocol.modern_results import INPUT_REQUIRED
 from actors.protocol.request_state import RequestStateError, RequestStateKey
@@ -95,7 +101,7 @@ class BridgedCall:
         if self.closed:
             return
         if reply.error is None and _input_required(reply.result):
-            reply = Reply(result=self._wrapped(reply.result))  # a modern backend's own round
+            reply = self._wrapped(reply.result)  # a modern backend's own round
         elif reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED:
             reply = self._url_round(reply)  # the 2025-11-25 way of asking the user to open a URL
         if self.target is None:
@@ -136,14 +142,18 @@ class BridgedCall:
             self.gathering = True
             self.table.after(self.table.gather_s, self._ask_client)
 
-    def _wrapped(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _wrapped(self, result: dict[str, Any]) -> Reply:
         """A modern backend's input_required, its requestState sealed inside the gateway's, bound like a
         bridged call's: the retry is checked here, then goes to the same backend with the backend's exact
-        state (`Bridges.unwrap`)."""
+        state (`Bridges.unwrap`). A state too large to carry is the backend's fault: an error names it."""
         backend = self.backend.name if self.backend is not None else ""
         payload = {"w": result.get("requestState"), "b": backend, **self._binding()}
-        state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
-        return {**result, "requestState": state}
+        try:
+            state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
+        except (ValueError, TypeError) as exc:
+            message = f"backend '{backend}' answered with a requestState the gateway cannot carry: {exc}"
+            return Reply(error=rpc_error(INTERNAL_ERROR, message, backend=backend))
+        return Reply(result={**result, "requestState": state})
 
     def _url_round(self, reply: Reply) -> Reply:
         """A legacy backend's -32042 (the user must open a URL, then the call may be made again) as the

@@ -24,7 +24,7 @@ from actors.protocol.errors import rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
 from actors.session.fields import invalid_field
 from actors.session.forward import Forward
-from actors.session.resources import release_subscriptions
+from actors.session.resources import MAX_URI_CHARS, release_subscriptions
 from actors.session.settings import TOO_MANY_REQUESTS
 
 if TYPE_CHECKING:
@@ -155,6 +155,10 @@ def _problem(wanted: object) -> Any:
         return invalid_field("notifications.resourceSubscriptions", "an array of strings")
     if len(uris) > MAX_RESOURCES:
         return invalid_field("notifications.resourceSubscriptions", f"at most {MAX_RESOURCES} URIs")
+    if any(len(uri) > MAX_URI_CHARS for uri in uris):
+        return invalid_field(
+            "notifications.resourceSubscriptions", f"URIs of at most {MAX_URI_CHARS} characters"
+        )
     return None
 
 

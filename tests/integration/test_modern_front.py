@@ -357,7 +357,13 @@ async def test_listen_acknowledges_what_it_honours_then_notifies_under_its_id(ga
 
 
 async def test_listen_refuses_malformed_filters_and_ends_gracefully_at_shutdown(gateway: RawClient) -> None:
-    for n, wanted in enumerate([[], {"toolsListChanged": "yes"}, {"resourceSubscriptions": "test://shared"}]):
+    malformed = [
+        [],
+        {"toolsListChanged": "yes"},
+        {"resourceSubscriptions": "test://shared"},
+        {"resourceSubscriptions": ["test://" + "x" * 10_000]},
+    ]
+    for n, wanted in enumerate(malformed):
         await gateway.request(n, "subscriptions/listen", modern({"notifications": wanted}))
         assert (await gateway.answer_to(n))["error"]["code"] == -32602
     await gateway.request("L", "subscriptions/listen", modern({"notifications": {"toolsListChanged": True}}))

@@ -166,3 +166,14 @@ async def test_a_retry_that_never_comes_is_given_up_after_the_ttl(autojump_clock
         assert trio.current_time() - started >= 300.0
         assert (await item.reply_to.wait()).error is not None and table.calls == {}
         assert resume(table, state, {}, ReplySlot()).code == -32602  # expired
+
+
+async def test_a_modern_backends_state_too_large_to_carry_is_an_error_naming_it(autojump_clock: Any) -> None:
+    async with bridges() as (table, _):
+        first = ReplySlot()
+        call = opened(table, first)
+        huge = {"resultType": "input_required", "inputRequests": {}, "requestState": "s" * 100_000}
+        call.fill(Reply(result=huge))
+        reply = await first.wait()
+        assert reply.error is not None and reply.error.code == -32603
+        assert reply.error.data == {"backend": "b"} and table.calls == {}
