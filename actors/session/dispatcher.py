@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import trio
@@ -104,7 +104,7 @@ class Dispatcher:
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
             self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
-        self.inflight = InFlightTable(self.answers, on_input=self._rounds_in_task)
+        self.inflight = InFlightTable(self.answers, on_input=partial(shim.start_rounds, self))
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
             session=self.session,
@@ -179,7 +179,7 @@ class Dispatcher:
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
         """Answer or forward at once when the handler can; else a task serves the request."""
-        refused = self._modern(request, entry)
+        refused = modern.accept(self, request, entry)
         if refused is not None:
             self.inflight.remove(entry)
             await self.send(refused)
@@ -203,7 +203,11 @@ class Dispatcher:
         if not isinstance(message, Request):
             return False
         if is_modern_request(message.params):
-            if not self.held or self.settings.middleware or message.method in MODERN_LATER:
+            if (
+                not self.settings.first_settle.over
+                or self.settings.middleware
+                or message.method in MODERN_LATER
+            ):
                 return False  # it may wait (settle, middleware, listen): in a task
         elif self.state is not SessionState.OPERATING or self._later(message.method, None) is not None:
             return False
@@ -214,7 +218,7 @@ class Dispatcher:
             self.answers.deliver(refused)
             return True
         entry = self.inflight.accept(message.id)  # type: ignore[arg-type]  # an id: _refused checked it
-        refused = self._modern(message, entry)
+        refused = modern.accept(self, message, entry)
         if refused is not None:
             self.inflight.remove(entry)
             self.answers.deliver(refused)
@@ -240,25 +244,6 @@ class Dispatcher:
         if answer is not None:
             self.inflight.remove(entry)
         return answer
-
-    def _modern(self, request: Request, entry: InFlight) -> ErrorResponse | None:
-        """A modern request's envelope and method checked, kept on its entry; the error it earns if bad."""
-        if not is_modern_request(request.params):
-            return None
-        call = modern.classify(self, request)
-        if isinstance(call, RpcError):
-            return ErrorResponse(request.id, call)
-        entry.modern = call
-        return None
-
-    @property
-    def held(self) -> bool:
-        """The gateway's first settle is over: no request is held for it any more."""
-        return self.settings.first_settle.over
-
-    @held.setter
-    def held(self, over: bool) -> None:
-        self.settings.first_settle.over = over
 
     def chain_of(self, request_id: RequestId) -> MiddlewareChain | None:
         """The middleware a request goes through: its own client's when it is modern, else the session's."""
@@ -298,7 +283,7 @@ class Dispatcher:
         """A request's answer, awaited (in the request's task)."""
         call = entry.modern if entry is not None else None
         if call is not None:
-            if not self.held:
+            if not self.settings.first_settle.over:
                 await lifecycle.settled_view(self, "a request")
         elif self.state is SessionState.INITIALIZING and request.method not in BEFORE_INITIALIZE:
             await self.operating.wait()
@@ -311,40 +296,13 @@ class Dispatcher:
                 return await modern.resumed(self, request, call)
             if not isinstance(outcome, Forward):
                 return outcome
-            answer = await self.forwarded(outcome, request.id, entry)
+            answer = await shim.forwarded(self, outcome, request.id, entry)
         else:
             params = call.params if call is not None else self._checked(request)
             if isinstance(params, ErrorResponse):
                 return params
             answer = await later(self, request.id, params)
         return answer if call is None else call.encode(answer)
-
-    async def forwarded(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
-        """Forward and wait (in the request's task); a modern backend's rounds lived out with a legacy
-        client (shim.py)."""
-        answer = await self.forwarder.wait(forward, request_id, entry)
-        if entry is not None and entry.modern is not None:
-            return answer
-        if isinstance(answer, Response) and shim.needs_input(answer.result):
-            return await shim.complete(self, request_id, forward, answer.result, entry)
-        return answer
-
-    def _rounds_in_task(self, entry: InFlight, result: dict[str, Any]) -> None:
-        """A forwarded call's backend wants input a legacy client can only give to real requests: the
-        rounds run in a task of their own, the call in flight meanwhile (a cancel ends the task)."""
-        entry.scope = trio.CancelScope()
-        self.background.start_soon(self._rounds, entry, result)
-
-    async def _rounds(self, entry: InFlight, result: dict[str, Any]) -> None:
-        assert entry.scope is not None and entry.forward is not None
-        answer: Message | None = None
-        with entry.scope:
-            answer = await shim.complete(self, entry.request_id, entry.forward, result, entry)
-        if entry.scope.cancelled_caught:
-            answer = None if entry.silent else ErrorResponse(entry.request_id, SHUTTING_DOWN)
-        self.inflight.remove(entry)
-        if answer is not None:
-            self.answers.deliver(answer)
 
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None

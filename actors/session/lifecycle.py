@@ -82,7 +82,7 @@ async def settled_view(d: Dispatcher, what: str) -> CatalogView:
     """Hold the first initialize (or, for a modern client, its first request) until every backend is ready
     or has ended its first start, so a client that lists tools once never sees an empty catalog only because
     it connected first. The hold is the session's once: later requests are not held again."""
-    if d.held:
+    if d.settings.first_settle.over:
         return d.catalog.value
     with trio.move_on_after(d.settings.settle_timeout_s) as hold:
         version, view = d.catalog.version, d.catalog.value
@@ -97,7 +97,7 @@ async def settled_view(d: Dispatcher, what: str) -> CatalogView:
             d.settings.settle_timeout_s,
             ", ".join(late),
         )
-    d.held = True
+    d.settings.first_settle.over = True
     return view
 
 

@@ -30,6 +30,7 @@ from actors.protocol.eras import (
     MODERN_VERSIONS,
     MRTR_METHODS,
     ModernEnvelope,
+    is_modern_request,
     missing_capability_error,
     parse_envelope,
     resource_not_found_error,
@@ -138,6 +139,18 @@ class RefusedAsks:
         answer(item, Reply(error=error))
 
 
+def accept(d: Dispatcher, request: Request, entry: InFlight) -> ErrorResponse | None:
+    """A modern request's envelope and method checked, kept on its entry; the error it earns if bad (None
+    for a legacy request, which the dispatcher's state machine serves)."""
+    if not is_modern_request(request.params):
+        return None
+    call = classify(d, request)
+    if isinstance(call, RpcError):
+        return ErrorResponse(request.id, call)
+    entry.modern = call
+    return None
+
+
 def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
     """A modern request checked: its envelope, its method, the rest of its `_meta`."""
     envelope = parse_envelope(request.params)
@@ -213,10 +226,10 @@ def chain_for(d: Dispatcher, envelope: ModernEnvelope) -> MiddlewareChain:
 def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forward | Resume | None:
     """What a modern request gets at once: its answer (encoded for its era), a forward, a retry's resume;
     None while the catalog's first settle is not over (it then waits in a task)."""
-    if not d.held:
+    if not d.settings.first_settle.over:
         if not d.catalog.value.settled:
             return None
-        d.held = True
+        d.settings.first_settle.over = True
     handler = MODERN_NOW.get(request.method)
     if handler is None:
         error = rpc_error(METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}")

@@ -24,7 +24,7 @@ from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
 from actors.protocol.modern_results import INPUT_REQUIRED
-from actors.session.forward import Forward
+from actors.session.forward import SHUTTING_DOWN, Forward
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
@@ -143,3 +143,34 @@ def _failure(request_id: RequestId, method: str, reason: str) -> Message:
         text = f"The tool needed input the gateway could not get from this client: {reason}"
         return Response(request_id, {"content": [{"type": "text", "text": text}], "isError": True})
     return ErrorResponse(request_id, RpcError(INTERNAL_ERROR, f"Internal error: {reason}"))
+
+
+async def forwarded(
+    d: Dispatcher, forward: Forward, request_id: RequestId, entry: InFlight | None
+) -> Message:
+    """Forward and wait (in the request's task); a modern backend's rounds lived out with a legacy client."""
+    answer = await d.forwarder.wait(forward, request_id, entry)
+    if entry is not None and entry.modern is not None:
+        return answer
+    if isinstance(answer, Response) and needs_input(answer.result):
+        return await complete(d, request_id, forward, answer.result, entry)
+    return answer
+
+
+def start_rounds(d: Dispatcher, entry: InFlight, result: dict[str, Any]) -> None:
+    """A call forwarded at once whose backend wants input a legacy client can only give to real requests:
+    the rounds run in a task of their own, the call in flight meanwhile (a cancel ends the task)."""
+    entry.scope = trio.CancelScope()
+    d.background.start_soon(_rounds, d, entry, result)
+
+
+async def _rounds(d: Dispatcher, entry: InFlight, result: dict[str, Any]) -> None:
+    assert entry.scope is not None and entry.forward is not None
+    answer: Message | None = None
+    with entry.scope:
+        answer = await complete(d, entry.request_id, entry.forward, result, entry)
+    if entry.scope.cancelled_caught:
+        answer = None if entry.silent else ErrorResponse(entry.request_id, SHUTTING_DOWN)
+    d.inflight.remove(entry)
+    if answer is not None:
+        d.answers.deliver(answer)

@@ -10,6 +10,7 @@ from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, RpcError
 from actors.protocol.pages import page
+from actors.session import shim
 from actors.session.fields import named_error
 from actors.session.forward import Forward
 from actors.session.routing import forward_named
@@ -63,6 +64,8 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
                 return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, message))
             forwarded = {**params, "arguments": call.arguments}
         outcome = forward_named(d, request_id, forwarded, "tools/call", "tool", routes)
-        return await d.forwarded(outcome, request_id, entry) if isinstance(outcome, Forward) else outcome
+        return (
+            await shim.forwarded(d, outcome, request_id, entry) if isinstance(outcome, Forward) else outcome
+        )
 
     return await chain.call(request_id, call, forward)

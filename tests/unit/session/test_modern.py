@@ -39,7 +39,9 @@ async def test_a_modern_request_waits_for_the_first_settle_once() -> None:
         h.publish(ChildRestarting("two", RuntimeError("no"), 1.0))
         answer = await h.outbox.receive()
         assert isinstance(answer, Response) and [t["name"] for t in answer.result["tools"]] == ["a"]
-        assert h.actor is not None and h.actor.held and h.actor.state is SessionState.NEW
+        assert (
+            h.actor is not None and h.actor.settings.first_settle.over and h.actor.state is SessionState.NEW
+        )
         assert isinstance(await h.ask(2, "tools/list", modern()), Response)  # not held again
 
 
