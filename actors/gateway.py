@@ -47,7 +47,7 @@ from actors.runtime.control import ControlFiles
 from actors.runtime.file_watch import watch_file
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
-from actors.session.bridge import Bridges
+from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
 

@@ -22,9 +22,9 @@ from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
-from actors.session.bridge import Bridges
 from actors.session.fields import progress_token
 from actors.session.inflight import InFlight, Rewrite
+from actors.session.parked import Bridges
 
 SHUTTING_DOWN: Final = rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
 

@@ -12,7 +12,7 @@ from actors.catalog.subscriptions import Subscriptions
 from actors.middleware import Middleware
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
-from actors.session.bridge import Bridges
+from actors.session.parked import Bridges
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
 TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on

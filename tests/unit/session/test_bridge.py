@@ -12,7 +12,8 @@ import trio.testing
 
 from actors.catalog import BackendState, BackendStatus
 from actors.protocol.envelopes import Ask, BackendCommand, Cancel, Reply, ReplySlot, Withdraw
-from actors.session.bridge import BridgedCall, Bridges
+from actors.session.bridge import BridgedCall
+from actors.session.parked import Bridges
 
 PARAMS = {"name": "tool", "arguments": {"x": 1}}
 FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}

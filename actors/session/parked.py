@@ -1,0 +1,155 @@
+"""The gateway's parked calls: the table of every BridgedCall (session/bridge.py) waiting for a modern
+client's retry, the key their requestStates are sealed with, and the timers of their gathering and their
+expiry. One per gateway, shared by every session, so a retry may come on another connection."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import orjson
+import trio
+
+from actors.protocol.eras import MRTR_METHODS
+from actors.protocol.messages import RpcError
+from actors.protocol.request_state import RequestStateError, RequestStateKey
+from actors.session.bridge import BridgedCall, Target
+
+if TYPE_CHECKING:
+    from actors.session.modern import ModernCall
+
+GATHER_S: Final = 0.05  # how long asks are gathered before the client is asked (D5)
+TTL_S: Final = 300.0  # how long a parked call waits for the client's retry
+MAX_PARKED: Final = 1024  # calls parked at once, gateway-wide; past it an ask is refused
+
+
+@attrs.define(eq=False, kw_only=True)
+class Bridges:
+    """Owns: the gateway's parked calls, by handle, and the key their states are signed with.
+    Receives: new bridged calls (`open`), retries (`resume`).
+    Sends: timers to the nursery the gateway gives it (without one, as in unit tests: at once).
+    Stops when: the gateway does; parked calls then end with their backends."""
+
+    key: RequestStateKey = attrs.field(factory=RequestStateKey)
+    gather_s: float = GATHER_S
+    ttl_s: float = TTL_S
+    nursery: trio.Nursery | None = None
+    calls: dict[str, BridgedCall] = attrs.field(factory=dict)
+
+    def open(
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        principal: str | None,
+        capabilities: dict[str, Any],
+        responses: dict[str, Any],
+        target: Target,
+    ) -> BridgedCall | None:
+        """A call to bridge, or None when too many are parked (its asks are then refused)."""
+        if len(self.calls) >= MAX_PARKED:
+            return None
+        call = BridgedCall(
+            table=self,
+            handle=secrets.token_urlsafe(12),
+            method=method,
+            name=subject_of(method, params),
+            digest=digest_of(params),
+            principal=principal,
+            capabilities=capabilities,
+            responses=responses,
+            target=target,
+        )
+        self.calls[call.handle] = call
+        return call
+
+    def open_for(self, call: ModernCall, principal: str | None, target: Target) -> BridgedCall | None:
+        """The bridge of a modern call that may need the client's input (tools/call, prompts/get,
+        resources/read): the reply-to and the place for asks of its call to the backend. None for other
+        methods, or when too many calls are parked."""
+        if call.method not in MRTR_METHODS:
+            return None
+        return self.open(
+            method=call.method,
+            params=call.params,
+            principal=principal,
+            capabilities=call.envelope.client_capabilities,
+            responses=call.responses,
+            target=target,
+        )
+
+    def resume(
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        state: object,
+        principal: str | None,
+        capabilities: dict[str, Any],
+        responses: dict[str, Any],
+        target: Target,
+    ) -> BridgedCall | RpcError:
+        """The parked call a retry continues (now attached to `target`), or why the retry is refused."""
+        payload = self._opened(method, params, state, principal)
+        if isinstance(payload, RpcError):
+            return payload
+        call = self.calls.get(str(payload.get("h")))
+        if call is None:
+            return RequestStateError("not this request's").to_rpc_error()
+        if payload.get("r") != call.round or call.target is not None:
+            return RequestStateError("used already").to_rpc_error()
+        error = call.attach(target, responses, capabilities)
+        return call if error is None else error
+
+    def unwrap(
+        self, *, method: str, params: dict[str, Any], state: object, principal: str | None
+    ) -> tuple[str, Any] | RpcError | None:
+        """A retry of a modern backend's round: (the backend, its own requestState); None when the state is
+        a parked call's; the refusal when it is neither, or not this request's."""
+        payload = self._opened(method, params, state, principal)
+        if isinstance(payload, RpcError):
+            return payload
+        if "x" in payload:
+            return "", None  # after URL elicitations: the call is made again, as new
+        if "b" not in payload:
+            return None
+        return str(payload["b"]), payload.get("w")
+
+    def _opened(
+        self, method: str, params: dict[str, Any], state: object, principal: str | None
+    ) -> dict[str, Any] | RpcError:
+        """A state's payload, when this gateway sealed it, in time, for this very request and principal."""
+        try:
+            payload = self.key.open(state, now=time.time())
+        except RequestStateError as exc:
+            return exc.to_rpc_error()
+        expected = (method, subject_of(method, params), digest_of(params), principal)
+        if (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) != expected:
+            return RequestStateError("not this request's").to_rpc_error()
+        return payload
+
+    def after(self, delay_s: float, action: Any) -> None:
+        if self.nursery is None:
+            if delay_s < self.ttl_s:
+                action()
+            return
+        self.nursery.start_soon(_later, delay_s, action)
+
+
+async def _later(delay_s: float, action: Any) -> None:
+    await trio.sleep(delay_s)
+    action()
+
+
+def subject_of(method: str, params: dict[str, Any]) -> str:
+    value = params.get("uri" if method == "resources/read" else "name")
+    return value if isinstance(value, str) else ""
+
+
+def digest_of(params: dict[str, Any]) -> str:
+    arguments = params.get("arguments")
+    encoded = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS) if arguments is not None else b"null"
+    return hashlib.sha256(encoded).hexdigest()[:32]
