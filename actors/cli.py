@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, status."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import trio
 from loguru import logger
 
 from actors import __version__
+from actors.admin import status_command
 from actors.catalog import CatalogView
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = commands.add_parser("check", help="validate a config file: exit 0, or every problem and exit 2")
     tools = commands.add_parser("tools", help="start the backends, print the aggregated tool catalog, exit")
+    status_command.add_parser(commands, DEFAULT_CONFIG)
     for command in (serve, check, tools):
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
@@ -51,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "status":  # a client of a running gateway: no logging, no gateway of its own
+        return status_command.run(args)
     configure_logging(args.log_level, args.log_file)
     try:
         config = load_config(args.config)
