@@ -133,7 +133,7 @@ function drawCharts(article, samples) {
   article.querySelector(".p50").setAttribute("points", points(p50, latencyMax));
   article.querySelector(".p99").setAttribute("points", points(p99, latencyMax));
   const last = samples[samples.length - 1];
-  const ms = (v) => (v === null || v === undefined ? "–" : v < 10 ? v.toFixed(2) + " ms" : Math.round(v) + " ms");
+  const ms = (v) => (v === null || v === undefined ? "–" : v < 10 ? v.toFixed(1) + "ms" : Math.round(v) + "ms");
   article.querySelector(".rate-now").textContent = last ? last[1].toFixed(1) : "–";
   article.querySelector(".p50-now").textContent = last ? ms(last[2]) : "–";
   article.querySelector(".p99-now").textContent = last ? ms(last[3]) : "–";
