@@ -56,3 +56,9 @@ def test_bad_admin_keys_are_named(tmp_path: Path) -> None:
     found = problems(tmp_path, BACKEND + '[admin]\nport = 70000\npath = "/x"\n')
     assert any(p.startswith("admin.port: must be between 0 and 65535") for p in found)
     assert any(p.startswith("admin.path: unknown key") for p in found)
+
+
+def test_the_example_config_documents_admin_and_required() -> None:
+    config = load_config(Path(__file__).resolve().parents[3] / "config" / "example.toml")
+    assert config.admin is not None and (config.admin.host, config.admin.port) == ("127.0.0.1", 8767)
+    assert config.admin.token_env is None and config.backends[0].required is False
