@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +16,7 @@ import httpx2
 import orjson
 import trio
 from prometheus_client.parser import text_string_to_metric_families
-from support import DEADLINE_S, ROOT, RawClient, gateway_argv, toml_value
+from support import DEADLINE_S, ROOT, RawClient, drain, gateway_argv, search_stream, stop_process, toml_value
 
 ADMIN_LINE: Final = re.compile(rb"admin listener on (http://\S+)")
 
@@ -100,34 +99,9 @@ async def admin_gateway(
     assert process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
-            url = await _admin_url(process.stderr)
-            nursery.start_soon(_drain, process.stderr)
+            url = await search_stream(process.stderr, ADMIN_LINE, "the admin listener was announced")
+            nursery.start_soon(drain, process.stderr)
             yield AdminGateway(RawClient(process), url, token)
             nursery.cancel_scope.cancel()
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            with trio.move_on_after(DEADLINE_S):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-        for stream in (process.stdin, process.stdout, process.stderr):
-            if stream is not None:
-                await stream.aclose()
-
-
-async def _admin_url(stderr: trio.abc.ReceiveStream) -> str:
-    seen = b""
-    with trio.fail_after(DEADLINE_S):
-        while (found := ADMIN_LINE.search(seen)) is None:
-            chunk = await stderr.receive_some(65536)
-            if not chunk:
-                raise AssertionError(f"the gateway ended without an admin listener:\n{seen.decode()}")
-            seen += chunk
-    return found[1].decode()
-
-
-async def _drain(stderr: trio.abc.ReceiveStream) -> None:
-    while await stderr.receive_some(65536):
-        pass
+        await stop_process(process)

@@ -21,6 +21,7 @@ import attrs
 import orjson
 import pytest
 import trio
+from support import drain, search_stream
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 CHROMIUM: Final = "/usr/bin/chromium"
@@ -125,8 +126,8 @@ async def open_page(url: str, profile: Path) -> AsyncIterator[Page]:
     assert process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
-            browser_url = await _devtools_url(process.stderr)
-            nursery.start_soon(_drain, process.stderr)
+            browser_url = await search_stream(process.stderr, DEVTOOLS_LINE, "chromium's DevTools listened")
+            nursery.start_soon(drain, process.stderr)
             async with (
                 open_websocket_url(browser_url, max_message_size=64 * 1024 * 1024) as connection,
                 trio.open_nursery() as reading,
@@ -153,21 +154,3 @@ async def _attach(connection: WebSocketConnection, url: str, nursery: trio.Nurse
     with trio.fail_after(DEADLINE_S):
         await page.loaded.wait()
     return page
-
-
-async def _devtools_url(stderr: trio.abc.ReceiveStream) -> str:
-    seen = b""
-    with trio.fail_after(DEADLINE_S):
-        while (found := DEVTOOLS_LINE.search(seen)) is None:
-            chunk = await stderr.receive_some(65536)
-            if not chunk:
-                raise DevToolsError(
-                    f"chromium ended before DevTools listened:\n{seen.decode(errors='replace')}"
-                )
-            seen += chunk
-    return found[1].decode()
-
-
-async def _drain(stderr: trio.abc.ReceiveStream) -> None:
-    while await stderr.receive_some(65536):
-        pass

@@ -70,12 +70,13 @@ class StatusModel:
         return ready, body
 
     def _why(self, status: BackendStatus) -> dict[str, Any]:
+        return {"backend": status.name, **self._state(status), "settled": status.settled}
+
+    def _state(self, status: BackendStatus) -> dict[str, Any]:
         return {
-            "backend": status.name,
             "state": status.state.value,
             "reason": status.reason,
             "required": status.name in self.required,
-            "settled": status.settled,
         }
 
     def status(self) -> dict[str, Any]:
@@ -109,9 +110,7 @@ class StatusModel:
         calls = sum(stats.count for stats in (*meter.tools.values(), *meter.methods.values()))
         return {
             "name": status.name,
-            "state": status.state.value,
-            "reason": status.reason,
-            "required": status.name in self.required,
+            **self._state(status),
             "pid": meter.pid,
             "uptime_s": round(now - ready_since, 3) if ready_since is not None else None,
             "restarts": meter.restarts,
