@@ -24,6 +24,7 @@ from typing import Any, Final
 import attrs
 import orjson
 import trio
+from prometheus_client.registry import CollectorRegistry
 
 from actors.admin.exposition import CONTENT_TYPE, render
 from actors.admin.rates import RateSampler
@@ -64,7 +65,7 @@ class AdminApp:
     model: StatusModel
     sampler: RateSampler
     changed: Watch[float]
-    registry: Any  # prometheus_client CollectorRegistry
+    registry: CollectorRegistry  # the gateway's own (exposition.py)
     token: str | None = attrs.field(default=None, repr=False)
     loopback: bool = True
     _files: dict[str, tuple[bytes, bytes]] = attrs.field(init=False)
