@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import trio
 from loguru import logger
 
 from actors import __version__
+from actors.admin import status_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
 from actors.config.errors import ConfigError
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reload", help="check a config file, then have the gateway serving it load it again (as SIGHUP)"
     )
     reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
+    status_command.add_parser(commands, DEFAULT_CONFIG)
     for command in (serve, check, tools, reload):
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
@@ -70,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "status":  # a client of a running gateway: no logging, no gateway of its own
+        return status_command.run(args)
     _check_log_options(parser, args)
     configure_logging(args.log_level, args.log_file, args.log_format)
     if args.command == "reload":

@@ -27,6 +27,9 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.admin.meters import Meters
+from actors.admin.service import Admin
+from actors.admin.status import FrontendInfo
 from actors.backends.actor import Backend
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
@@ -93,6 +96,8 @@ class Gateway:
     catalog_events: trio.MemorySendChannel[CatalogEvent] | None = None  # the catalog's inbox, for a reload
     _reloading: trio.Lock = attrs.field(factory=trio.Lock)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
+    meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
+    admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
     def __attrs_post_init__(self) -> None:
@@ -146,9 +151,12 @@ class Gateway:
                     await root.start(middleware.run)
                 if websocket:
                     await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
+                    await self._bind_admin(catalog.watch)
                 if websocket or stdio:
                     self._log_serving(stdio)
                 await root.start(self._frontends, catalog.watch, stdio)
+                if self.admin is not None:
+                    await root.start(self.admin.run)
                 with events:
                     self.catalog_events = events.clone()
                     self.children = await root.start(
@@ -163,16 +171,32 @@ class Gateway:
         finally:
             for listener in self.listeners:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
+            if self.admin is not None:
+                self.admin.close()
         logger.info("gateway stopped")
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [
-            kind(settings, catalog, self.session_settings())
+            kind(settings, catalog, self.session_settings(kind.TABLE))
             for kind in LISTENER_KINDS
             if (settings := kind.settings_in(self.config)) is not None
         ]
         for listener in self.listeners:
             await listener.endpoint.bind()
+
+    async def _bind_admin(self, catalog: Watch[CatalogView]) -> None:
+        if self.config.admin is not None:
+            self.admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
+            await self.admin.bind()
+
+    def frontends(self) -> list[FrontendInfo]:
+        """Each frontend now, with its open sessions (for the admin listener)."""
+        stdio = tuple(session.id for session in self._sessions)
+        network = [
+            FrontendInfo(listener.name, listener.url, tuple(session.id for session in listener.sessions()))
+            for listener in self.listeners
+        ]
+        return network + ([FrontendInfo("stdio", None, stdio)] if stdio else [])
 
     def _log_serving(self, stdio: bool) -> None:
         """What is served, said once the ports are held: a port in use is its one error line alone."""
@@ -239,9 +263,11 @@ class Gateway:
             subscriptions=self.subscriptions,
             withheld_env=self.config.secret_variables(),
             roots=self.config.roots_of(backend),
+            meter=self.meters.backend(backend.name),
         )
 
-    def session_settings(self) -> SessionSettings:
+    def session_settings(self, frontend: str) -> SessionSettings:
+        """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
         settings = self.config.gateway
         return SessionSettings(
             server_name=settings.name,
@@ -255,6 +281,7 @@ class Gateway:
             bridges=self.bridges,
             first_settle=self.first_settle,
             max_inflight=settings.max_inflight_per_session,
+            traffic=self.meters.frontend(frontend),
         )
 
     async def _serve_stdio(
@@ -264,7 +291,7 @@ class Gateway:
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
             catalog=catalog,
-            settings=self.session_settings(),
+            settings=self.session_settings("stdio"),
         )
         self._sessions.add(session)
         task_status.started()

@@ -79,7 +79,7 @@ async def apply(gateway: Gateway, new: Config, change: ConfigDiff) -> None:
     for listener in gateway.listeners:
         settings = listener.settings_in(new)
         if settings is not None and (listener.TABLE in change.listeners or change.sessions_changed):
-            listener.reconfigure(settings, gateway.session_settings())
+            listener.reconfigure(settings, gateway.session_settings(listener.TABLE))
 
 
 def _restart_lines(change: ConfigDiff) -> tuple[str, ...]:

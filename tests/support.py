@@ -8,6 +8,7 @@ process exit, each under a generous deadline that only fails a broken run.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -271,16 +272,40 @@ async def raw_gateway(config: Path, log_file: Path) -> AsyncIterator[RawClient]:
     try:
         yield RawClient(process)
     finally:
+        await stop_process(process)
+
+
+async def stop_process(process: trio.Process) -> None:
+    """SIGTERM, then SIGKILL if it is still there after DEADLINE_S; its pipes closed."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(DEADLINE_S):
+            await process.wait()
         if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            with trio.move_on_after(DEADLINE_S):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                await stream.aclose()
+            process.kill()
+            await process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            await stream.aclose()
+
+
+async def search_stream(stream: trio.abc.ReceiveStream, pattern: re.Pattern[bytes], what: str) -> str:
+    """Read `stream` until `pattern` matches what came so far; its first group. AssertionError, with what
+    came, naming `what` when the stream ends first."""
+    seen = b""
+    with trio.fail_after(DEADLINE_S):
+        while (found := pattern.search(seen)) is None:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                raise AssertionError(f"the stream ended before {what}:\n{seen.decode(errors='replace')}")
+            seen += chunk
+    return found[1].decode()
+
+
+async def drain(stream: trio.abc.ReceiveStream) -> None:
+    """Read and drop until the end, so the writer never blocks on a full pipe."""
+    while await stream.receive_some(65536):
+        pass
 
 
 @attrs.define

@@ -17,6 +17,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
@@ -85,6 +86,7 @@ class Backend:
     subscriptions: Subscriptions | None = None  # URIs sessions want updates of, renewed at each start
     withheld_env: frozenset[str] = frozenset()  # never inherited: the listeners' secrets (jwt_secret_env)
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
+    meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
@@ -99,6 +101,7 @@ class Backend:
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.meter.run_started()
         with logger.contextualize(backend=self.config.name):
             again = True
             while again:  # once more, as legacy, after a process that exited on the era probe
@@ -118,7 +121,10 @@ class Backend:
             request_timeout_s=self.request_timeout_s,
             clients=self.clients,
             roots=self.roots,
+            meter=self.meter,
         )
+        self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
+        self.meter.inflight = lambda: len(link.inflight)
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
@@ -132,6 +138,7 @@ class Backend:
                     ready = await self._start(link, calls, nursery, addressee)
                     ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox).call_now)
                     await self.catalog.send(ready)
+                    self.meter.ready_since = trio.current_time()
                     task_status.started()
                     started = True
                     await self._serve(link, inbox)
@@ -141,6 +148,7 @@ class Backend:
             reason = link.lost.without_stderr if link.lost else "the gateway is stopping it"
             fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
+            self.meter.run_ended()
             # A hung server will not notice its stdin closing: straight to SIGTERM.
             polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
             await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)

@@ -16,6 +16,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.admin.meters import BackendMeter
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
 from actors.backends.input import progress_params
@@ -104,6 +105,7 @@ class BackendLink:
     envelope: ModernEnvelope | None = None
     # an error answer to take before its caller gets it; True when taken (and answered) there
     on_error: Callable[[Call, RpcError], bool] | None = None
+    meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # the backend's, across runs
     client_requests: ClientRequests = attrs.field(init=False)
     # call id -> deadline of the calls the sweep answers, oldest first: one timeout for every call, so
     # insertion order is deadline order and the sweep looks only at the front
@@ -124,9 +126,10 @@ class BackendLink:
         """Answer every call still in flight with an error naming this backend, and withdraw its requests
         to clients. Synchronous: nothing can slip in between."""
         calls, self.inflight = self.inflight, {}
-        self._deadlines.clear()
+        deadlines, self._deadlines = self._deadlines, {}
         error = unavailable(self.name, reason)
         for call in calls.values():
+            self._answered(call, error, deadlines.get(call.call_id))
             answer(call, Reply(error=error))
         self.client_requests.withdraw_all(reason)
 
@@ -134,6 +137,7 @@ class BackendLink:
         await self.send_frames([codec.encode(message)])
 
     async def send_frames(self, frames: list[bytes]) -> None:
+        self.meter.bytes_out += sum(map(len, frames))
         try:
             await self.transport.send_many(frames)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
@@ -181,7 +185,9 @@ class BackendLink:
                     break
                 del self._deadlines[call_id]
                 call = self.inflight.pop(call_id)
-                answer(call, Reply(error=timed_out(self.name, call.method, self.request_timeout_s)))
+                error = timed_out(self.name, call.method, self.request_timeout_s)
+                self._answered(call, error, deadline)
+                answer(call, Reply(error=error))
                 frames.append(_cancelled(call_id, f"no answer within {self.request_timeout_s}s"))
             self._sweep = trio.CancelScope(deadline=deadline if self._deadlines else math.inf)
             if frames:
@@ -213,6 +219,7 @@ class BackendLink:
                 self.fail_all("its connection closed")
                 self.lose(BackendExitedError("connection closed"))
                 return
+            self.meter.bytes_in += len(frame)
             try:
                 message = codec.decode(frame)
             except MessageError as exc:
@@ -251,6 +258,7 @@ class BackendLink:
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
 
     def _settle(self, request_id: int | str | None, reply: Reply) -> None:
+        deadline = self._deadlines.get(request_id)  # type: ignore[arg-type]  # a timed call's: a client's
         call = self._forget(request_id)
         if call is None:
             self.drop(f"dropped a response to unknown or cancelled request id {shown(request_id)}")
@@ -261,6 +269,7 @@ class BackendLink:
             reply = Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name}))
         if reply.error is not None and self.on_error is not None and self.on_error(call, reply.error):
             return
+        self._answered(call, reply.error, deadline)
         if reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED and call.asks_to:
             # The client is to open a URL; the backend's notice that it is done goes to the same session.
             data = reply.error.data if isinstance(reply.error.data, dict) else {}
@@ -269,6 +278,11 @@ class BackendLink:
                 if isinstance(elicitation, dict):
                     self.client_requests.remember_elicitation(elicitation.get("elicitationId"), call.asks_to)
         answer(call, reply)
+
+    def _answered(self, call: Call, error: RpcError | None, deadline: float | None) -> None:
+        """Count the answer to a client's call: a timed one (the gateway's own requests are not)."""
+        if deadline is not None:
+            self.meter.answered(call, error, deadline - self.request_timeout_s)
 
     def _too_large(self, exc: MessageTooLargeError) -> None:
         """A response too large to take answers its caller with an error; anything else is dropped."""

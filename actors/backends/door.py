@@ -39,7 +39,9 @@ class BackendDoor:
             return False
         if self.link.envelope is not None and call.method in LISTEN_FILTER_METHODS:
             return False  # a modern backend's listen filter changes instead: the actor's work
-        if not self.link.transport.send_nowait((request_frame(call, self.link.envelope),)):
+        frame = request_frame(call, self.link.envelope)
+        if not self.link.transport.send_nowait((frame,)):
             return False
+        self.link.meter.bytes_out += len(frame)
         self.link.track(call)  # before the answer can be read: this task does not yield in between
         return True

@@ -107,6 +107,7 @@ class BaseBackend:
         default=10.0, validator=positive
     )  # server/discover unanswered: legacy
     restart: RestartConfig = attrs.field(factory=RestartConfig)
+    required: bool = False  # the admin listener's /readyz answers 503 while this backend is not ready
     health: HealthConfig = attrs.field(factory=HealthConfig)
     tools: ToolPolicy = attrs.field(factory=ToolPolicy)  # [backends.tools]: allow, deny, rename, annotations
     # Roots the backend sees: "none", "client", or a fixed tuple of file:// URIs from the operator. None:

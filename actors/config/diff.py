@@ -5,7 +5,7 @@ A backend is compared by everything its actor is built from, not only its own ta
 request timeout changes every backend that has none of its own, a new listener can change a backend's
 roots default. A new tool policy restarts its backend too: the catalog keeps only the filtered list.
 Listener settings apply to the connections that come after; what a running listener cannot change (its
-address) and what is built once at start (middleware, audit) is reported as needing a restart. Pure: no
+address) and what is built once at start (middleware, audit, the admin listener) is reported as needing a restart. Pure: no
 I/O.
 """
 
@@ -102,6 +102,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         needs_restart.append("[[middleware]]")
     if old.audit != new.audit:
         needs_restart.append("[audit]")
+    if old.admin != new.admin:
+        needs_restart.append("[admin]")
     return ConfigDiff(
         added=added,
         removed=removed,

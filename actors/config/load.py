@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar
 import attrs
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
+from actors.config.admin_schema import AdminTable
 from actors.config.backend_schema import (
     NAME_PATTERN,
     STDIO_ONLY_KEYS,
@@ -24,7 +25,13 @@ from actors.config.backend_schema import (
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
-from actors.config.resolve import resolve_audit, resolve_auth, resolve_backend, resolve_middleware
+from actors.config.resolve import (
+    resolve_admin,
+    resolve_audit,
+    resolve_auth,
+    resolve_backend,
+    resolve_middleware,
+)
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 
 _T = TypeVar("_T")
@@ -36,6 +43,7 @@ TOP_LEVEL: Final = {
     "http": "[http]",
     "audit": "[audit]",
     "middleware": "[[middleware]]",
+    "admin": "[admin]",
 }
 _converter: Final = make_converter()
 
@@ -77,6 +85,10 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
         audit = _convert(document["audit"], AuditSettings, "audit", problems)
         audit = audit and resolve_audit(audit, folder, problems)
     middleware = _middleware(document.get("middleware"), folder, problems)
+    admin = None
+    if "admin" in document:
+        admin_table = _convert(document["admin"], AdminTable, "admin", problems)
+        admin = admin_table and resolve_admin(admin_table, problems)
     if problems:
         return None
     return Config(
@@ -87,6 +99,7 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
         http=http,
         audit=audit,
         middleware=middleware,
+        admin=admin,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from actors.config.admin_schema import NEEDS_TOKEN, AdminSettings, AdminTable
 from actors.config.backend_schema import BackendConfig, StdioBackend
 from actors.config.errors import ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, JwtAuth
@@ -140,3 +141,17 @@ def resolve_dotted(path: str, folder: Path) -> Callable[..., Any] | str:
     if not callable(target):
         return f"{path!r} is not a class or function"
     return target  # type: ignore[no-any-return]
+
+
+def resolve_admin(table: AdminTable, problems: list[Problem]) -> AdminSettings | None:
+    """[admin] loaded: its token read from `token_env`, which a host off loopback must name."""
+    if table.token_env is None:
+        if not table.loopback:
+            problems.append(("admin.token_env", NEEDS_TOKEN))
+            return None
+        return AdminSettings(host=table.host, port=table.port)
+    token = os.environ.get(table.token_env)
+    if not token:
+        problems.append(("admin.token_env", f"environment variable {table.token_env} is not set or empty"))
+        return None
+    return AdminSettings(host=table.host, port=table.port, token_env=table.token_env, token=token)

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
@@ -88,6 +89,7 @@ class Config:
     http: HttpSettings | None = None
     audit: AuditSettings | None = None
     middleware: tuple[MiddlewareSpec, ...] = ()
+    admin: AdminSettings | None = None  # [admin]: health, readiness, metrics and status (actors/admin/)
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.request_timeout_s
@@ -100,10 +102,14 @@ class Config:
     def secret_variables(self) -> frozenset[str]:
         """Environment variables no backend may inherit: where the listeners' token secrets come from."""
         listeners = (self.websocket, self.http)
-        return frozenset(
-            listener.auth.secret_env
-            for listener in listeners
-            if listener is not None and listener.auth is not None and listener.auth.secret_env
+        admin = {self.admin.token_env} if self.admin is not None and self.admin.token_env else set()
+        return (
+            frozenset(
+                listener.auth.secret_env
+                for listener in listeners
+                if listener is not None and listener.auth is not None and listener.auth.secret_env
+            )
+            | admin
         )
 
     def roots_of(self, backend: BackendConfig) -> RootsMode | tuple[str, ...]:

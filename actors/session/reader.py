@@ -9,6 +9,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.admin.meters import Traffic
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
@@ -35,6 +36,7 @@ class Reader:
     outbox: trio.MemorySendChannel[Message]
     take_now: Callable[[Message], bool] | None = None  # the dispatcher's, for a message it takes at once
     quiet: bool = False  # the end of the stream is logged at DEBUG only (a session for one request)
+    traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's: bytes read count there
     _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -58,6 +60,7 @@ class Reader:
             if frame is None:
                 logger.log("DEBUG" if self.quiet else "INFO", "client closed its stream")
                 return
+            self.traffic.bytes_in += len(frame)
             try:
                 message = codec.decode(frame)
             except MessageError as exc:

@@ -59,7 +59,13 @@ class Session:
             try:
                 async with trio.open_nursery() as nursery:
                     answers = self._answers = Answers(outbox_send.clone())
-                    writer = Writer(self.transport, outbox_recv, nursery.cancel_scope.cancel, answers)
+                    writer = Writer(
+                        transport=self.transport,
+                        outbox=outbox_recv,
+                        on_peer_gone=nursery.cancel_scope.cancel,
+                        answers=answers,
+                        traffic=self.settings.traffic,
+                    )
                     await nursery.start(writer.run)
                     asks_to, asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
                     dispatcher = Dispatcher(
@@ -86,6 +92,7 @@ class Session:
                             outbox_send,
                             dispatcher.take_now,
                             quiet=self.settings.quiet,
+                            traffic=self.settings.traffic,
                         ),
                     )
                     task_status.started()

@@ -7,6 +7,7 @@ from typing import Final
 
 import attrs
 
+from actors.admin.meters import Traffic
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.middleware import Middleware
@@ -49,3 +50,4 @@ class SessionSettings:
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on a legacy backend's asks
     first_settle: FirstSettle = attrs.field(factory=FirstSettle)  # shared by every session of the gateway
     quiet: bool = False  # a session for one request (HTTP, 2026-07-28): its end is logged at DEBUG only
+    traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's byte counts (the admin's /metrics)

@@ -13,6 +13,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.admin.meters import Traffic
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.messages import Message
@@ -22,7 +23,7 @@ from actors.session.inflight import Answers
 BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class Writer:
     """Owns: the outbox receive end; closes it when it stops.
     Receives: messages on the outbox, in order, and after them the answers that found it full (`answers`).
@@ -36,6 +37,7 @@ class Writer:
     outbox: trio.MemoryReceiveChannel[Message]
     on_peer_gone: Callable[[], None]
     answers: Answers | None = None
+    traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's: bytes written count there
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         if self.answers is not None:
@@ -50,7 +52,13 @@ class Writer:
         """Write one message in the caller's task, if the writer waits on an empty outbox (so nothing queued
         is overtaken) and the transport takes the frame whole without waiting; False when nothing was written.
         What the writer would have done next, one task step sooner."""
-        return receiver_idle(self.outbox) and self.transport.send_nowait((codec.encode(message),))
+        if not receiver_idle(self.outbox):
+            return False
+        frame = codec.encode(message)
+        if not self.transport.send_nowait((frame,)):
+            return False
+        self.traffic.bytes_out += len(frame)
+        return True
 
     async def _write(self, task_status: trio.TaskStatus[None]) -> None:
         with self.outbox:
@@ -64,6 +72,7 @@ class Writer:
                         break
                 if self.answers is not None and self.answers.overflow:
                     frames += [codec.encode(answer) for answer in self.answers.take_overflow()]
+                self.traffic.bytes_out += sum(map(len, frames))
                 try:
                     await self.transport.send_many(frames)
                     frames.clear()  # not kept alive while the writer waits: an idle session holds no frames

@@ -22,7 +22,7 @@ async def test_answers_skip_the_outbox_only_while_the_writer_is_idle_and_keep_th
     )
     send, receive = trio.open_memory_channel[Message](4)
     answers = Answers(send)
-    writer = Writer(client, receive, lambda: None, answers)
+    writer = Writer(transport=client, outbox=receive, on_peer_gone=lambda: None, answers=answers)
     assert not writer.write_now(Response(0, {}))  # not running yet: nobody waits on the outbox
     async with trio.open_nursery() as nursery:
         await nursery.start(writer.run)

@@ -1,0 +1,156 @@
+"""The counters the gateway keeps for the admin listener: plain integers and floats, bumped where each thing
+is seen and read only when someone asks (a scrape of /metrics, a tick of the status page).
+
+The hot path never takes a lock and allocates nothing per call: a call's latency is counted by the backend
+link that answers it (`BackendMeter.answered`: a dict lookup, a bisect and three increments), its bytes by
+whoever reads or writes its frame. Trio runs every task on one thread, so no increment can interleave with
+another or with a reader. The Prometheus objects are built from these at scrape time (exposition.py).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+from typing import Final
+
+import trio
+
+from actors.protocol.envelopes import Call
+from actors.protocol.messages import RpcError
+
+# Upper bounds of the latency buckets, in seconds: a local tool answers in a millisecond, a remote one may
+# take a minute (the default request_timeout_s is 60).
+LATENCY_BUCKETS_S: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+TOOLS_CALL: Final = "tools/call"
+
+
+def _no_calls_in_flight() -> int:
+    return 0
+
+
+class CallStats:
+    """The calls of one tool (or one other method) of one backend: how many, how long, which errors."""
+
+    __slots__ = ("buckets", "count", "errors", "sum_s")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum_s = 0.0
+        self.buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.errors: dict[int, int] = {}  # JSON-RPC error code -> answers with it
+
+    def observe(self, latency_s: float, error: RpcError | None) -> None:
+        self.count += 1
+        self.sum_s += latency_s
+        self.buckets[bisect_left(LATENCY_BUCKETS_S, latency_s)] += 1
+        if error is not None:
+            self.errors[error.code] = self.errors.get(error.code, 0) + 1
+
+
+class BackendMeter:
+    """What one backend did, across all its runs. Its link counts calls and bytes; its actor counts starts
+    and says which process is the current one."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "inflight",
+        "methods",
+        "name",
+        "pid",
+        "ready_since",
+        "starts",
+        "tools",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tools: dict[str, CallStats] = {}  # tools/call, by the backend's own tool name
+        self.methods: dict[str, CallStats] = {}  # every other method sent for a client
+        self.bytes_in = 0  # frames read from the backend
+        self.bytes_out = 0  # frames written to it
+        self.starts = 0  # runs the supervisor started; restarts are the ones after the first
+        self.pid: int | None = None  # the current run's process, while it has one
+        self.ready_since: float | None = None  # trio time the current run became ready
+        self.inflight: Callable[[], int] = _no_calls_in_flight  # the current run's in-flight table size
+
+    @property
+    def restarts(self) -> int:
+        return max(self.starts - 1, 0)
+
+    def answered(self, call: Call, error: RpcError | None, sent_at: float) -> None:
+        """A client's call got its one answer (the backend's, a timeout or the run's end)."""
+        latency_s = trio.current_time() - sent_at
+        if call.method == TOOLS_CALL:
+            table, key = self.tools, (call.params or {}).get("name")
+            key = key if isinstance(key, str) else ""
+        else:
+            table, key = self.methods, call.method
+        stats = table.get(key)
+        if stats is None:
+            stats = table[key] = CallStats()
+        stats.observe(latency_s, error)
+
+    def run_started(self) -> None:
+        self.starts += 1
+        self.pid, self.ready_since = None, None
+
+    def run_ended(self) -> None:
+        self.pid, self.ready_since, self.inflight = None, None, _no_calls_in_flight
+
+    def totals(self) -> tuple[int, list[int]]:
+        """Every call so far and its latency buckets, over all tools and methods."""
+        count, buckets = 0, [0] * (len(LATENCY_BUCKETS_S) + 1)
+        for stats in (*self.tools.values(), *self.methods.values()):
+            count += stats.count
+            for index, n in enumerate(stats.buckets):
+                buckets[index] += n
+        return count, buckets
+
+
+class Traffic:
+    """Bytes of MCP frames between one frontend's clients and the gateway, counted by each session's reader
+    and writer."""
+
+    __slots__ = ("bytes_in", "bytes_out")
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+class Meters:
+    """Every meter of one gateway, made on first use: one per backend, one per frontend."""
+
+    def __init__(self) -> None:
+        self.backends: dict[str, BackendMeter] = {}
+        self.frontends: dict[str, Traffic] = {}
+
+    def backend(self, name: str) -> BackendMeter:
+        meter = self.backends.get(name)
+        if meter is None:
+            meter = self.backends[name] = BackendMeter(name)
+        return meter
+
+    def frontend(self, name: str) -> Traffic:
+        traffic = self.frontends.get(name)
+        if traffic is None:
+            traffic = self.frontends[name] = Traffic()
+        return traffic

@@ -1,0 +1,57 @@
+"""A real Catalog fed by hand, so the admin's models read real CatalogViews."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from actors.admin.history import StateHistory
+from actors.admin.meters import Meters
+from actors.admin.status import FrontendInfo, StatusModel
+from actors.catalog import Catalog, CatalogEvent
+from actors.protocol.envelopes import BackendCommand, BackendReady
+from actors.runtime.supervisor import ChildFailed, ChildRestarting
+from actors.runtime.watch import Watch
+
+
+def make_catalog(*names: str) -> Catalog:
+    _, inbox = trio.open_memory_channel[CatalogEvent](1)
+    return Catalog(
+        order=list(names),
+        request_timeouts_s=dict.fromkeys(names, 60.0),
+        rule="prefix-on-collision",
+        inbox=inbox,
+    )
+
+
+def tell(catalog: Catalog, event: CatalogEvent) -> None:
+    catalog.apply(event)
+    catalog.watch.publish(catalog.view())
+
+
+def ready(name: str, *tools: str) -> BackendReady:
+    calls, _ = trio.open_memory_channel[BackendCommand](1)
+    listed: tuple[dict[str, Any], ...] = tuple({"name": t, "inputSchema": {"type": "object"}} for t in tools)
+    return BackendReady(name, listed, calls)
+
+
+def restarting(name: str, why: str) -> ChildRestarting:
+    return ChildRestarting(name, RuntimeError(why), 0.5)
+
+
+def failed(name: str, why: str) -> ChildFailed:
+    return ChildFailed(name, RuntimeError(why), 6)
+
+
+def make_model(catalog: Catalog, *, required: frozenset[str] = frozenset()) -> StatusModel:
+    return StatusModel(
+        name="gw",
+        config_path="/etc/gw.toml",
+        catalog=catalog.watch,
+        meters=Meters(),
+        history=StateHistory(Watch(0.0)),
+        frontends=lambda: [FrontendInfo("stdio", None, ("stdio",)), FrontendInfo("http", "http://h/mcp", ())],
+        required=required,
+        started_at=0.0,
+    )

@@ -1,0 +1,81 @@
+"""Readiness and the status tree from real catalog views; the state history."""
+
+from __future__ import annotations
+
+from catalog_double import failed, make_catalog, make_model, ready, restarting, tell
+
+from actors.admin.history import HISTORY_LENGTH
+
+
+async def test_not_ready_until_the_first_settle_names_who_is_still_starting() -> None:
+    catalog = make_catalog("alpha", "beta")
+    model = make_model(catalog)
+    tell(catalog, ready("alpha", "add"))
+    is_ready, body = model.readiness()
+    assert not is_ready and body["settled"] is False
+    assert [entry["backend"] for entry in body["not_ready"]] == ["beta"]
+    assert body["not_ready"][0] == {
+        "backend": "beta",
+        "state": "starting",
+        "reason": None,
+        "required": False,
+        "settled": False,
+    }
+    tell(catalog, failed("beta", "exited with code 3"))
+    assert model.readiness() == (True, {"ready": True, "settled": True})  # beta is not required
+
+
+async def test_a_required_backend_that_is_down_makes_the_gateway_not_ready() -> None:
+    catalog = make_catalog("alpha", "beta")
+    model = make_model(catalog, required=frozenset({"alpha"}))
+    tell(catalog, ready("alpha", "add"))
+    tell(catalog, ready("beta"))
+    assert model.readiness()[0]
+    tell(catalog, restarting("alpha", "exited with code 1"))
+    is_ready, body = model.readiness()
+    assert not is_ready and body["settled"] is True
+    (entry,) = body["not_ready"]
+    assert entry["backend"] == "alpha" and entry["required"] and entry["state"] == "restarting"
+    assert "exited with code 1" in entry["reason"]
+
+
+async def test_the_tree_has_frontends_backends_and_what_the_meters_know() -> None:
+    catalog = make_catalog("alpha", "beta")
+    model = make_model(catalog, required=frozenset({"beta"}))
+    tell(catalog, ready("alpha", "add", "echo"))
+    meter = model.meters.backend("alpha")
+    meter.run_started()
+    meter.pid, meter.ready_since, meter.inflight = 4242, -5.0, lambda: 2
+    status = model.status()
+    assert status["gateway"]["name"] == "gw" and status["gateway"]["ready"] is False
+    assert status["frontends"] == [
+        {"name": "stdio", "url": None, "session_count": 1, "sessions": ["stdio"]},
+        {"name": "http", "url": "http://h/mcp", "session_count": 0, "sessions": []},
+    ]
+    alpha, beta = status["backends"]
+    assert alpha["pid"] == 4242 and alpha["tools"] == 2 and alpha["inflight"] == 2 and alpha["restarts"] == 0
+    assert alpha["uptime_s"] >= 5.0 and alpha["required"] is False
+    assert (
+        beta["state"] == "starting" and beta["pid"] is None and beta["uptime_s"] is None and beta["required"]
+    )
+
+
+async def test_the_history_keeps_changes_and_the_last_error_after_recovery() -> None:
+    catalog = make_catalog("alpha")
+    model = make_model(catalog)
+    history = model.history
+    history.record(catalog.view())
+    tell(catalog, ready("alpha"))
+    history.record(catalog.view())
+    history.record(catalog.view())  # the same state again: no new entry
+    tell(catalog, restarting("alpha", "boom"))
+    history.record(catalog.view())
+    tell(catalog, ready("alpha"))
+    history.record(catalog.view())
+    assert [change["state"] for change in history.of("alpha")] == ["starting", "ready", "restarting", "ready"]
+    assert history.last_error["alpha"].reason is not None and "boom" in history.last_error["alpha"].reason
+    assert model.status()["backends"][0]["last_error"]["reason"] == history.last_error["alpha"].reason
+    for number in range(HISTORY_LENGTH):
+        tell(catalog, restarting("alpha", f"crash {number}"))
+        history.record(catalog.view())
+    assert len(history.of("alpha")) == HISTORY_LENGTH
