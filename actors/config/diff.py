@@ -5,8 +5,8 @@ A backend is compared by everything its actor is built from, not only its own ta
 request timeout changes every backend that has none of its own, a new listener can change a backend's
 roots default. A new tool policy restarts its backend too: the catalog keeps only the filtered list.
 Listener settings apply to the connections that come after; what a running listener cannot change (its
-address) and what is built once at start (middleware, audit, the admin listener) is reported as needing a restart. Pure: no
-I/O.
+address) and what is built once at start (middleware, audit, the admin listener) is reported as needing a
+restart. Pure: no I/O.
 """
 
 from __future__ import annotations
