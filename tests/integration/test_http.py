@@ -27,6 +27,7 @@ from support import (
     with_http,
     write_config,
 )
+from trio_websocket import ConnectionRejected, open_websocket_url
 
 from actors.gateway import Gateway
 
@@ -447,3 +448,17 @@ async def test_shutdown_answers_calls_in_flight_and_ends_open_streams(tmp_path: 
         progress, answer = messages
         assert progress["method"] == "notifications/progress"
         assert answer["id"] == 2 and "error" in answer
+
+
+async def test_a_websocket_upgrade_at_the_http_listener_is_refused_with_403_and_one_log_line(
+    tmp_path: Path,
+) -> None:
+    config = with_http(write_config(tmp_path / "g.toml", [backend_entry("a", "--only=echo")]))
+    async with running(config) as gateway:
+        assert gateway.http_url is not None
+        with captured_log() as lines, pytest.raises(ConnectionRejected) as refused:
+            async with open_websocket_url(gateway.http_url.replace("http://", "ws://"), subprotocols=["mcp"]):
+                pass
+        assert refused.value.status_code == 403
+        assert len([line for line in lines if "refused a WebSocket upgrade" in line]) == 1
+        assert not any("ASGI" in line or "Traceback" in line for line in lines)

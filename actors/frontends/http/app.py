@@ -77,7 +77,10 @@ class HttpApp:
             await self._no_requests.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # a WebSocket upgrade here: refused by the server when the app returns
+        if scope["type"] == "websocket":
+            await _refuse_websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan: nothing to do
             return
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
@@ -270,3 +273,13 @@ def _progress_token(params: dict[str, Any] | None) -> RequestId | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket upgrade sent to the Streamable HTTP listener: refused (403), said once in the log;
+    WebSocket clients are served by the [websocket] listener."""
+    client = scope.get("client")
+    peer = f"{client[0]}:{client[1]}" if client else "?"
+    logger.warning("refused a WebSocket upgrade from {}: this is the Streamable HTTP listener", peer)
+    if (await receive())["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008})
