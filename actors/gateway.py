@@ -264,6 +264,7 @@ class Gateway:
             withheld_env=self.config.secret_variables(),
             roots=self.config.roots_of(backend),
             meter=self.meters.backend(backend.name),
+            expose_stderr=settings.expose_backend_stderr,
         )
 
     def session_settings(self, frontend: str) -> SessionSettings:

@@ -87,6 +87,7 @@ class Backend:
     withheld_env: frozenset[str] = frozenset()  # never inherited: the listeners' secrets (jwt_secret_env)
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
+    expose_stderr: bool = False  # [gateway] expose_backend_stderr: calls it fails as it dies are told too
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
@@ -145,7 +146,12 @@ class Backend:
         except Exception as exc:  # explained below, once the process has been stopped
             error = exc
         finally:
-            reason = link.lost.without_stderr if link.lost else "the gateway is stopping it"
+            lost = link.lost
+            reason = (
+                (str(lost) if self.expose_stderr else lost.without_stderr)
+                if lost
+                else "the gateway is stopping it"
+            )
             fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             self.meter.run_ended()

@@ -69,6 +69,7 @@ def backend_inputs(config: Config, backend: BackendConfig) -> tuple[Any, ...]:
         gateway.name,
         gateway.shutdown_s,
         gateway.max_message_bytes,
+        gateway.expose_backend_stderr,
         config.secret_variables(),
         config.roots_of(backend),
     )
