@@ -41,6 +41,7 @@ from actors.protocol.modern_results import INPUT_REQUIRED
 if TYPE_CHECKING:
     from actors.session.parked import Bridges
 
+MAX_PENDING: Final = 64  # a call's asks awaiting the client at once; past it a backend's ask is refused
 ANSWER_FIELD: Final = {
     "elicitation/create": "action",
     "sampling/createMessage": "content",
@@ -123,6 +124,11 @@ class BridgedCall:
             logger.info("backend {} asked for {}, which the client did not declare", ask.backend, ask.method)
             answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, f"the client cannot take {ask.method}")))
             self.fail(missing_capability_error(missing), f"the client cannot take {ask.method}")
+            return
+        if len(self.pending) >= MAX_PENDING:  # a backend flooding one call with asks gets refusals
+            answer(
+                ask, Reply(error=rpc_error(METHOD_NOT_FOUND, f"more than {MAX_PENDING} asks for one call"))
+            )
             return
         key = self._key_for(ask)
         if key in self.responses:  # answered before it was asked (the client sent it on this request)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
     from actors.session.inflight import InFlight
 
+MAX_INPUT_REQUESTS: Final = 64  # a round asking for more is a backend's bug or an attack: the call fails
 MAX_ROUNDS: Final = 8  # the backend's rounds one legacy call may take (its client holds a request open)
 LEG_TIMEOUT_S: Final = 600.0  # one request to the client, answered within
 STATE_ONLY_WAIT_S: Final = 0.25  # a round that asks nothing, only hands back a state, waits this long
@@ -72,6 +73,8 @@ async def _round(d: Dispatcher, backend: str, result: dict[str, Any]) -> dict[st
     requests = result.get("inputRequests", {})
     if not isinstance(requests, dict) or (not requests and "requestState" not in result):
         raise RoundFailed("its input_required result has neither inputRequests nor requestState")
+    if len(requests) > MAX_INPUT_REQUESTS:
+        raise RoundFailed(f"it asked for {len(requests)} inputs in one round (at most {MAX_INPUT_REQUESTS})")
     asks = {key: _ask_for(d, backend, key, request) for key, request in requests.items()}
     if not asks:
         await trio.sleep(STATE_ONLY_WAIT_S)

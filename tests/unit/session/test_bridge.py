@@ -12,7 +12,7 @@ import trio.testing
 
 from actors.catalog import BackendState, BackendStatus
 from actors.protocol.envelopes import Ask, BackendCommand, Cancel, Reply, ReplySlot, Withdraw
-from actors.session.bridge import BridgedCall
+from actors.session.bridge import MAX_PENDING, BridgedCall
 from actors.session.parked import Bridges
 
 PARAMS = {"name": "tool", "arguments": {"x": 1}}
@@ -178,3 +178,14 @@ async def test_a_modern_backends_state_too_large_to_carry_is_an_error_naming_it(
         reply = await first.wait()
         assert reply.error is not None and reply.error.code == -32603
         assert reply.error.data == {"backend": "b"} and table.calls == {}
+
+
+async def test_a_backend_flooding_one_call_with_asks_is_refused_past_the_cap(autojump_clock: Any) -> None:
+    async with bridges() as (table, _):
+        call = opened(table, ReplySlot())
+        flood = [ask(f"k{n}") for n in range(MAX_PENDING + 3)]
+        for item in flood:
+            call.send_nowait(item)
+        assert len(call.pending) == MAX_PENDING
+        assert all(item.reply_to.filled for item in flood[MAX_PENDING:])  # refused at once
+        assert not any(item.reply_to.filled for item in flood[:MAX_PENDING])

@@ -63,3 +63,16 @@ async def test_a_malformed_round_fails_the_call_before_asking_anything() -> None
         done = await h.outbox.receive()
         assert isinstance(done, Response) and done.result["isError"] is True
         assert "is not a sampling, elicitation or roots request" in done.result["content"][0]["text"]
+
+
+async def test_a_round_asking_for_too_much_fails_before_asking_anything() -> None:
+    async with dispatcher() as h:
+        await h.ask(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}})
+        await h.inbox.send(Request(1, "tools/call", {"name": "echo"}))
+        call = await h.backend.receive()
+        assert isinstance(call, Call)
+        flood = {f"k{n}": ASKED["who"] for n in range(1000)}
+        call.reply_to.fill(Reply(result=input_required(requests=flood)))
+        done = await h.outbox.receive()  # no request reached the client first
+        assert isinstance(done, Response) and done.result["isError"] is True
+        assert "1000 inputs in one round" in done.result["content"][0]["text"]
