@@ -123,6 +123,7 @@ class Backend:
             clients=self.clients,
             roots=self.roots,
             meter=self.meter,
+            stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
         )
         self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
         self.meter.inflight = lambda: len(link.inflight)

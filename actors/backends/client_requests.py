@@ -2,8 +2,8 @@
 comes after them: the client's answer relayed back under the backend's own id, the backend's withdrawals,
 and the completion notices of URL elicitations.
 
-A request goes to one session only, never a guess between two: the one whose calls are in flight on this
-backend, else the only session connected (roots/list: only a session that is alone).
+A request goes to the call it belongs to (ask_owner.py), else, when it is no call's, to the only session
+connected; never a guess between two clients (roots/list: a modern call's own, else a session alone).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.backends.ask_owner import owner_of
 from actors.backends.input import elicitation_problem, is_name
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.codec import clip, is_id, shown
@@ -58,43 +59,35 @@ class ClientRequests:
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.link.name}' is unavailable: {reason}"))
 
-    def _addressee(self, method: str) -> tuple[MailTarget | None, str]:
-        """The session a backend's request is for. roots/list: the one modern call in flight (it asks its
-        own client, for itself), else only a session that is alone, since the backend's roots are every
-        session's. Else the one whose calls are in flight here; with none, the only session connected.
-        Never a guess between two sessions: a sampling or elicitation request shown to the wrong user is
-        worse than an error."""
+    def _addressee(self, request: Request) -> tuple[MailTarget | None, str]:
+        """Where a backend's request goes: the place for asks of the call it belongs to (ask_owner.py),
+        even when that call's client is gone (the request is then refused there, never rerouted). A request
+        that is no call's goes to the only session connected. roots/list is the exception: the backend's
+        roots are every session's, so unless it belongs to a modern call (which asks its own client, for
+        itself), only a session that is alone answers it."""
+        streamed_on = self.link.stream_of(request.id) if self.link.stream_of is not None else None
+        owner = owner_of(request.params, self.link.inflight, streamed_on)
+        if request.method == "roots/list":
+            if owner.call is not None and owner.call.own_asks:
+                return owner.call.asks_to, ""
+            alone = "{} client sessions are connected and roots come only from a client alone"
+            return self._only_session(alone)
+        if owner.call is not None:
+            return owner.call.asks_to, ""
+        if owner.why_not:
+            return None, owner.why_not
+        return self._only_session("no call is in progress on it and {} client sessions are connected")
+
+    def _only_session(self, why_not_many: str) -> tuple[MailTarget | None, str]:
+        """The only session connected, or why there is none to take the request (`why_not_many` with the
+        number of sessions connected, when there are several)."""
         only = self.clients.only() if self.clients is not None else None
-        connected = len(self.clients) if self.clients is not None else 0
-        # A call parked while its client answers a round (session/bridge.py) is waiting on its own asks, so
-        # a new one comes from another call.
-        callers = {
-            id(c.asks_to): c.asks_to
-            for c in self.link.inflight.values()
-            if c.asks_to is not None and not getattr(c.asks_to, "parked", False)
-        }
-        if method == "roots/list":
-            bridged = [target for target in callers.values() if hasattr(target, "parked")]
-            if len(callers) == 1 and bridged:
-                return bridged[0], ""  # a modern client's call: its own roots, for this call
-            if only is not None:
-                return only, ""
-            return None, (
-                "no client session is connected"
-                if connected == 0
-                else f"{connected} client sessions are connected and roots come only from a client alone"
-            )
-        if len(callers) == 1:
-            return next(iter(callers.values())), ""
-        if len(callers) > 1:
-            return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
         if only is not None:
             return only, ""
-        return None, (
-            "no client session is connected"
-            if connected == 0
-            else f"no call is in progress on it and {connected} client sessions are connected"
-        )
+        connected = len(self.clients) if self.clients is not None else 0
+        if connected == 0:
+            return None, "no client session is connected"
+        return None, why_not_many.format(connected)
 
     def _answer_roots(self, request: Request, nursery: trio.Nursery) -> None:
         """roots/list by the backend's `roots` key: refused ("none", the capability was not offered), the
@@ -121,7 +114,7 @@ class ClientRequests:
         if request.id in self._asked:
             self._refuse(request, f"its id {shown(request.id)} is in use by its request pending", nursery)
             return
-        target, why_not = self._addressee(request.method)
+        target, why_not = self._addressee(request)
         if target is None:
             self._refuse(request, why_not, nursery)
             return

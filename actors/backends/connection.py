@@ -106,6 +106,8 @@ class BackendLink:
     # an error answer to take before its caller gets it; True when taken (and answered) there
     on_error: Callable[[Call, RpcError], bool] | None = None
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # the backend's, across runs
+    # the id of the call on whose response stream a request of the backend came (HTTP), else None
+    stream_of: Callable[[object], object] | None = None
     client_requests: ClientRequests = attrs.field(init=False)
     # call id -> deadline of the calls the sweep answers, oldest first: one timeout for every call, so
     # insertion order is deadline order and the sweep looks only at the front

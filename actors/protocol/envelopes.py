@@ -72,6 +72,8 @@ class Call:
     log_to: Callable[[Notification], None] | None = attrs.field(default=None, repr=False)
     # who the call is for, as a modern backend is told in the request's _meta (None: nobody's, the gateway's)
     envelope: ModernEnvelope | None = attrs.field(default=None, repr=False)
+    # its asks go to a place of its own (a modern call's), not to a session's mailbox shared by its calls
+    own_asks: bool = False
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -104,7 +106,8 @@ ToClient = Ask | Withdraw | Notification
 
 class MailTarget(Protocol):
     """Where a backend puts what it has for the client of a call: the session's mailbox (a channel's send
-    end), or a modern call's own place for asks (session/modern.py)."""
+    end), or a modern call's own place for asks (session/bridge.py, session/modern.py; `Call.own_asks`).
+    A target whose client is gone refuses what it is sent (raises, or answers the Ask with an error)."""
 
     def send_nowait(self, value: Any) -> None: ...
 

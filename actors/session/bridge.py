@@ -83,12 +83,6 @@ class BridgedCall:
     gathering: bool = False
     closed: bool = False
 
-    @property
-    def parked(self) -> bool:
-        """Waiting for the client's retry: its backend's handler waits for the answers to its asks, so a new
-        ask from that backend is another call's (backends/client_requests.py)."""
-        return self.target is None and not self.closed
-
     # --- the backend's side ---------------------------------------------------------------------------
 
     def fill(self, reply: Reply) -> None:
