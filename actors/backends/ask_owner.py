@@ -97,10 +97,10 @@ def trace_id(params: object) -> str | None:
 
 def with_trace(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """A client's call that can ask, with a trace context of its own when the client sent none (a new trace,
-    not sampled), so that what its backend asks while serving it names it. Copies, never edits."""
-    if method not in CALLS_THAT_ASK or trace_id(params) is not None:
-        return params
-    meta = params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
+    not sampled), so that what its backend asks while serving it names it. Params whose `_meta` is not an
+    object are left for the checks that refuse them. Copies, never edits."""
+    meta = params.get("_meta", {})
+    if method not in CALLS_THAT_ASK or not isinstance(meta, dict) or TRACEPARENT in meta:
+        return params  # a client's trace context goes on as it sent it, whatever it is
     traceparent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
     return {**params, "_meta": {**meta, TRACEPARENT: traceparent}}

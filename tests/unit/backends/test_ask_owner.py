@@ -97,6 +97,8 @@ def test_a_call_that_can_ask_gets_a_trace_of_its_own_unless_its_client_sent_one(
     assert "traceparent" not in params["_meta"]  # copied, never edited
     assert trace_id(with_trace("tools/call", params)) != trace_id(minted)  # one per call
     assert with_trace("tools/call", traced(TRACE_A)) == traced(TRACE_A)  # the client's own trace goes on
+    odd = {"_meta": {"traceparent": "01-future-format"}}
+    assert with_trace("tools/call", odd) == odd  # even one the gateway cannot read
     assert with_trace("tools/list", {}) == {}
     assert all(trace_id(with_trace(method, {})) for method in CALLS_THAT_ASK)
 

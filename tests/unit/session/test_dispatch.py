@@ -10,6 +10,7 @@ import attrs
 import trio
 import trio.testing
 
+from actors.backends.ask_owner import trace_id
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.middleware import Middleware
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Cancel, ListChanged, Reply
@@ -170,7 +171,8 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         await h.inbox.send(Request("c", "tools/call", {"name": "two__echo", "arguments": {"text": "hi"}}))
         call = await h.backend.receive()
         assert isinstance(call, Call)
-        assert call.params == {"name": "echo", "arguments": {"text": "hi"}}
+        assert call.params is not None and trace_id(call.params) is not None  # its own trace: ask_owner.py
+        assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {"text": "hi"}, "_meta": {}}
         call.reply_to.fill(Reply(result={"content": [], "isError": False}))
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})
 
@@ -186,7 +188,8 @@ async def test_the_reader_takes_a_request_now_only_where_the_idle_dispatcher_wou
         assert not d.take_now(Notification("notifications/roots/list_changed"))
         assert d.take_now(Request("c", "tools/call", {"name": "two__echo", "arguments": {}}))
         call = h.backend.receive_nowait()  # forwarded at once, as from the inbox
-        assert isinstance(call, Call) and call.params == {"name": "echo", "arguments": {}}
+        assert isinstance(call, Call) and call.params is not None
+        assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {}, "_meta": {}}
         assert d.take_now(Request("c", "tools/call", {"name": "echo"}))  # a duplicate: refused, as the
         assert error_code(await h.outbox.receive()) == INVALID_REQUEST  # dispatcher would refuse it
         assert d.take_now(Request(3, "tools/list"))
