@@ -21,6 +21,7 @@ from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, Rep
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
+from actors.protocol.modern_results import legacy_result
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
 from actors.session.fields import progress_token
@@ -142,7 +143,9 @@ class Forwarder:
                 entry.forwarded = None
         if reply.error is not None:
             return ErrorResponse(request_id, reply.error)
-        result = reply.result
+        result = (
+            reply.result if entry is not None and entry.modern is not None else legacy_result(reply.result)
+        )
         if forward.rewrite is not None and isinstance(result, dict):
             result = forward.rewrite(result)
         return Response(request_id, result)

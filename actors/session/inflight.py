@@ -21,6 +21,7 @@ import trio
 from actors.catalog import BackendStatus
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
+from actors.protocol.modern_results import legacy_result
 
 if TYPE_CHECKING:
     from actors.session.forward import Forward
@@ -112,8 +113,7 @@ class InFlight:
             result = reply.result
             if self.rewrite is not None and isinstance(result, dict):
                 result = self.rewrite(result)
-            if self.modern is not None:
-                result = self.modern.result(result)
+            result = self.modern.result(result) if self.modern is not None else legacy_result(result)
             message = Response(self.request_id, result)
         self.table.answers.deliver(message)
 

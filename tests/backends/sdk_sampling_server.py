@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stdio backend built on the official Python SDK (MCPServer) whose tools ask the client while they run:
-`sample` asks once, `sample_twice` asks, then asks again with the first answer. Nothing else: what the
-gateway sees of these requests is exactly what the SDK puts on the wire (its trace context included)."""
+`sample` asks once, `sample_twice` asks, then asks again with the first answer; `echo` and the resource
+sdk://readme ask nothing. What the gateway sees is exactly what the SDK puts on the wire: its requests' trace
+context, and in the 2026-07-28 era (the SDK speaks both) that era's result fields."""
 
 from __future__ import annotations
 
@@ -34,6 +35,18 @@ async def sample_twice(text: str, ctx: Context) -> str:
     first = await _ask(ctx, text)
     second = await _ask(ctx, f"again: {first}")
     return f"{first} | {second}"
+
+
+@server.tool()
+async def echo(text: str) -> str:
+    """Answer `text`."""
+    return text
+
+
+@server.resource("sdk://readme")
+async def readme() -> str:
+    """A resource to read."""
+    return "read me"
 
 
 if __name__ == "__main__":
