@@ -225,7 +225,7 @@ async def test_bad_tool_calls() -> None:
         await h.initialize()
         assert error_code(await h.ask(1, "tools/call", {"name": "nope"})) == INVALID_PARAMS
         assert error_code(await h.ask(2, "tools/call", {"arguments": {}})) == INVALID_PARAMS
-        assert error_code(await h.ask(3, "tools/list", {"cursor": "bogus"})) == INVALID_PARAMS
+        assert error_code(await h.ask(3, "tools/list", {"cursor": "x" * 65})) == INVALID_PARAMS
         assert error_code(await h.ask(4, "completion/nothing")) == METHOD_NOT_FOUND
 
 
@@ -324,7 +324,7 @@ async def test_end_of_input_lets_in_flight_requests_finish() -> None:
                 raise AssertionError(f"unexpected {extra}")
 
 
-async def test_tools_list_pages_with_an_opaque_cursor_valid_while_the_list_stands() -> None:
+async def test_tools_list_pages_with_an_opaque_cursor_and_a_stale_one_starts_again() -> None:
     calls, _ = trio.open_memory_channel[BackendCommand](1)
     async with dispatcher() as harness:
         harness.publish(BackendReady("one", tuple(tool(f"t{n:03}") for n in range(250)), calls))
@@ -344,8 +344,12 @@ async def test_tools_list_pages_with_an_opaque_cursor_valid_while_the_list_stand
         stale = first.result["nextCursor"]
         harness.publish(BackendReady("one", (tool("only"),), calls))  # the list changes
         assert await harness.outbox.receive() == Notification("notifications/tools/list_changed")
-        assert error_code(await harness.ask("stale", "tools/list", {"cursor": stale})) == INVALID_PARAMS
-        for bad in ("not base64!", "", 42, "OTk5OjA="):  # the last: a well-formed cursor of another list
-            assert (
-                error_code(await harness.ask(f"bad-{bad}", "tools/list", {"cursor": bad})) == INVALID_PARAMS
-            )
+        fresh = await harness.ask("fresh", "tools/list", {})
+        assert isinstance(fresh, Response)
+        # A stale cursor, or one the gateway cannot read (it cannot tell them apart): the first page again.
+        for unknown in (stale, "not base64!", "", "OTk5OjA=", "\x00\n\u202e"):  # 4th: another list's
+            again = await harness.ask("stale", "tools/list", {"cursor": unknown})
+            assert isinstance(again, Response) and again.result == fresh.result
+        for bad in (42, ["c"], "x" * 65):  # not a string, or longer than any of ours
+            error = await harness.ask(f"bad-{bad}", "tools/list", {"cursor": bad})
+            assert error_code(error) == INVALID_PARAMS
