@@ -75,7 +75,9 @@ class Forwarder:
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
         # reach it alone.
-        bridged = self.bridges.open_for(modern, self.subject, reply_to) if self.bridges else None
+        bridged = (
+            self.bridges.open_for(modern, self.subject, reply_to, self.session) if self.bridges else None
+        )
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
@@ -83,6 +85,8 @@ class Forwarder:
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id
+            if entry is not None:
+                entry.bridge = bridged
         return call
 
     def now(self, entry: InFlight, forward: Forward) -> None:
@@ -172,12 +176,23 @@ class Forwarder:
         self.commands.send(backend.calls, Cancel(call_id, reason), self.background)
 
     def stop(self, entry: InFlight, reason: str) -> None:
-        """Give up on a request now: the backend is told (if it has the call), and the entry is answered with
-        SHUTTING_DOWN unless the client cancelled it. A task serving it is cancelled and answers itself."""
-        if entry.forwarded is not None:
-            self.cancel(*entry.forwarded, reason)
-            entry.forwarded = None
+        """Give up on a request now: the backend is told (if it has the call), a bridged call it is a request
+        of ends (session/bridge.py), and the entry is answered with SHUTTING_DOWN unless the client cancelled
+        it. A task serving it is cancelled and answers itself."""
+        self.abandon(entry, reason)
         if entry.scope is not None:
             entry.scope.cancel()
         else:
             entry.fill(Reply(error=SHUTTING_DOWN))
+
+    def abandon(self, entry: InFlight, reason: str) -> None:
+        """The backend stops working on the request's call (if it has it), and a bridged call the request is
+        of ends: the client gave it up, so nothing of it is kept for a retry."""
+        bridge, entry.bridge = entry.bridge, None
+        if entry.forwarded is not None:
+            self.cancel(*entry.forwarded, reason)
+            entry.forwarded = None
+        elif bridge is not None and bridge.backend is not None and bridge.call_id and not bridge.closed:
+            self.cancel(bridge.backend, bridge.call_id, reason)
+        if bridge is not None:
+            bridge.close(reason)
