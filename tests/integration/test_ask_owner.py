@@ -13,7 +13,7 @@ import mcp_types as types
 import trio
 from mcp import Client
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, ROOT, running, with_http, with_websocket, write_config
+from support import DEADLINE_S, ROOT, running, sampler, with_http, with_websocket, write_config
 
 MODERN: Final = "2026-07-28"
 SDK_SERVER: Final = ROOT / "tests" / "backends" / "sdk_sampling_server.py"
@@ -22,25 +22,6 @@ SDK_SERVER: Final = ROOT / "tests" / "backends" / "sdk_sampling_server.py"
 def sdk_backend(name: str = "sdk") -> dict[str, Any]:
     """The SDK server, reached in the handshake era (it speaks both): the era whose servers ask clients."""
     return {"name": name, "command": sys.executable, "args": [str(SDK_SERVER)], "era": "legacy"}
-
-
-def sampler(
-    name: str, prompts: list[str], entered: trio.Event | None = None, release: trio.Event | None = None
-) -> Any:
-    """A sampling callback that notes each prompt it is shown and answers with its client's name."""
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        prompt = params.messages[0].content.text  # type: ignore[union-attr]
-        prompts.append(prompt)
-        if entered is not None:
-            entered.set()
-        if release is not None:
-            await release.wait()
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text=f"{name}({prompt})"), model=name
-        )
-
-    return sample
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -58,8 +39,8 @@ async def test_two_clients_sampling_at_once_on_one_backend_each_answer_their_own
         assert url is not None
         async with (
             # A's question stays open until B's has been answered: both calls are in flight at once.
-            websocket_client(url, sampling_callback=sampler("A", a_prompts, a_asked, b_answered)) as a,
-            websocket_client(url, sampling_callback=sampler("B", b_prompts, b_answered)) as b,
+            websocket_client(url, sampling_callback=sampler("A", a_asked, b_answered, a_prompts)) as a,
+            websocket_client(url, sampling_callback=sampler("B", b_answered, prompts=b_prompts)) as b,
         ):
             answers: dict[str, str] = {}
 
@@ -71,7 +52,7 @@ async def test_two_clients_sampling_at_once_on_one_backend_each_answer_their_own
                     nursery.start_soon(a_calls)
                     await a_asked.wait()
                     answers["B"] = text_of(await b.call_tool("sample", {"text": "from B"}))
-    assert answers == {"A": "A(from A)", "B": "B(from B)"}
+    assert answers == {"A": "A answers from A", "B": "B answers from B"}
     assert (a_prompts, b_prompts) == (["from A"], ["from B"])
 
 
@@ -87,9 +68,9 @@ async def test_a_modern_clients_second_ask_never_reaches_another_client(tmp_path
         assert gateway.websocket_url is not None and gateway.http_url is not None
         async with (
             websocket_client(
-                gateway.websocket_url, sampling_callback=sampler("B", b_prompts, b_asked, a_done)
+                gateway.websocket_url, sampling_callback=sampler("B", b_asked, a_done, b_prompts)
             ) as b,
-            Client(gateway.http_url, mode=MODERN, sampling_callback=sampler("A", a_prompts)) as a,
+            Client(gateway.http_url, mode=MODERN, sampling_callback=sampler("A", prompts=a_prompts)) as a,
         ):
             answers: dict[str, str] = {}
 
@@ -102,6 +83,6 @@ async def test_a_modern_clients_second_ask_never_reaches_another_client(tmp_path
                     await b_asked.wait()  # B's call is in flight, its question open
                     answers["A"] = text_of(await a.call_tool("sample_twice", {"text": "from A"}))
                     a_done.set()
-    assert answers == {"A": "A(from A) | A(again: A(from A))", "B": "B(from B)"}
-    assert a_prompts == ["from A", "again: A(from A)"]
+    assert answers == {"A": "A answers from A | A answers again: A answers from A", "B": "B answers from B"}
+    assert a_prompts == ["from A", "again: A answers from A"]
     assert b_prompts == ["from B"]

@@ -10,27 +10,9 @@ import mcp_types as types
 import trio
 from mcp import Client
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
+from support import DEADLINE_S, backend_entry, running, sampler, with_websocket, write_config
 
 ASK = "ask_client"
-
-
-def sampler(name: str, entered: trio.Event | None = None, release: trio.Event | None = None) -> Any:
-    """A sampling callback that answers with its client's name (after `release`, when given)."""
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        if entered is not None:
-            entered.set()
-        if release is not None:
-            await release.wait()
-        prompt = params.messages[0].content.text  # type: ignore[union-attr]
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text=f"{name} answers {prompt}"),
-            model=f"model-of-{name}",
-        )
-
-    return sample
 
 
 def sampling_request(text: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from support import (
     backend_entry,
     progress_and_sampling,
     running,
+    sampler,
     with_http,
     write_config,
 )
@@ -126,20 +127,6 @@ async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path
                     assert prompts
 
 
-def sampler_of(name: str, entered: trio.Event | None = None, release: trio.Event | None = None) -> Any:
-    """A sampling callback that answers with its client's name (after `release`, when given)."""
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        if entered is not None:
-            entered.set()
-        if release is not None:
-            await release.wait()
-        reply = types.TextContent(type="text", text=f"sampled by {name}")
-        return types.CreateMessageResult(role="assistant", content=reply, model=name)
-
-    return sample
-
-
 async def test_each_sampling_request_of_an_http_backend_goes_to_the_client_whose_call_streamed_it(
     tmp_path: Path, node: Path
 ) -> None:
@@ -157,12 +144,12 @@ async def test_each_sampling_request_of_an_http_backend_goes_to_the_client_whose
                     Client(
                         streamable_http_client(gateway.http_url),
                         mode="legacy",
-                        sampling_callback=sampler_of("A", a_asked, b_answered),
+                        sampling_callback=sampler("A", a_asked, b_answered),
                     ) as a,
                     Client(
                         streamable_http_client(gateway.http_url),
                         mode="legacy",
-                        sampling_callback=sampler_of("B", b_answered),
+                        sampling_callback=sampler("B", b_answered),
                     ) as b,
                 ):
 
@@ -174,5 +161,5 @@ async def test_each_sampling_request_of_an_http_backend_goes_to_the_client_whose
                         nursery.start_soon(call, "A", a)
                         await a_asked.wait()  # A's question is open while B calls and is asked
                         await call("B", b)
-    assert "sampled by A" in answers["A"] and "sampled by B" not in answers["A"]
-    assert "sampled by B" in answers["B"] and "sampled by A" not in answers["B"]
+    assert "A answers" in answers["A"] and "B answers" not in answers["A"]
+    assert "B answers" in answers["B"] and "A answers" not in answers["B"]
