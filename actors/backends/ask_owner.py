@@ -9,7 +9,7 @@ to another client). What can tie a request to a call, strongest first:
 2. Its W3C trace context: an SDK that propagates trace context (the Python SDK does, through OpenTelemetry,
    even with no tracer configured) sends, in the request's `_meta.traceparent`, the trace id of the call it
    is serving. The gateway gives every call that can ask a trace id of its own (`with_trace`) when its client
-   sent none, so two clients' calls never share one.
+   sent none, so two clients' calls never share one. A trace id of a call that has ended names no other.
 3. Else the only call in flight that could have caused it: a tools/call, prompts/get, resources/read or
    completion/complete of a client (not a list, a ping or the gateway's own request). A call parked while
    its client answers a round counts: it is still waiting and may ask again.
@@ -21,7 +21,7 @@ integer, as the gateway's call ids are), so a match would be chance as often as 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, Final
 
 import attrs
@@ -47,9 +47,15 @@ class Owner:
 NOBODYS: Final = Owner()
 
 
-def owner_of(params: object, inflight: Mapping[int, Call], streamed_on: object = None) -> Owner:
+def owner_of(
+    params: object,
+    inflight: Mapping[int, Call],
+    streamed_on: object = None,
+    ended: Container[str] = (),
+) -> Owner:
     """The call a backend's request (with `params`) belongs to; `streamed_on` is the id of the call on whose
-    response stream it came, when the transport has streams. Reads params of any shape without raising."""
+    response stream it came, when the transport has streams; `ended` holds the trace ids of calls that have
+    left `inflight` lately. Reads params of any shape without raising."""
     if streamed_on is not None:
         call = inflight.get(streamed_on) if type(streamed_on) is int else None  # type: ignore[call-overload]
         if call is None:
@@ -60,9 +66,11 @@ def owner_of(params: object, inflight: Mapping[int, Call], streamed_on: object =
     candidates = [call for call in inflight.values() if can_ask(call)]
     trace = trace_id(params)
     if trace is not None:
-        traced = [call for call in candidates if trace_id(call.params) == trace]
+        traced = [call for call in candidates if call.trace == trace]
         if traced:
             return _one_client(traced)
+        if trace in ended:
+            return Owner(why_not="the call it belongs to has ended")
     if not candidates:
         return NOBODYS
     return _one_client(candidates)

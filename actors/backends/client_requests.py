@@ -21,7 +21,7 @@ from actors.backends.ask_owner import owner_of
 from actors.backends.input import elicitation_problem, is_name
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Ask, MailTarget, ReplySlot, Withdraw, next_call_id
+from actors.protocol.envelopes import Ask, Call, MailTarget, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Notification, Request, RequestId, Response, RpcError
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from actors.backends.connection import BackendLink
 
 MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
+MAX_ENDED_TRACES: Final = 1024  # trace ids of ended calls remembered per run (about 60 KB)
 
 
 @attrs.define(eq=False)
@@ -45,6 +46,15 @@ class ClientRequests:
     asked_roots: bool = False  # it has asked for roots in this run, so it wants to hear of changes
     _asked: dict[RequestId, tuple[int, MailTarget, trio.CancelScope]] = attrs.field(factory=dict)
     _elicitations: OrderedDict[str, MailTarget] = attrs.field(factory=OrderedDict)
+    _ended: OrderedDict[str, None] = attrs.field(factory=OrderedDict)  # trace ids of calls ended lately
+
+    def call_ended(self, call: Call) -> None:
+        """A call left the in-flight table: a request naming its trace from now on is refused, never given to
+        another call's client. The last MAX_ENDED_TRACES are remembered."""
+        if call.trace is not None:
+            self._ended[call.trace] = None
+            if len(self._ended) > MAX_ENDED_TRACES:
+                self._ended.popitem(last=False)
 
     def take(self, request: Request, nursery: trio.Nursery) -> None:
         if request.method == "roots/list":
@@ -66,7 +76,7 @@ class ClientRequests:
         roots are every session's, so unless it belongs to a modern call (which asks its own client, for
         itself), only a session that is alone answers it."""
         streamed_on = self.link.stream_of(request.id) if self.link.stream_of is not None else None
-        owner = owner_of(request.params, self.link.inflight, streamed_on)
+        owner = owner_of(request.params, self.link.inflight, streamed_on, self._ended)
         if request.method == "roots/list":
             if owner.call is not None and owner.call.own_asks:
                 return owner.call.asks_to, ""

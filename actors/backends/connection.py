@@ -172,7 +172,10 @@ class BackendLink:
         if not _is_call_id(call_id):
             return None
         self._deadlines.pop(call_id, None)  # type: ignore[call-overload]
-        return self.inflight.pop(call_id, None)  # type: ignore[call-overload]
+        call = self.inflight.pop(call_id, None)  # type: ignore[call-overload]
+        if call is not None and call.trace is not None:
+            self.client_requests.call_ended(call)
+        return call
 
     async def sweep(self) -> None:
         """One timer for every call: wakes at the oldest call's deadline, answers the calls past theirs with
@@ -187,6 +190,7 @@ class BackendLink:
                     break
                 del self._deadlines[call_id]
                 call = self.inflight.pop(call_id)
+                self.client_requests.call_ended(call)
                 error = timed_out(self.name, call.method, self.request_timeout_s)
                 self._answered(call, error, deadline)
                 answer(call, Reply(error=error))

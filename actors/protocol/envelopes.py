@@ -74,6 +74,7 @@ class Call:
     envelope: ModernEnvelope | None = attrs.field(default=None, repr=False)
     # its asks go to a place of its own (a modern call's), not to a session's mailbox shared by its calls
     own_asks: bool = False
+    trace: str | None = None  # the trace id of its traceparent: what its backend's requests name it by
 
 
 @attrs.frozen(slots=True, eq=False)

@@ -14,7 +14,7 @@ from typing import Final
 import attrs
 import trio
 
-from actors.backends.ask_owner import with_trace
+from actors.backends.ask_owner import trace_id, with_trace
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
@@ -62,6 +62,7 @@ class Forwarder:
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
         params = with_trace(forward.method, params)  # what the backend asks while serving it names it
+        trace = trace_id(params)
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         notify_to = self.outbox if token is not None else None
@@ -70,7 +71,7 @@ class Forwarder:
             reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope,
+                self.envelope, trace=trace,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
@@ -81,7 +82,7 @@ class Forwarder:
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
-            modern.log, modern.envelope, own_asks=True,
+            modern.log, modern.envelope, own_asks=True, trace=trace,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id

@@ -13,7 +13,7 @@ import trio.testing
 from actors.backends.ask_owner import CALLS_THAT_ASK, NOBODYS, owner_of, trace_id, with_trace
 from actors.backends.connection import BackendLink
 from actors.catalog.clients import ClientDirectory
-from actors.protocol.envelopes import Call, ReplySlot, ToClient
+from actors.protocol.envelopes import Call, Cancel, ReplySlot, ToClient
 from actors.protocol.messages import Request
 from actors.session.parked import Bridges
 
@@ -33,7 +33,8 @@ def mailbox() -> trio.MemorySendChannel[ToClient]:
 def call(
     call_id: int, asks_to: Any, method: str = "tools/call", params: dict[str, Any] | None = None
 ) -> Call:
-    return Call(call_id, method, params or {}, "s", ReplySlot(), asks_to=asks_to)
+    params = params or {}
+    return Call(call_id, method, params, "s", ReplySlot(), asks_to=asks_to, trace=trace_id(params))
 
 
 def test_the_stream_a_request_came_on_names_its_call_even_among_many() -> None:
@@ -61,6 +62,11 @@ def test_the_trace_id_names_the_call_it_continues() -> None:
     # A trace nobody's call has (the server's own): no hint, and two clients' calls are ambiguous.
     owner = owner_of(traced("1" * 32), inflight)
     assert owner.call is None and "ambiguous" in owner.why_not
+    # A trace of a call that has ended: refused, though one call alone is left that could have asked.
+    del inflight[1]
+    owner = owner_of(traced(TRACE_A), inflight, ended={TRACE_A})
+    assert owner.call is None and "has ended" in owner.why_not
+    assert owner_of(traced("1" * 32), inflight, ended={TRACE_A}).call is inflight[2]  # no hint: the only one
 
 
 def test_without_a_hint_only_the_one_call_that_could_have_asked_owns_it() -> None:
@@ -129,7 +135,9 @@ async def test_a_second_ask_of_a_parked_modern_call_never_reaches_another_client
     )
     assert bridged is not None
     a_params = traced(TRACE_A)
-    link.inflight[1] = Call(1, "tools/call", a_params, "a", bridged, asks_to=bridged, own_asks=True)
+    link.inflight[1] = Call(
+        1, "tools/call", a_params, "a", bridged, asks_to=bridged, own_asks=True, trace=TRACE_A
+    )
     link.inflight[2] = call(2, b_send, params=traced(TRACE_B))
     sample = {"messages": [], "maxTokens": 5}
     async with trio.open_nursery() as nursery:
@@ -157,3 +165,31 @@ class _Frames:
 
     async def send_many(self, frames: list[bytes]) -> None:
         self.sent.extend(frames)
+
+
+async def test_a_call_that_ends_leaves_its_trace_behind_so_a_late_ask_is_refused() -> None:
+    """The backend asks for a call the gateway has cancelled (it did not stop in time): the ask names the
+    ended call's trace and is refused, though another client's call is the only one in flight."""
+    clients = ClientDirectory()
+    a_send, a_inbox = trio.open_memory_channel[ToClient](4)
+    b_send, b_inbox = trio.open_memory_channel[ToClient](4)
+    clients.join("a", a_send)
+    clients.join("b", b_send)
+    link = BackendLink(
+        name="alpha",
+        transport=_Frames(),  # type: ignore[arg-type]
+        on_notification=lambda _: None,
+        cancel_scope=trio.CancelScope(),
+        clients=clients,
+    )
+    link.track(call(1, a_send, params=traced(TRACE_A)))
+    link.track(call(2, b_send, params=traced(TRACE_B)))
+    assert link.cancel_frame(Cancel(1, "cancelled by the client")) is not None  # A's call is gone
+    sample = {"messages": [], "maxTokens": 5, **traced(TRACE_A)}
+    async with trio.open_nursery() as nursery:
+        link.client_requests.take(Request("late", "sampling/createMessage", sample), nursery)
+        await trio.testing.wait_all_tasks_blocked()
+    assert b'"id":"late"' in link.transport.sent[-1] and b"has ended" in link.transport.sent[-1]  # type: ignore[attr-defined]
+    for inbox in (a_inbox, b_inbox):
+        with pytest.raises(trio.WouldBlock):
+            inbox.receive_nowait()
