@@ -20,7 +20,7 @@ integer, as the gateway's call ids are), so a match would be chance as often as 
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections.abc import Container, Mapping
 from typing import Any, Final
 
@@ -103,12 +103,18 @@ def trace_id(params: object) -> str | None:
     return trace
 
 
-def with_trace(method: str, params: dict[str, Any]) -> dict[str, Any]:
+def with_trace(method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """A client's call that can ask, with a trace context of its own when the client sent none (a new trace,
-    not sampled), so that what its backend asks while serving it names it. Params whose `_meta` is not an
-    object are left for the checks that refuse them. Copies, never edits."""
+    not sampled), so that what its backend asks while serving it names it; and the trace id it goes with
+    (None: no hint). A client's own traceparent is kept as it is, whatever it is; params whose `_meta` is
+    not an object are left for the checks that refuse them. Copies, never edits."""
+    if method not in CALLS_THAT_ASK:
+        return params, None
     meta = params.get("_meta", {})
-    if method not in CALLS_THAT_ASK or not isinstance(meta, dict) or TRACEPARENT in meta:
-        return params  # a client's trace context goes on as it sent it, whatever it is
-    traceparent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
-    return {**params, "_meta": {**meta, TRACEPARENT: traceparent}}
+    if not isinstance(meta, dict):
+        return params, None
+    if TRACEPARENT in meta:
+        return params, trace_id(params)
+    ids = os.urandom(24).hex()  # a trace id (32 hex digits) and a parent id (16)
+    traceparent = f"00-{ids[:32]}-{ids[32:]}-00"
+    return {**params, "_meta": {**meta, TRACEPARENT: traceparent}}, ids[:32]

@@ -14,7 +14,7 @@ from typing import Final
 import attrs
 import trio
 
-from actors.backends.ask_owner import trace_id, with_trace
+from actors.backends.ask_owner import with_trace
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
@@ -61,8 +61,7 @@ class Forwarder:
 
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
-        params = with_trace(forward.method, params)  # what the backend asks while serving it names it
-        trace = trace_id(params)
+        params, trace = with_trace(forward.method, params)  # what its backend asks while serving it names it
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         notify_to = self.outbox if token is not None else None

@@ -98,15 +98,16 @@ def test_a_malformed_trace_context_is_no_hint_and_never_raises() -> None:
 
 def test_a_call_that_can_ask_gets_a_trace_of_its_own_unless_its_client_sent_one() -> None:
     params = {"name": "t", "_meta": {"progressToken": 1}}
-    minted = with_trace("tools/call", params)
-    assert trace_id(minted) is not None and minted["_meta"]["progressToken"] == 1
+    minted, trace = with_trace("tools/call", params)
+    assert trace is not None and trace_id(minted) == trace and minted["_meta"]["progressToken"] == 1
     assert "traceparent" not in params["_meta"]  # copied, never edited
-    assert trace_id(with_trace("tools/call", params)) != trace_id(minted)  # one per call
-    assert with_trace("tools/call", traced(TRACE_A)) == traced(TRACE_A)  # the client's own trace goes on
+    assert with_trace("tools/call", params)[1] != trace  # one per call
+    assert with_trace("tools/call", traced(TRACE_A)) == (traced(TRACE_A), TRACE_A)  # the client's goes on
     odd = {"_meta": {"traceparent": "01-future-format"}}
-    assert with_trace("tools/call", odd) == odd  # even one the gateway cannot read
-    assert with_trace("tools/list", {}) == {}
-    assert all(trace_id(with_trace(method, {})) for method in CALLS_THAT_ASK)
+    assert with_trace("tools/call", odd) == (odd, None)  # even one the gateway cannot read
+    assert with_trace("tools/list", {}) == ({}, None)
+    assert with_trace("tools/call", {"_meta": 5}) == ({"_meta": 5}, None)  # for the checks to refuse
+    assert all(with_trace(method, {})[1] for method in CALLS_THAT_ASK)
 
 
 async def test_a_second_ask_of_a_parked_modern_call_never_reaches_another_client() -> None:
