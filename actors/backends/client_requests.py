@@ -56,11 +56,13 @@ class ClientRequests:
             if len(self._ended) > MAX_ENDED_TRACES:
                 self._ended.popitem(last=False)
 
-    def take(self, request: Request, nursery: trio.Nursery) -> None:
+    def take(self, request: Request, nursery: trio.Nursery, streamed_on: object = None) -> None:
+        """A backend's request for a client; `streamed_on`: the id of the call on whose response stream it
+        came (HTTP), else None."""
         if request.method == "roots/list":
-            self._answer_roots(request, nursery)
+            self._answer_roots(request, nursery, streamed_on)
         else:
-            self._ask_client(request, nursery)
+            self._ask_client(request, nursery, streamed_on)
 
     def withdraw_all(self, reason: str) -> None:
         """The run is over: its questions to clients will never be wanted now."""
@@ -69,13 +71,12 @@ class ClientRequests:
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.link.name}' is unavailable: {reason}"))
 
-    def _addressee(self, request: Request) -> tuple[MailTarget | None, str]:
+    def _addressee(self, request: Request, streamed_on: object = None) -> tuple[MailTarget | None, str]:
         """Where a backend's request goes: the place for asks of the call it belongs to (ask_owner.py),
         even when that call's client is gone (the request is then refused there, never rerouted). A request
         that is no call's goes to the only session connected. roots/list is the exception: the backend's
         roots are every session's, so unless it belongs to a modern call (which asks its own client, for
         itself), only a session that is alone answers it."""
-        streamed_on = self.link.stream_of(request.id) if self.link.stream_of is not None else None
         owner = owner_of(request.params, self.link.inflight, streamed_on, self._ended)
         if request.method == "roots/list":
             if owner.call is not None and owner.call.own_asks:
@@ -99,20 +100,20 @@ class ClientRequests:
             return None, "no client session is connected"
         return None, why_not_many.format(connected)
 
-    def _answer_roots(self, request: Request, nursery: trio.Nursery) -> None:
+    def _answer_roots(self, request: Request, nursery: trio.Nursery, streamed_on: object) -> None:
         """roots/list by the backend's `roots` key: refused ("none", the capability was not offered), the
         operator's URIs, or the one client session's answer ("client")."""
         self.asked_roots = True
         if isinstance(self.roots, tuple):
             nursery.start_soon(self.link.send, Response(request.id, {"roots": fixed_roots(self.roots)}))
         elif self.roots == "client":
-            self._ask_client(request, nursery)
+            self._ask_client(request, nursery, streamed_on)
         else:
             logger.debug("refused its roots/list: the gateway offers it no roots")
             error = RpcError(METHOD_NOT_FOUND, "the gateway offers no roots to this server")
             nursery.start_soon(self.link.send, ErrorResponse(request.id, error))
 
-    def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
+    def _ask_client(self, request: Request, nursery: trio.Nursery, streamed_on: object) -> None:
         if request.params is not None and not isinstance(request.params, dict):
             self._refuse(request, "its params are not an object", nursery, INVALID_PARAMS)
             return
@@ -124,7 +125,7 @@ class ClientRequests:
         if request.id in self._asked:
             self._refuse(request, f"its id {shown(request.id)} is in use by its request pending", nursery)
             return
-        target, why_not = self._addressee(request)
+        target, why_not = self._addressee(request, streamed_on)
         if target is None:
             self._refuse(request, why_not, nursery)
             return

@@ -242,6 +242,8 @@ class BackendLink:
     def _dispatch(
         self, message: Request | Notification | Response | ErrorResponse, nursery: trio.Nursery
     ) -> None:
+        # the call on whose response stream a request came, told once, whatever the request (HTTP)
+        streamed_on = self.stream_of(message.id) if self.stream_of and isinstance(message, Request) else None
         match message:
             case Response(id=request_id, result=result):
                 self._settle(request_id, Reply(result=result))
@@ -258,7 +260,7 @@ class BackendLink:
             case Request(id=request_id, method="ping"):
                 nursery.start_soon(self.send, Response(request_id, {}))
             case Request(method=method) if method in CLIENT_METHODS:
-                self.client_requests.take(message, nursery)
+                self.client_requests.take(message, nursery, streamed_on)
             case Request(id=request_id, method=method):
                 error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {clip(method)} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))

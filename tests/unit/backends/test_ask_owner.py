@@ -12,6 +12,7 @@ import trio.testing
 
 from actors.backends.ask_owner import CALLS_THAT_ASK, NOBODYS, owner_of, trace_id, with_trace
 from actors.backends.connection import BackendLink
+from actors.backends.sse import MAX_ORIGINS, StreamOrigins
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.envelopes import Call, Cancel, ReplySlot, ToClient
 from actors.protocol.messages import Request
@@ -194,3 +195,20 @@ async def test_a_call_that_ends_leaves_its_trace_behind_so_a_late_ask_is_refused
     for inbox in (a_inbox, b_inbox):
         with pytest.raises(trio.WouldBlock):
             inbox.receive_nowait()
+
+
+def test_the_stream_a_request_came_on_is_told_once_and_what_is_kept_is_bounded() -> None:
+    origins = StreamOrigins()
+    origins.note({"jsonrpc": "2.0", "id": 5, "method": "sampling/createMessage"}, 41)
+    origins.note({"jsonrpc": "2.0", "id": "s", "method": "ping"}, 42)
+    origins.note({"jsonrpc": "2.0", "method": "notifications/progress"}, 41)  # not a request
+    origins.note({"jsonrpc": "2.0", "id": 6, "result": {}}, 41)  # a response
+    for odd_id in ([1], {"a": 1}, True, None, 1.5):
+        origins.note({"jsonrpc": "2.0", "id": odd_id, "method": "x"}, 41)
+    origins.note(None, 41)
+    assert len(origins) == 2
+    assert origins.pop(5) == 41 and origins.pop(5) is None  # told once, then freed
+    assert origins.pop([1]) is None and origins.pop(True) is None
+    for n in range(MAX_ORIGINS + 10):
+        origins.note({"id": n, "method": "x"}, 0)
+    assert len(origins) == MAX_ORIGINS and origins.pop(0) is None  # the oldest went first
