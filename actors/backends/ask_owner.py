@@ -61,7 +61,7 @@ def owner_of(
         if call is None:
             return Owner(why_not="the call it came with has ended")
         if not can_ask(call):
-            return Owner(why_not=f"it came with the gateway's {call.method}, which no client made")
+            return Owner(why_not=f"it came with a {call.method}, which is not a client's call that can ask")
         return Owner(call)
     candidates = [call for call in inflight.values() if can_ask(call)]
     trace = trace_id(params)

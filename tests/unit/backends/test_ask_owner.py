@@ -51,7 +51,7 @@ def test_a_request_whose_call_has_ended_is_refused_never_given_to_another() -> N
     assert owner.call is None and "has ended" in owner.why_not
     inflight[3] = Call(3, "tools/list", None, "gateway", ReplySlot())  # the gateway's own request
     owner = owner_of({}, inflight, streamed_on=3)
-    assert owner.call is None and "no client made" in owner.why_not
+    assert owner.call is None and "not a client's call that can ask" in owner.why_not
     assert owner_of({}, inflight, streamed_on="not ours").why_not
 
 
