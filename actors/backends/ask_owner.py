@@ -12,7 +12,9 @@ to another client). What can tie a request to a call, strongest first:
    sent none, so two clients' calls never share one. A trace id of a call that has ended names no other.
 3. Else the only call in flight that could have caused it: a tools/call, prompts/get, resources/read or
    completion/complete of a client (not a list, a ping or the gateway's own request). A call parked while
-   its client answers a round counts: it is still waiting and may ask again.
+   its client answers a round counts: it is still waiting and may ask again. So does, for a while, a call
+   the gateway gave up (its client cancelled it, or it timed out) that its backend may still be running:
+   while one lingers, a request nothing names is refused unless every such call asks the same place.
 
 A progressToken is no hint: an SDK's request carries its own (the Python SDK's is its request id, a small
 integer, as the gateway's call ids are), so a match would be chance as often as cause.
@@ -21,7 +23,7 @@ integer, as the gateway's call ids are), so a match would be chance as often as 
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -52,10 +54,12 @@ def owner_of(
     inflight: Mapping[int, Call],
     streamed_on: object = None,
     ended: Container[str] = (),
+    lingering: Sequence[Call] = (),
 ) -> Owner:
     """The call a backend's request (with `params`) belongs to; `streamed_on` is the id of the call on whose
     response stream it came, when the transport has streams; `ended` holds the trace ids of calls that have
-    left `inflight` lately. Reads params of any shape without raising."""
+    left `inflight` lately; `lingering`, the calls the gateway gave up lately that their backend may still
+    be running (each still owns what nothing names). Reads params of any shape without raising."""
     if streamed_on is not None:
         call = inflight.get(streamed_on) if type(streamed_on) is int else None  # type: ignore[call-overload]
         if call is None:
@@ -71,6 +75,8 @@ def owner_of(
             return _one_client(traced)
         if trace in ended:
             return Owner(why_not="the call it belongs to has ended")
+    if lingering and {id(call.asks_to) for call in lingering} != {id(call.asks_to) for call in candidates}:
+        return Owner(why_not="a call given up lately (cancelled, or timed out) may be the one asking")
     if not candidates:
         return NOBODYS
     return _one_client(candidates)

@@ -17,7 +17,7 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.ask_owner import owner_of
+from actors.backends.ask_owner import can_ask, owner_of
 from actors.backends.input import elicitation_problem, is_name
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.codec import clip, is_id, shown
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
 MAX_ENDED_TRACES: Final = 1024  # trace ids of ended calls remembered per run (about 60 KB)
+# A call the gateway gave up (cancelled, timed out) may still run at its backend and ask: for this long it
+# still owns what nothing else names, so such a request is refused rather than given to another client
+LINGER_S: Final = 30.0
+MAX_LINGERING: Final = 256  # given-up calls remembered per run; past it the oldest is forgotten
 
 
 @attrs.define(eq=False)
@@ -47,6 +51,26 @@ class ClientRequests:
     _asked: dict[RequestId, tuple[int, MailTarget, trio.CancelScope]] = attrs.field(factory=dict)
     _elicitations: OrderedDict[str, MailTarget] = attrs.field(factory=OrderedDict)
     _ended: OrderedDict[str, None] = attrs.field(factory=OrderedDict)  # trace ids of calls ended lately
+    _lingering: OrderedDict[int, tuple[Call, float]] = attrs.field(factory=OrderedDict)  # id -> (call, until)
+
+    def given_up(self, call: Call) -> None:
+        """The gateway gave up a call its backend may still be working on (a cancel, a timeout): for LINGER_S
+        it still owns what the backend asks (ask_owner.py), unless the backend answers it first."""
+        if can_ask(call):
+            self._lingering[call.call_id] = (call, trio.current_time() + LINGER_S)
+            while len(self._lingering) > MAX_LINGERING:
+                self._lingering.popitem(last=False)
+
+    def answered_late(self, call_id: object) -> None:
+        """The backend answered a call the gateway had given up: it is done there."""
+        if type(call_id) is int:
+            self._lingering.pop(call_id, None)  # type: ignore[call-overload]
+
+    def _still_lingering(self) -> list[Call]:
+        now = trio.current_time()
+        while self._lingering and next(iter(self._lingering.values()))[1] <= now:
+            self._lingering.popitem(last=False)  # insertion order is deadline order: one LINGER_S for all
+        return [call for call, _ in self._lingering.values()]
 
     def call_ended(self, call: Call) -> None:
         """A call left the in-flight table: a request naming its trace from now on is refused, never given to
@@ -77,7 +101,9 @@ class ClientRequests:
         that is no call's goes to the only session connected. roots/list is the exception: the backend's
         roots are every session's, so unless it belongs to a modern call (which asks its own client, for
         itself), only a session that is alone answers it."""
-        owner = owner_of(request.params, self.link.inflight, streamed_on, self._ended)
+        owner = owner_of(
+            request.params, self.link.inflight, streamed_on, self._ended, self._still_lingering()
+        )
         if request.method == "roots/list":
             if owner.call is not None and owner.call.own_asks:
                 return owner.call.asks_to, ""

@@ -163,8 +163,10 @@ class BackendLink:
 
     def cancel_frame(self, cancel: Cancel) -> bytes | None:
         """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""
-        if self._forget(cancel.call_id) is None:
+        call = self._forget(cancel.call_id)
+        if call is None:
             return None
+        self.client_requests.given_up(call)  # the backend may go on with it a while
         return _cancelled(cancel.call_id, cancel.reason)
 
     def _forget(self, call_id: object) -> Call | None:
@@ -191,6 +193,7 @@ class BackendLink:
                 del self._deadlines[call_id]
                 call = self.inflight.pop(call_id)
                 self.client_requests.call_ended(call)
+                self.client_requests.given_up(call)
                 error = timed_out(self.name, call.method, self.request_timeout_s)
                 self._answered(call, error, deadline)
                 answer(call, Reply(error=error))
@@ -269,6 +272,7 @@ class BackendLink:
         deadline = self._deadlines.get(request_id)  # type: ignore[arg-type]  # a timed call's: a client's
         call = self._forget(request_id)
         if call is None:
+            self.client_requests.answered_late(request_id)  # a call given up: done at the backend now
             self.drop(f"dropped a response to unknown or cancelled request id {shown(request_id)}")
             return
         if reply.error is None and not isinstance(reply.result, dict):  # every MCP result is an object

@@ -11,11 +11,12 @@ import trio
 import trio.testing
 
 from actors.backends.ask_owner import CALLS_THAT_ASK, NOBODYS, owner_of, trace_id, with_trace
+from actors.backends.client_requests import LINGER_S
 from actors.backends.connection import BackendLink
 from actors.backends.sse import MAX_ORIGINS, StreamOrigins
 from actors.catalog.clients import ClientDirectory
-from actors.protocol.envelopes import Call, Cancel, ReplySlot, ToClient
-from actors.protocol.messages import Request
+from actors.protocol.envelopes import Ask, Call, Cancel, ReplySlot, ToClient
+from actors.protocol.messages import Request, Response
 from actors.session.parked import Bridges
 
 TRACE_A = "0af7651916cd43dd8448eb211c80319c"
@@ -212,3 +213,54 @@ def test_the_stream_a_request_came_on_is_told_once_and_what_is_kept_is_bounded()
     for n in range(MAX_ORIGINS + 10):
         origins.note({"id": n, "method": "x"}, 0)
     assert len(origins) == MAX_ORIGINS and origins.pop(0) is None  # the oldest went first
+
+
+def test_a_call_given_up_lately_still_owns_what_nothing_names() -> None:
+    a, b = mailbox(), mailbox()
+    given_up = [call(1, a)]  # cancelled by its client; its backend may still be running it
+    inflight = {2: call(2, b)}
+    owner = owner_of({}, inflight, lingering=given_up)
+    assert owner.call is None and "given up lately" in owner.why_not  # never B's by default
+    assert owner_of({}, {}, lingering=given_up).why_not  # nor the only session's
+    assert owner_of({}, {3: call(3, a)}, lingering=given_up).call is not None  # the same client's: fine
+    traced_b = {2: call(2, b, params=traced(TRACE_B))}
+    assert owner_of(traced(TRACE_B), traced_b, lingering=given_up).call is traced_b[2]  # named: B's
+    assert owner_of({}, inflight, streamed_on=2, lingering=given_up).call is inflight[2]
+
+
+async def test_a_cancelled_call_lingers_until_its_backend_answers_it_or_linger_s_passes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clients = ClientDirectory()
+    a_send, _ = trio.open_memory_channel[ToClient](4)
+    b_send, b_inbox = trio.open_memory_channel[ToClient](4)
+    clients.join("a", a_send)
+    clients.join("b", b_send)
+    link = BackendLink(
+        name="alpha",
+        transport=_Frames(),  # type: ignore[arg-type]
+        on_notification=lambda _: None,
+        cancel_scope=trio.CancelScope(),
+        clients=clients,
+    )
+    sample = {"messages": [], "maxTokens": 5}
+    async with trio.open_nursery() as nursery:
+        for answered_late in (True, False):
+            link.track(call(1, a_send))
+            link.track(call(2, b_send))
+            assert link.cancel_frame(Cancel(1, "cancelled by the client")) is not None
+            link.client_requests.take(
+                Request(f"q1-{answered_late}", "sampling/createMessage", sample), nursery
+            )
+            await trio.testing.wait_all_tasks_blocked()
+            assert b"given up lately" in link.transport.sent[-1]  # type: ignore[attr-defined]
+            if answered_late:
+                link._dispatch(Response(1, {"content": []}), nursery)  # the backend finished it after all
+            else:
+                await trio.sleep(LINGER_S)
+            link.client_requests.take(
+                Request(f"q2-{answered_late}", "sampling/createMessage", sample), nursery
+            )
+            assert isinstance(b_inbox.receive_nowait(), Ask)  # B's call is the only one that could ask now
+            link.inflight.clear()
+        nursery.cancel_scope.cancel()
