@@ -82,7 +82,7 @@ class BridgedCall:
     pending: dict[str, Ask] = attrs.field(factory=dict)  # asks the client has not answered, by key
     answered: Reply | None = None  # the backend's answer, come while no request waited for it
     round: int = 0  # the round a retry's state must name
-    session: str = ""  # the session that opened it (Bridges' cap per session)
+    client: str = ""  # whose it is, as Bridges caps calls per client
     gathering: bool = False
     closed: bool = False
     _gather: trio.CancelScope | None = None  # the timer of the asks being gathered

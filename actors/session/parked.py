@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 GATHER_S: Final = 0.05  # how long asks are gathered before the client is asked (D5)
 TTL_S: Final = 300.0  # how long a parked call waits for the client's retry
 MAX_PARKED: Final = 1024  # calls parked at once, gateway-wide; past it an ask is refused
-MAX_PARKED_PER_SESSION: Final = 64  # of those, opened by one session: one client cannot take them all
+MAX_PARKED_PER_CLIENT: Final = 64  # of those, one client's (its principal, else its session): not all
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -42,7 +42,7 @@ class Bridges:
     ttl_s: float = TTL_S
     nursery: trio.Nursery | None = None
     calls: dict[str, BridgedCall] = attrs.field(factory=dict)
-    opened_by: Counter[str] = attrs.field(factory=Counter)  # session -> its calls in `calls`
+    opened_by: Counter[str] = attrs.field(factory=Counter)  # client -> its calls in `calls`
 
     def open(
         self,
@@ -55,9 +55,11 @@ class Bridges:
         target: Target,
         session: str = "",
     ) -> BridgedCall | None:
-        """A call to bridge, or None when too many are parked, gateway-wide or by `session` (its asks are
-        then refused)."""
-        if len(self.calls) >= MAX_PARKED or self.opened_by[session] >= MAX_PARKED_PER_SESSION:
+        """A call to bridge, or None when too many are parked, gateway-wide or by its client: the principal
+        when there is one (its calls may come on many connections), else `session` (its asks are then
+        refused)."""
+        client = f"principal:{principal}" if principal is not None else f"session:{session}"
+        if len(self.calls) >= MAX_PARKED or self.opened_by[client] >= MAX_PARKED_PER_CLIENT:
             return None
         call = BridgedCall(
             table=self,
@@ -69,18 +71,18 @@ class Bridges:
             capabilities=capabilities,
             responses=responses,
             target=target,
-            session=session,
+            client=client,
         )
         self.calls[call.handle] = call
-        self.opened_by[session] += 1
+        self.opened_by[client] += 1
         return call
 
     def forget(self, call: BridgedCall) -> None:
         """An ended call leaves the table (BridgedCall.close)."""
         if self.calls.pop(call.handle, None) is call:
-            self.opened_by[call.session] -= 1
-            if not self.opened_by[call.session]:
-                del self.opened_by[call.session]
+            self.opened_by[call.client] -= 1
+            if not self.opened_by[call.client]:
+                del self.opened_by[call.client]
 
     def open_for(
         self, call: ModernCall, principal: str | None, target: Target, session: str = ""

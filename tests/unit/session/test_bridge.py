@@ -13,7 +13,7 @@ import trio.testing
 from actors.catalog import BackendState, BackendStatus
 from actors.protocol.envelopes import Ask, BackendCommand, Cancel, Reply, ReplySlot, Withdraw
 from actors.session.bridge import MAX_PENDING, BridgedCall
-from actors.session.parked import GATHER_S, MAX_PARKED_PER_SESSION, Bridges
+from actors.session.parked import GATHER_S, MAX_PARKED_PER_CLIENT, Bridges
 
 PARAMS = {"name": "tool", "arguments": {"x": 1}}
 FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
@@ -224,12 +224,16 @@ async def test_every_round_keeps_one_timer_and_an_ended_call_leaves_no_entry_and
         assert (table.calls, dict(table.opened_by), len(nursery.child_tasks)) == ({}, {}, 0)
 
 
-async def test_one_session_cannot_take_every_parked_call(autojump_clock: Any) -> None:
+async def test_one_client_cannot_take_every_parked_call(autojump_clock: Any) -> None:
     async with bridges() as (table, _):
-        kept = [table.open(**OPEN, session="greedy") for _ in range(MAX_PARKED_PER_SESSION)]
+        kept = [table.open(**OPEN, session="greedy") for _ in range(MAX_PARKED_PER_CLIENT)]
         assert all(kept) and table.open(**OPEN, session="greedy") is None  # past its share: its asks refused
         assert table.open(**OPEN, session="another") is not None  # others are not starved
         for call in kept:
             assert call is not None
             call.close("done")
-        assert table.open(**OPEN, session="greedy") is not None and table.opened_by["greedy"] == 1
+        assert table.open(**OPEN, session="greedy") is not None and table.opened_by["session:greedy"] == 1
+        # A principal's calls count together, whatever connection (one-request HTTP sessions) they come on.
+        signed = {**OPEN, "principal": "alice"}
+        assert all(table.open(**signed, session=f"post-{n}") for n in range(MAX_PARKED_PER_CLIENT))
+        assert table.open(**signed, session="one-more-post") is None

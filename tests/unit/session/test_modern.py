@@ -204,7 +204,7 @@ async def _cancelled_in_either_round() -> None:
         table = h.actor.settings.bridges
         await h.inbox.send(Request("x", "tools/call", modern({"name": "echo", "arguments": {}})))
         call = await h.backend.receive()
-        assert isinstance(call, Call) and len(table.calls) == 1 and dict(table.opened_by) == {"s1": 1}
+        assert isinstance(call, Call) and len(table.calls) == 1 and dict(table.opened_by) == {"session:s1": 1}
         await h.inbox.send(Notification("notifications/cancelled", {"requestId": "x"}))
         assert await h.backend.receive() == Cancel(call.call_id, "cancelled by the client")
         assert (table.calls, dict(table.opened_by)) == ({}, {})
