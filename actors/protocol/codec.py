@@ -6,12 +6,19 @@ Framing (newlines, WebSocket frames) belongs to the transports.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
 
 import orjson
 
-from actors.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, MessageError
+from actors.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    InexactIntegerError,
+    MessageError,
+)
 from actors.protocol.messages import (
     Batch,
     ErrorResponse,
@@ -42,6 +49,11 @@ WRAP_MARGIN: Final = 2
 MAX_DEPTH: Final = ENCODABLE_DEPTH - WRAP_MARGIN
 CLIP_CHARS: Final = 200  # of a peer's string quoted back in an error message or a log line
 MAX_ID_CHARS: Final = 1024  # a longer string id is refused: it would be held while in flight, and echoed
+# orjson reads an integer outside [-2**63, 2**64 - 1] as a float, silently changing it. Only a frame with a
+# run of 19 or more digits can hold one; such a frame is read once more, exactly, to find out.
+_LONG_DIGITS: Final = re.compile(rb"\d{19}")
+INTEGER_MIN: Final = -(2**63)
+INTEGER_MAX: Final = 2**64 - 1
 
 
 def is_id(value: object) -> bool:
@@ -85,6 +97,8 @@ def decode(frame: bytes | str) -> Message:
         obj = orjson.loads(frame)
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
+    if _LONG_DIGITS.search(frame.encode() if isinstance(frame, str) else frame):
+        _check_integers(frame, obj)
     deep = _may_be_deep(frame)
     if isinstance(obj, list):
         return _decode_batch(obj, deep)
@@ -93,6 +107,41 @@ def decode(frame: bytes | str) -> Message:
     if deep:
         _check_depth(obj)
     return decode_object(obj)
+
+
+class _Inexact(Exception):
+    def __init__(self, digits: str) -> None:
+        self.digits = digits
+
+
+def _exact_int(digits: str) -> int:
+    value = int(digits)
+    if not INTEGER_MIN <= value <= INTEGER_MAX:
+        raise _Inexact(digits)
+    return value
+
+
+def _check_integers(frame: bytes | str, obj: object) -> None:
+    """Raise InexactIntegerError when the frame holds an integer the codec would turn into a float. Reads
+    the frame a second time with the standard library, whose integers are exact (only frames with a long
+    run of digits come here)."""
+    try:
+        json.loads(frame, parse_int=_exact_int)
+    except _Inexact as exc:
+        first = obj[0] if isinstance(obj, list) and obj else obj
+        message = first if isinstance(first, dict) else {}
+        raw_id = message.get("id")
+        reason = (
+            f"the integer {clip(exc.digits, 40)} is outside 64 bits, which the gateway cannot carry exactly; "
+            "send it as a string"
+        )
+        raise InexactIntegerError(
+            reason,
+            raw_id if is_id(raw_id) else None,
+            response="method" not in message and ("result" in message or "error" in message),
+        ) from None
+    except (ValueError, RecursionError):  # stricter than orjson on odd input; too deep is refused after
+        return
 
 
 def _may_be_deep(frame: bytes | str) -> bool:
