@@ -33,7 +33,7 @@ from actors.admin.status import FrontendInfo
 from actors.backends.actor import Backend
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
-from actors.catalog.subscriptions import Subscriptions
+from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.config import BackendConfig, Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
@@ -147,6 +147,7 @@ class Gateway:
                 root.start_soon(self._watch_signals, root)
                 self.bridges.nursery = root  # the timers of parked calls
                 await root.start(catalog.run)
+                root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
                 for middleware in self.middleware:
                     await root.start(middleware.run)
                 if websocket:

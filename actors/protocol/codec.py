@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any, Final
 
+import attrs
 import orjson
 
 from actors.protocol.errors import (
@@ -98,7 +99,7 @@ def decode(frame: bytes | str) -> Message:
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
     if _LONG_DIGITS.search(frame.encode() if isinstance(frame, str) else frame):
-        _check_integers(frame, obj)
+        obj = _check_integers(frame, obj)
     deep = _may_be_deep(frame)
     if isinstance(obj, list):
         return _decode_batch(obj, deep)
@@ -109,39 +110,60 @@ def decode(frame: bytes | str) -> Message:
     return decode_object(obj)
 
 
-class _Inexact(Exception):
-    def __init__(self, digits: str) -> None:
-        self.digits = digits
+@attrs.frozen
+class _Inexact:
+    """Where the exact reading found an integer outside 64 bits."""
+
+    digits: str
 
 
-def _exact_int(digits: str) -> int:
+def _exact_int(digits: str) -> int | _Inexact:
     value = int(digits)
-    if not INTEGER_MIN <= value <= INTEGER_MAX:
-        raise _Inexact(digits)
-    return value
+    return value if INTEGER_MIN <= value <= INTEGER_MAX else _Inexact(digits)
 
 
-def _check_integers(frame: bytes | str, obj: object) -> None:
-    """Raise InexactIntegerError when the frame holds an integer the codec would turn into a float. Reads
-    the frame a second time with the standard library, whose integers are exact (only frames with a long
-    run of digits come here)."""
+def _first_inexact(value: object) -> _Inexact | None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Inexact):
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _inexact_error(inexact: _Inexact, message: object) -> InexactIntegerError:
+    message = message if isinstance(message, dict) else {}
+    raw_id = message.get("id")
+    reason = (
+        f"the integer {clip(inexact.digits, 40)} is outside 64 bits, which the gateway cannot carry "
+        "exactly; send it as a string"
+    )
+    response = "method" not in message and ("result" in message or "error" in message)
+    return InexactIntegerError(reason, raw_id if is_id(raw_id) else None, response=response)
+
+
+def _check_integers(frame: bytes | str, obj: Any) -> Any:
+    """Raise InexactIntegerError when the frame holds an integer the codec would turn into a float; in a
+    batch, such an element is replaced by its error, and the others stand. Reads the frame a second time
+    with the standard library, whose integers are exact (only frames with a long run of digits come
+    here)."""
     try:
-        json.loads(frame, parse_int=_exact_int)
-    except _Inexact as exc:
-        first = obj[0] if isinstance(obj, list) and obj else obj
-        message = first if isinstance(first, dict) else {}
-        raw_id = message.get("id")
-        reason = (
-            f"the integer {clip(exc.digits, 40)} is outside 64 bits, which the gateway cannot carry exactly; "
-            "send it as a string"
-        )
-        raise InexactIntegerError(
-            reason,
-            raw_id if is_id(raw_id) else None,
-            response="method" not in message and ("result" in message or "error" in message),
-        ) from None
+        exact = json.loads(frame, parse_int=_exact_int)
     except (ValueError, RecursionError):  # stricter than orjson on odd input; too deep is refused after
-        return
+        return obj
+    if isinstance(obj, list) and isinstance(exact, list) and len(exact) == len(obj):
+        return [
+            _inexact_error(found, item) if (found := _first_inexact(checked)) else item
+            for item, checked in zip(obj, exact, strict=True)
+        ]
+    found = _first_inexact(exact)
+    if found is not None:
+        raise _inexact_error(found, obj)
+    return obj
 
 
 def _may_be_deep(frame: bytes | str) -> bool:
@@ -174,6 +196,9 @@ def _decode_batch(items: list[Any], deep: bool = False) -> Batch:
         raise _invalid("an empty batch")
     decoded: list[Request | Notification | Response | ErrorResponse] = []
     for item in items:
+        if isinstance(item, InexactIntegerError):
+            decoded.append(ErrorResponse(item.request_id, item.error))
+            continue
         try:
             if not isinstance(item, dict):
                 raise _invalid(f"expected a JSON-RPC object in the batch, got a JSON {type(item).__name__}")

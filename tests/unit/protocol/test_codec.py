@@ -174,3 +174,14 @@ def test_an_answer_with_an_integer_beyond_64_bits_is_told_as_an_answer() -> None
 def test_long_digit_runs_in_strings_and_floats_are_not_integers() -> None:
     frame = b'{"jsonrpc":"2.0","id":1,"result":{"s":"123456789012345678901234","f":12345678901234567890.5}}'
     assert codec.decode(frame) == Response(1, {"s": "123456789012345678901234", "f": 12345678901234567890.5})
+
+
+def test_in_a_batch_only_the_element_with_an_inexact_integer_is_refused() -> None:
+    batch = codec.decode(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},'
+        b'{"jsonrpc":"2.0","id":2,"method":"x","params":{"n":-9223372036854775809}}]'
+    )
+    assert isinstance(batch, Batch)
+    first, second = batch.items
+    assert first == Request(1, "ping")
+    assert isinstance(second, ErrorResponse) and second.id == 2 and second.error.code == INVALID_PARAMS
