@@ -64,9 +64,9 @@ def test_the_shipped_configs_load(name: str) -> None:
     assert config.path == ROOT / "config" / name
     assert [backend.name for backend in config.backends] == ["notes", "utility"]
     for backend in config.backends:
-        assert backend.cwd.is_absolute() and backend.cwd == ROOT  # cwd = ".." from config/
+        assert backend.cwd == ROOT / "config"  # no cwd, or ".": the file's own folder
         assert resolve_command(backend) is not None
-        assert (backend.cwd / backend.args[0]).is_file()  # the script the backend runs ships in the repo
+        assert backend.args[:2] == ("-m", f"mcp_gateway_examples.{backend.name}")  # shipped in the package
     utility = config.backends[1]  # sets nothing but name, command, args and cwd in both files
     assert utility.request_timeout_s is None and config.request_timeout_s(utility) == 60.0
     assert config.startup_timeout_s(utility) == 30.0
@@ -81,7 +81,7 @@ def test_the_example_config_sets_every_key_and_overrides() -> None:
     assert gateway.max_message_bytes == 4 * 1024 * 1024
     notes = config.backends[0]
     assert notes.command == "python" and notes.env == {"NOTES_EXAMPLE": "1"}
-    assert notes.args == ("examples/notes.py", "--db", "data/notes.sqlite3")
+    assert notes.args == ("-m", "mcp_gateway_examples.notes", "--db", "data/notes.sqlite3")
     assert (config.request_timeout_s(notes), config.startup_timeout_s(notes)) == (30.0, 10.0)
     assert (notes.era, notes.probe_timeout_s) == (BackendEra.AUTO, 10.0)
     assert notes.restart == RestartConfig(
