@@ -17,7 +17,6 @@ from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
-from actors.config.resolve import command_problems
 from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
@@ -79,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "reload":
         return reload_command(args.config, args.timeout)
     try:
-        config = load_config(args.config)
+        # check: every problem in one pass, the backends' commands looked up as their start would
+        config = load_config(args.config, look_up_commands=args.command == "check")
         gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:
@@ -87,11 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
-            missing = command_problems(config)
-            for problem in missing:
-                report(problem)
-            if missing:
-                return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":

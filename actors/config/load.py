@@ -26,6 +26,7 @@ from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.resolve import (
+    command_problem,
     resolve_admin,
     resolve_audit,
     resolve_auth,
@@ -48,8 +49,10 @@ TOP_LEVEL: Final = {
 _converter: Final = make_converter()
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    """Read, structure and check a config file; raise ConfigError naming every problem."""
+def load_config(path: str | os.PathLike[str], *, look_up_commands: bool = False) -> Config:
+    """Read, structure and check a config file; raise ConfigError naming every problem. With
+    `look_up_commands` (`mcp-gateway check`), a stdio backend whose command a start could not run is one
+    more problem, reported with the rest; a start itself reports it as that backend's failure alone."""
     file, shown = Path(path), str(path)
     try:
         with file.open("rb") as stream:
@@ -63,13 +66,15 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
     problems: list[Problem] = []
-    config = _structure(document, file.resolve(), problems)
+    config = _structure(document, file.resolve(), problems, look_up_commands)
     if problems or config is None:
         raise ConfigError([ConfigProblem(shown, key, reason) for key, reason in problems])
     return config
 
 
-def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) -> Config | None:
+def _structure(
+    document: dict[str, Any], file: Path, problems: list[Problem], look_up_commands: bool
+) -> Config | None:
     folder = file.parent
     for key in document:
         if key not in TOP_LEVEL:
@@ -77,7 +82,7 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
     gateway = GatewaySettings()
     if "gateway" in document:
         gateway = _convert(document["gateway"], GatewaySettings, "gateway", problems) or gateway
-    backends = _backends(document.get("backends"), folder, problems)
+    backends = _backends(document.get("backends"), folder, problems, look_up_commands)
     websocket = _listener(document, "websocket", WebSocketSettings, folder, problems)
     http = _listener(document, "http", HttpSettings, folder, problems)
     audit = None
@@ -103,7 +108,9 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
     )
 
 
-def _backends(raw: Any, folder: Path, problems: list[Problem]) -> tuple[BackendConfig, ...]:
+def _backends(
+    raw: Any, folder: Path, problems: list[Problem], look_up_commands: bool
+) -> tuple[BackendConfig, ...]:
     if raw is None:
         problems.append(("backends", "missing: add at least one [[backends]] table"))
         return ()
@@ -116,6 +123,9 @@ def _backends(raw: Any, folder: Path, problems: list[Problem]) -> tuple[BackendC
         backend = _convert(table, kind, key, problems)
         if backend is not None:
             backends.append(resolve_backend(backend, key, folder, problems))
+            missing = look_up_commands and command_problem(backends[-1], key)
+            if missing:
+                problems.append(missing)
     problems.extend(_duplicate_names(raw if isinstance(raw, list) else []))
     return tuple(backends)
 
