@@ -53,10 +53,36 @@ def load_config(path: str | os.PathLike[str], *, look_up_commands: bool = False)
     """Read, structure and check a config file; raise ConfigError naming every problem. With
     `look_up_commands` (`mcp-gateway check`), a stdio backend whose command a start could not run is one
     more problem, reported with the rest; a start itself reports it as that backend's failure alone."""
-    file, shown = Path(path), str(path)
+    document = _read(path)
+    problems: list[Problem] = []
+    config = _structure(document, Path(path).resolve(), problems, look_up_commands)
+    if problems or config is None:
+        raise ConfigError([ConfigProblem(str(path), key, reason) for key, reason in problems])
+    return config
+
+
+def load_auth_tables(path: str | os.PathLike[str]) -> dict[str, AuthTable]:
+    """The listeners' [NAME.auth] tables as written, by listener name, nothing read from the environment:
+    what `mcp-gateway token` needs, without the rest of the file having to load on the machine it runs on."""
+    document = _read(path)
+    problems: list[Problem] = []
+    tables = {}
+    for name in ("websocket", "http"):
+        listener = document.get(name)
+        if isinstance(listener, dict) and "auth" in listener:
+            table = _convert(listener["auth"], AuthTable, f"{name}.auth", problems)
+            if table is not None:
+                tables[name] = table
+    if problems:
+        raise ConfigError([ConfigProblem(str(path), key, reason) for key, reason in problems])
+    return tables
+
+
+def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    shown = str(path)
     try:
-        with file.open("rb") as stream:
-            document = tomllib.load(stream)
+        with Path(path).open("rb") as stream:
+            return tomllib.load(stream)
     except FileNotFoundError:
         raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
     except IsADirectoryError:
@@ -65,11 +91,6 @@ def load_config(path: str | os.PathLike[str], *, look_up_commands: bool = False)
         raise ConfigError([ConfigProblem(shown, "", f"cannot read: {exc.strerror or exc}")]) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
-    problems: list[Problem] = []
-    config = _structure(document, file.resolve(), problems, look_up_commands)
-    if problems or config is None:
-        raise ConfigError([ConfigProblem(shown, key, reason) for key, reason in problems])
-    return config
 
 
 def _structure(
