@@ -9,11 +9,18 @@ interpreter first (so `python` and console scripts of this environment win), the
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Final
 
 from actors.config.backend_schema import StdioBackend
+
+PYTHON_NAME: Final = re.compile(r"python[0-9.]*")
+PYTHON_OPTIONS_WITH_VALUE: Final = frozenset(["-W", "-X", "--check-hash-based-pycs"])
 
 
 class CommandNotFoundError(Exception):
@@ -57,3 +64,55 @@ def _runnable(path: Path, shown: str) -> str:
     if not os.access(path, os.X_OK):
         raise CommandNotFoundError(f"{shown} is not executable (chmod +x it, or run it with its interpreter)")
     return str(path)
+
+
+def python_entry_problem(backend: StdioBackend, program: str) -> tuple[int, str] | None:
+    """When the program is a Python interpreter: (index in args, reason) if the script it is told to run is
+    not there, or, for the gateway's own interpreter, the `-m` module it is told to run is not importable.
+    Nothing is imported: modules are only found. Other programs' arguments are their own business."""
+    if not PYTHON_NAME.fullmatch(os.path.basename(program)):
+        return None
+    args = backend.args
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in ("-c", "-"):
+            return None
+        if arg == "-m" and index + 1 < len(args):
+            own = _same_file(program, sys.executable)
+            missing = own and not _module_found(args[index + 1], backend)
+            reason = f"module {args[index + 1]!r} is not found by the gateway's Python ({sys.executable})"
+            return (index + 1, reason) if missing else None
+        if arg in PYTHON_OPTIONS_WITH_VALUE:
+            index += 2
+            continue
+        if arg.startswith("-"):
+            index += 1
+            continue
+        script = Path(os.path.normpath(backend.cwd / os.path.expanduser(arg)))
+        return None if script.is_file() else (index, f"{shown_path(arg, script)} does not exist")
+    return None
+
+
+def _same_file(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def _module_found(name: str, backend: StdioBackend) -> bool:
+    """Whether `python -m name` in the backend's cwd finds the module: the cwd and the backend's PYTHONPATH
+    first, then what this interpreter finds (its site-packages, editable installs)."""
+    top, *rest = name.split(".")
+    first = [str(backend.cwd), *filter(None, backend.env.get("PYTHONPATH", "").split(os.pathsep))]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, first) or importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    for part in rest:
+        locations = spec.submodule_search_locations if spec is not None else None
+        if not locations:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+    return spec is not None

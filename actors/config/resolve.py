@@ -18,7 +18,7 @@ import attrs
 
 from actors.config.admin_schema import NEEDS_TOKEN, AdminSettings, AdminTable
 from actors.config.backend_schema import BackendConfig, StdioBackend
-from actors.config.commands import CommandNotFoundError, locate_command, shown_path
+from actors.config.commands import CommandNotFoundError, locate_command, python_entry_problem, shown_path
 from actors.config.errors import Problem
 from actors.config.listener_schema import AuthTable, JwtAuth
 from actors.config.schema import AuditSettings, MiddlewareSpec, MiddlewareTable
@@ -55,14 +55,16 @@ def resolve_command(backend: BackendConfig) -> str | None:
 
 
 def command_problem(backend: BackendConfig, key: str) -> Problem | None:
-    """`check`'s look before a start: what a start of this stdio backend would fail on, as (key, reason)."""
+    """`check`'s look before a start: what a start of this stdio backend would fail on, as (key, reason):
+    its program, and for a Python interpreter the script or `-m` module it is told to run."""
     if not isinstance(backend, StdioBackend):
         return None
     try:
-        locate_command(backend)
+        program = locate_command(backend)
     except CommandNotFoundError as exc:
         return f"{key}.command", str(exc)
-    return None
+    entry = python_entry_problem(backend, program)
+    return None if entry is None else (f"{key}.args[{entry[0]}]", entry[1])
 
 
 def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> JwtAuth | None:

@@ -136,3 +136,33 @@ def test_a_missing_key_file_is_shown_as_written_and_as_resolved(
         f"{path}: http.auth.jwt_public_key_file: cannot read 'keys/none.pem' "
         f"({tmp_path / 'keys' / 'none.pem'}): No such file or directory"
     ]
+
+
+def test_check_refuses_a_python_script_or_module_a_start_could_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's case: config/gateway.toml installed in /etc/mcp-gateway named examples/notes.py against
+    cwd = "..", which is /etc there, and check passed. Python's script or `-m` module is checked now."""
+    tmp_path = tmp_path.resolve()
+    folder = tmp_path / "etc" / "mcp-gateway"
+    folder.mkdir(parents=True)
+    (folder / "server.py").write_text("pass\n")
+    path = folder / "gateway.toml"
+    path.write_text(
+        '[[backends]]\nname = "old"\ncommand = "python"\nargs = ["examples/notes.py"]\ncwd = ".."\n'
+        '[[backends]]\nname = "typo"\ncommand = "python"\nargs = ["-u", "-m", "mcp_gateway_examples.nots"]\n'
+        '[[backends]]\nname = "gone"\ncommand = "python"\nargs = ["-m", "no_such_package_anywhere"]\n'
+        '[[backends]]\nname = "demo"\ncommand = "python"\nargs = ["-m", "mcp_gateway_examples.notes"]\n'
+        '[[backends]]\nname = "here"\ncommand = "python"\nargs = ["-X", "dev", "server.py", "x.py"]\n'
+        '[[backends]]\nname = "inline"\ncommand = "python"\nargs = ["-c", "pass", "missing.py"]\n'
+    )
+    code, lines = check(path, capsys)
+    assert code == EXIT_CONFIG_ERROR
+    own = f"is not found by the gateway's Python ({sys.executable})"
+    assert lines == [
+        f"{path}: backends[0].args[0]: 'examples/notes.py' ({tmp_path / 'etc' / 'examples' / 'notes.py'}) "
+        "does not exist",
+        f"{path}: backends[1].args[2]: module 'mcp_gateway_examples.nots' {own}",
+        f"{path}: backends[2].args[1]: module 'no_such_package_anywhere' {own}",
+    ]
+    assert load_config(path).backends[0].name == "old"  # a start loads it: that backend alone fails
