@@ -1,6 +1,7 @@
 """Installing as a package: the wheel alone (no extras), in a fresh venv, runs `mcp-gateway`, imports every
-module of `actors` and checks configs with each kind of backend; config/stdio.toml, the editors' config,
-has the default backends and no listener.
+module of `actors` and checks configs with each kind of backend; the default configs, copied where the
+systemd recipe puts them, check and serve the demo backends (shipped in the wheel) from another folder;
+config/stdio.toml, the editors' config, has the default backends and no listener.
 
 The wheel tests are marked `slow` (about 20 s: a wheel build and an install of the runtime dependencies,
 from pip's cache once it is warm); they run by default, and `-m "not slow"` leaves them out."""
