@@ -81,8 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "reload":
         return reload_command(args.config, args.timeout)
     try:
-        # check: every problem in one pass, the backends' commands looked up as their start would
-        config = load_config(args.config, look_up_commands=args.command == "check")
+        # check: every problem in one pass, with what a start would trip on (commands, listen hosts)
+        config = load_config(args.config, check_start=args.command == "check")
         gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:

@@ -27,6 +27,7 @@ from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.resolve import (
     command_problem,
+    host_problem,
     resolve_admin,
     resolve_audit,
     resolve_auth,
@@ -49,13 +50,14 @@ TOP_LEVEL: Final = {
 _converter: Final = make_converter()
 
 
-def load_config(path: str | os.PathLike[str], *, look_up_commands: bool = False) -> Config:
+def load_config(path: str | os.PathLike[str], *, check_start: bool = False) -> Config:
     """Read, structure and check a config file; raise ConfigError naming every problem. With
-    `look_up_commands` (`mcp-gateway check`), a stdio backend whose command a start could not run is one
-    more problem, reported with the rest; a start itself reports it as that backend's failure alone."""
+    `check_start` (`mcp-gateway check`), what a start would trip on is reported with the rest: a stdio
+    backend's program (a start fails that backend alone) and a listener's host this machine cannot listen
+    on (a start exits 2)."""
     document = _read(path)
     problems: list[Problem] = []
-    config = _structure(document, Path(path).resolve(), problems, look_up_commands)
+    config = _structure(document, Path(path).resolve(), problems, check_start)
     if problems or config is None:
         raise ConfigError([ConfigProblem(str(path), key, reason) for key, reason in problems])
     return config
@@ -94,7 +96,7 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _structure(
-    document: dict[str, Any], file: Path, problems: list[Problem], look_up_commands: bool
+    document: dict[str, Any], file: Path, problems: list[Problem], check_start: bool
 ) -> Config | None:
     folder = file.parent
     for key in document:
@@ -103,7 +105,7 @@ def _structure(
     gateway = GatewaySettings()
     if "gateway" in document:
         gateway = _convert(document["gateway"], GatewaySettings, "gateway", problems) or gateway
-    backends = _backends(document.get("backends"), folder, problems, look_up_commands)
+    backends = _backends(document.get("backends"), folder, problems, check_start)
     websocket = _listener(document, "websocket", WebSocketSettings, folder, problems)
     http = _listener(document, "http", HttpSettings, folder, problems)
     audit = None
@@ -111,10 +113,15 @@ def _structure(
         audit = _convert(document["audit"], AuditSettings, "audit", problems)
         audit = audit and resolve_audit(audit, folder, problems)
     middleware = _middleware(document.get("middleware"), folder, problems)
-    admin = None
+    admin, admin_table = None, None
     if "admin" in document:
         admin_table = _convert(document["admin"], AdminTable, "admin", problems)
         admin = admin_table and resolve_admin(admin_table, problems)
+    if check_start:
+        for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
+            reason = table and host_problem(table.host)
+            if reason:
+                problems.append((f"{name}.host", reason))
     if problems:
         return None
     return Config(
@@ -130,7 +137,7 @@ def _structure(
 
 
 def _backends(
-    raw: Any, folder: Path, problems: list[Problem], look_up_commands: bool
+    raw: Any, folder: Path, problems: list[Problem], check_start: bool
 ) -> tuple[BackendConfig, ...]:
     if raw is None:
         problems.append(("backends", "missing: add at least one [[backends]] table"))
@@ -144,7 +151,7 @@ def _backends(
         backend = _convert(table, kind, key, problems)
         if backend is not None:
             backends.append(resolve_backend(backend, key, folder, problems))
-            missing = look_up_commands and command_problem(backends[-1], key)
+            missing = check_start and command_problem(backends[-1], key)
             if missing:
                 problems.append(missing)
     problems.extend(_duplicate_names(raw if isinstance(raw, list) else []))

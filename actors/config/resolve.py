@@ -7,8 +7,10 @@ Problems are appended to `problems` as (key, reason), the key as written in the 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +67,30 @@ def command_problem(backend: BackendConfig, key: str) -> Problem | None:
         return f"{key}.command", str(exc)
     entry = python_entry_problem(backend, program)
     return None if entry is None else (f"{key}.args[{entry[0]}]", entry[1])
+
+
+def host_problem(host: str) -> str | None:
+    """Why a listener could not listen on `host` here, or None: the name resolved as a listener resolves it
+    and each address bound on a free port, so a gateway already serving the real port is no problem."""
+    try:
+        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, ValueError) as exc:  # ValueError: a NUL, a label too long for IDNA
+        return f"{host!r} does not resolve: {getattr(exc, 'strerror', None) or exc}"
+    for family, kind, protocol, _, address in addresses:
+        try:
+            probe = socket.socket(family, kind, protocol)
+        except OSError as exc:
+            if exc.errno == errno.EAFNOSUPPORT:  # an IPv6 address on an IPv4-only host: skipped, as trio does
+                continue
+            return f"cannot listen on {host!r} here: {exc.strerror or exc}"
+        try:
+            with probe:
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host!r} here: {exc.strerror or exc}"
+    return None
 
 
 def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> JwtAuth | None:

@@ -166,3 +166,24 @@ def test_check_refuses_a_python_script_or_module_a_start_could_not_run(
         f"{path}: backends[2].args[1]: module 'no_such_package_anywhere' {own}",
     ]
     assert load_config(path).backends[0].name == "old"  # a start loads it: that backend alone fails
+
+
+def test_check_refuses_a_listener_host_this_machine_cannot_listen_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start exits 2 on it (`cannot listen on ...`); check says so with the rest. Only the host is tried,
+    on a free port: a gateway already serving the file's own ports does not make check fail."""
+    path = tmp_path.resolve() / "g.toml"
+    path.write_text(
+        '[[backends]]\nname = "a"\ncommand = "/nowhere/server"\n'
+        '[websocket]\nhost = "192.0.2.1"\nport = 0\n'  # TEST-NET-1: no machine's own address
+        '[http]\nhost = "127.0.0.1"\nport = 0\n'
+        '[admin]\nhost = "a\\u0000b"\nport = 0\ntoken_env = "CHECK_ADMIN_TOKEN"\n'
+    )
+    monkeypatch.setenv("CHECK_ADMIN_TOKEN", "admin-token")
+    code, lines = check(path, capsys)
+    assert code == EXIT_CONFIG_ERROR
+    assert lines[0] == f"{path}: backends[0].command: '/nowhere/server' does not exist"
+    assert lines[1].startswith(f"{path}: websocket.host: cannot listen on '192.0.2.1' here: ")
+    assert lines[2].startswith(f"{path}: admin.host: 'a\\x00b' does not resolve: ")
+    assert len(lines) == 3
