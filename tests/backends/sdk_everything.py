@@ -24,6 +24,7 @@ from typing import Annotated, Any, Final
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -141,9 +142,9 @@ def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedR
     return [text("Multiple content types test:"), image(), data]
 
 
-@server.tool(description="Always fails: the SDK turns the exception into an isError result")
+@server.tool(description="Always fails: the SDK turns its ToolError into an isError result")
 def test_error_handling() -> str:
-    raise RuntimeError("This tool intentionally returns an error for testing")
+    raise ToolError("This tool intentionally returns an error for testing")
 
 
 @server.tool(description="Echoes its region, which a 2026-07-28 client mirrors as Mcp-Param-Region")
