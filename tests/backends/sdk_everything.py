@@ -51,12 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdk_everything_forms as forms
 import sdk_everything_rounds as rounds
 
-# A 1x1 red PNG and a silent WAV: the smallest valid media the scenarios ask for.
-RED_PIXEL_PNG: Final = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-)
-SILENT_WAV: Final = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQIAAACAgA=="
-STEP_S: Final = 0.05  # the pause the logging and progress scenarios ask for between notifications
+# shared with the hand-written fixture: media, the pause between notifications, the JSON Schema keywords
+from conformance_fixture import JSON_SCHEMA_2020_12, RED_PIXEL_PNG, SILENT_WAV, STEP_S
+
 RECONNECT_PAUSE_S: Final = 0.2  # the SSE polling scenario reconnects within this
 COMPLETIONS: Final = ("paris", "park", "party")
 MAX_SUBSCRIPTIONS: Final = 64  # a client subscribing to everything cannot grow this process without end
@@ -66,31 +63,6 @@ def no_op() -> str:
     return "ok"
 
 
-# The keywords both suites look for in tools/list, kept as listed (SEP-1613, SEP-2106).
-STRING: Final = {"type": "string"}
-JSON_SCHEMA_2020_12: Final = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "$defs": {
-        "address": {
-            "$anchor": "addressDef",
-            "type": "object",
-            "properties": {"street": STRING, "city": STRING},
-        },
-    },
-    "properties": {
-        "name": STRING,
-        "address": {"$ref": "#/$defs/address"},
-        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
-        "phone": STRING,
-        "email": STRING,
-    },
-    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
-    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
-    "then": {"required": ["phone"]},
-    "else": {"required": ["email"]},
-    "additionalProperties": False,
-}
 # The SDK derives a tool's inputSchema from its signature; this one is given whole instead.
 SCHEMA_TOOL: Final = Tool.from_function(
     no_op, name="json_schema_2020_12_tool", description="Tool with JSON Schema 2020-12 features"
