@@ -135,12 +135,12 @@ def _count(n: int, noun: str) -> str:
 
 
 async def _serve(gateway: Gateway, stdio: bool) -> int:
-    gateway.control = ControlFiles.for_config(gateway.config.path)
-    gateway.control.claim()
+    gateway.control = ControlFiles.claim(gateway.config.path)  # None: no folder will do; serve anyway
     try:
         await gateway.run(stdio=stdio)
     finally:
-        gateway.control.release()
+        if gateway.control is not None:
+            gateway.control.release()
     return gateway.exit_code
 
 
