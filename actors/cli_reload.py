@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+from actors.admin.status_command import missing_config
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
 from actors.runtime.control import control_folders
@@ -28,17 +29,6 @@ POLL_S: Final = 0.1
 
 def say(line: str, *, error: bool = True) -> None:
     print(escape_controls(line), file=sys.stderr if error else sys.stdout)
-
-
-def missing_config(config_path: str, command: str) -> str | None:
-    """When the file is not there: which file was looked for (absolute), and what to do."""
-    if Path(config_path).exists():
-        return None
-    where = Path(config_path).absolute()
-    return (
-        f"mcp-gateway {command}: no config file at {where} (looked for {config_path} from {Path.cwd()}); "
-        f"pass --config with the file the gateway serves"
-    )
 
 
 def reload_command(config_path: str, timeout_s: float) -> int:

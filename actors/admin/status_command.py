@@ -1,7 +1,10 @@
 """`mcp-gateway status [--config F | --url U]`: the tree of a running gateway, read from its admin listener.
 
 Exit 0 with the tree; 1 with one line when no gateway answers there (not running, unreachable, refused
-the token, not an admin listener); 2 when the config cannot say where the admin listener is.
+the token, not an admin listener); 2 when the config cannot say where the admin listener is. With
+--config, the other gateways serving the same file (found by their control files, runtime/control_peers.py;
+only one can hold the admin port) are listed under the tree by pid. Everything the gateway sent is printed
+with its control characters escaped, as the log does.
 """
 
 from __future__ import annotations
@@ -9,12 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 import httpx2
 
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
+from actors.runtime.control_peers import find_peers
+from actors.runtime.log import escape_controls
 
 TOKEN_VARIABLE: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # the token for --url (with --config: [admin] token_env)
 TIMEOUT_S: Final = 5.0
@@ -50,16 +56,41 @@ def run(args: argparse.Namespace) -> int:
         url, token = _where(args)
         tree = fetch_status(url, token)
     except StatusError as exc:
-        print(f"mcp-gateway status: {exc}", file=sys.stderr)
+        print(escape_controls(f"mcp-gateway status: {exc}"), file=sys.stderr)
         return exc.code
     print(format_tree(tree))
+    if not args.url:
+        others = other_gateways(args.config or args.default_config, tree["gateway"].get("pid"))
+        if others:
+            print(others)
     return 0
+
+
+def missing_config(config_path: str, command: str) -> str | None:
+    """When the file is not there: which file was looked for (absolute), and what to do."""
+    if Path(config_path).exists():
+        return None
+    return (
+        f"mcp-gateway {command}: no config file at {Path(config_path).absolute()} (looked for {config_path} "
+        f"from {Path.cwd()}); pass --config with the file the gateway serves"
+    )
+
+
+def other_gateways(config_path: str, shown: object) -> str | None:
+    """The other gateways serving the config than the one whose tree was shown, or None."""
+    pids = [str(peer.pid) for peer in find_peers(config_path) if peer.problem is None and peer.pid != shown]
+    if not pids:
+        return None
+    return f"also serving {Path(config_path).resolve()} (without the admin listener): pid {', '.join(pids)}"
 
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.url:
         return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE) or None
     path = args.config or args.default_config
+    missing = missing_config(path, "status")
+    if missing is not None:
+        raise StatusError(missing.removeprefix("mcp-gateway status: "), EXIT_CONFIG_ERROR)
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -120,7 +151,7 @@ def format_tree(tree: dict[str, Any]) -> str:
     backends = [_backend(backend) for backend in tree["backends"]]
     lines += _branch("frontends", frontends or [["(none)"]], last=False)
     lines += _branch("backends", backends or [["(none)"]], last=True)
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def _branch(title: str, children: list[list[str]], *, last: bool) -> list[str]:
@@ -154,6 +185,8 @@ def _backend(backend: dict[str, Any]) -> list[str]:
     facts.append(f"{backend['tools']} tools")
     if backend.get("inflight"):
         facts.append(f"{backend['inflight']} in flight")
+    if backend.get("listening"):
+        facts.append("listening")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
     return [head] + ([f"last error: {error['reason']}"] if error else [])

@@ -10,7 +10,7 @@ from actors.admin.history import StateHistory
 from actors.admin.meters import Meters
 from actors.admin.status import FrontendInfo, StatusModel
 from actors.catalog import Catalog, CatalogEvent
-from actors.protocol.envelopes import BackendCommand, BackendReady
+from actors.protocol.envelopes import BackendCommand, BackendReady, Call, ReplySlot
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
 from actors.runtime.watch import Watch
 
@@ -55,3 +55,8 @@ def make_model(catalog: Catalog, *, required: frozenset[str] = frozenset()) -> S
         required=required,
         started_at=0.0,
     )
+
+
+def in_flight(*methods: str) -> list[Call]:
+    """What a backend's in-flight table holds: one call per method given."""
+    return [Call(n, method, None, "s", ReplySlot()) for n, method in enumerate(methods, start=1)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalog_double import failed, make_catalog, make_model, ready, restarting, tell
+from catalog_double import failed, in_flight, make_catalog, make_model, ready, restarting, tell
 
 from actors.admin.history import HISTORY_LENGTH
 
@@ -45,7 +45,8 @@ async def test_the_tree_has_frontends_backends_and_what_the_meters_know() -> Non
     tell(catalog, ready("alpha", "add", "echo"))
     meter = model.meters.backend("alpha")
     meter.run_started()
-    meter.pid, meter.ready_since, meter.inflight = 4242, -5.0, lambda: 2
+    meter.pid, meter.ready_since = 4242, -5.0
+    meter.inflight_calls = lambda: in_flight("tools/call", "tools/call")
     status = model.status()
     assert status["gateway"]["name"] == "gw" and status["gateway"]["ready"] is False
     assert status["frontends"] == [
