@@ -62,10 +62,10 @@ def reload_command(config_path: str, timeout_s: float) -> int:
                 "if the gateway serves another file, pass --config with it"
             )
         return EXIT_NO_GATEWAY
-    return max(code, _await_outcomes(waiting, timeout_s))
+    return max(code, await_outcomes(waiting, timeout_s))
 
 
-def _await_outcomes(peers: list[tuple[Peer, int]], timeout_s: float) -> int:
+def await_outcomes(peers: list[tuple[Peer, int]], timeout_s: float) -> int:
     """Print each peer's new outcome as it comes; the worst exit code."""
     labelled, code = len(peers) > 1, 0
     deadline = time.monotonic() + timeout_s

@@ -98,7 +98,9 @@ async def test_a_planted_pid_of_another_program_gets_no_sighup(tmp_path: Path) -
         planted.pid_path.chmod(0o600)
         done = await command(tmp_path, "reload", "--config", str(config))
         assert done.returncode == 1
-        assert f"pid {victim.pid} not signalled: it is not an mcp-gateway serve process" in done.stderr.decode()
+        assert (
+            f"pid {victim.pid} not signalled: it is not an mcp-gateway serve process" in done.stderr.decode()
+        )
         assert victim.poll() is None  # no SIGHUP reached it: sleep would have died of it
     finally:
         victim.kill()

@@ -11,17 +11,19 @@ from actors.admin.meters import Meters
 from actors.admin.status import FrontendInfo, StatusModel
 from actors.catalog import Catalog, CatalogEvent
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, ReplySlot
+from actors.protocol.errors import BackendExitedError
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
 from actors.runtime.watch import Watch
 
 
-def make_catalog(*names: str) -> Catalog:
+def make_catalog(*names: str, expose_stderr: bool = False) -> Catalog:
     _, inbox = trio.open_memory_channel[CatalogEvent](1)
     return Catalog(
         order=list(names),
         request_timeouts_s=dict.fromkeys(names, 60.0),
         rule="prefix-on-collision",
         inbox=inbox,
+        expose_stderr=expose_stderr,
     )
 
 
@@ -38,6 +40,11 @@ def ready(name: str, *tools: str) -> BackendReady:
 
 def restarting(name: str, why: str) -> ChildRestarting:
     return ChildRestarting(name, RuntimeError(why), 0.5)
+
+
+def crashed(name: str, why: str, *stderr: str) -> ChildRestarting:
+    """Its process ended with these last stderr lines."""
+    return ChildRestarting(name, BackendExitedError(why, " | ".join(stderr)), 0.5)
 
 
 def failed(name: str, why: str) -> ChildFailed:
