@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,15 +64,32 @@ async def command(tmp_path: Path, *argv: str, cwd: Path | None = None) -> trio.C
     )
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 async def test_five_gateways_started_at_once_on_one_config_all_serve(tmp_path: Path) -> None:
+    """Each has its own control file; one holds the [admin] port, and `status` lists the others."""
     folder = private_folder(tmp_path)
     config = write_config(tmp_path / "same.toml", [backend_entry("keep", "--only=echo")])
+    config.write_text(config.read_text() + f"\n[admin]\nport = {free_port()}\n")
     async with gateways(tmp_path, config, GATEWAYS) as clients:
         pids = {client.process.pid for client in clients}
-        assert all(client.process.returncode is None for client in clients)
+        for number, client in enumerate(clients):
+            await client.call(number, "echo", text="up")
+            assert (await client.answer_to(number))["result"]["structuredContent"] == {"text": "up"}
         key = config_key(config)
         assert {path.name for path in folder.iterdir()} == {f"mcp-gateway-{key}-{pid}.pid" for pid in pids}
         assert all((folder / name).stat().st_mode & 0o777 == 0o600 for name in os.listdir(folder))
+        status = await command(tmp_path, "status", "--config", str(config))
+        assert status.returncode == 0, status.stderr
+        printed = status.stdout.decode().splitlines()
+        shown = int(printed[0].split(", pid ")[1].split(",")[0])
+        head, _, listed = printed[-1].partition(" pid ")
+        assert head == f"also serving {config} (without the admin listener):"
+        assert {int(pid) for pid in listed.split(", ")} == pids - {shown}
     assert list(folder.iterdir()) == []  # each removed its own files
 
 
