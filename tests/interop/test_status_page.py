@@ -41,7 +41,7 @@ async def expect_axes(page: Page, backend: str) -> None:
         top, half, zero, *times = axes.split("|")
         assert top.endswith(" " + unit) and half.endswith(" " + unit) and zero == f"0 {unit}", axes
         assert float(top.split()[0]) == 2 * float(half.split()[0]) > 0, axes
-        assert times == ["−2 min", "−1 min", "now"], axes
+        assert times == ["\u22122 min", "\u22121 min", "now"], axes  # a minus sign
 
 
 async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path) -> None:
