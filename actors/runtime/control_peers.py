@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,35 +86,39 @@ def _check_file(files: ControlFiles) -> Peer | None:
     if record is None or record.get("pid") != files.pid:
         return Peer(files.pid, files, f"its control file {files.pid_path} is not one a gateway wrote")
     try:
-        pidfd = os.pidfd_open(files.pid)
+        with _pinned(files.pid):
+            return Peer(files.pid, files, process_problem(files.pid, record.get("start")))
     except ProcessLookupError:
         files.release()  # stale: the gateway that wrote it is gone
         return None
     except OSError as exc:
         return Peer(files.pid, files, f"cannot be checked: {exc.strerror or exc}")
-    with contextlib.closing(_Fd(pidfd)):
-        return Peer(files.pid, files, process_problem(files.pid, record.get("start")))
 
 
 def signal_peer(peer: Peer, signum: signal.Signals) -> str | None:
     """Send `signum` to the peer if it still passes every check (on a pidfd): None, or why not."""
+    start = (_record(peer.files.pid_path) or {}).get("start")
     try:
-        pidfd = os.pidfd_open(peer.pid)
+        with _pinned(peer.pid) as pidfd:
+            problem = process_problem(peer.pid, start)
+            if problem is None:
+                signal.pidfd_send_signal(pidfd, signum)
+            return problem
     except ProcessLookupError:
         peer.files.release()
         return "it has ended"
     except OSError as exc:
-        return f"cannot be checked: {exc.strerror or exc}"
-    with contextlib.closing(_Fd(pidfd)):
-        record = _record(peer.files.pid_path) or {}
-        problem = process_problem(peer.pid, record.get("start"))
-        if problem is not None:
-            return problem
-        try:
-            signal.pidfd_send_signal(pidfd, signum)
-        except OSError as exc:
-            return f"cannot be signalled: {exc.strerror or exc}"
-    return None
+        return f"cannot be checked or signalled: {exc.strerror or exc}"
+
+
+@contextlib.contextmanager
+def _pinned(pid: int) -> Iterator[int]:
+    """A pidfd of `pid`: whatever is checked and signalled through it is that one process."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        yield pidfd
+    finally:
+        os.close(pidfd)
 
 
 def process_problem(pid: int, start: object) -> str | None:
@@ -175,11 +180,3 @@ def _proc(pid: int, name: str) -> bytes:
         return Path(f"/proc/{pid}/{name}").read_bytes()
     except OSError:
         return b""
-
-
-@attrs.define
-class _Fd:
-    descriptor: int
-
-    def close(self) -> None:
-        os.close(self.descriptor)
