@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -144,14 +145,22 @@ def events_scope() -> dict[str, Any]:
     return {"type": "http", "method": "GET", "path": "/events", "headers": [(b"host", b"127.0.0.1")]}
 
 
+def disconnect_on(gone: trio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI receive whose client goes away once `gone` is set."""
+
+    async def receive() -> dict[str, Any]:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 async def test_event_readers_are_capped_and_a_reader_leaving_makes_room() -> None:
     app, _ = make_app()
     gone = trio.Event()
     started: list[int] = []
 
-    async def receive() -> dict[str, Any]:
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    receive = disconnect_on(gone)
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -204,9 +213,7 @@ async def test_each_change_is_encoded_once_for_every_reader() -> None:
     gone = trio.Event()
     bodies: list[bytes] = []
 
-    async def receive() -> dict[str, Any]:
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    receive = disconnect_on(gone)
 
     async def send(message: dict[str, Any]) -> None:
         if message.get("body", b"").startswith(b"event: status"):
