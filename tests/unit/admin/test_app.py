@@ -204,7 +204,8 @@ async def test_a_reader_that_takes_no_event_is_dropped(autojump_clock: trio.test
             await trio.sleep_forever()  # the reader's socket is full: it reads nothing
 
     began = trio.current_time()
-    await app(events_scope(), receive, send)  # returns: the stream was dropped
+    with trio.fail_after(SLOW_READER_S * 10):
+        await app(events_scope(), receive, send)  # returns: the stream was dropped
     assert blocked.is_set() and trio.current_time() - began >= SLOW_READER_S
 
 
