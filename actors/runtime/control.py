@@ -101,9 +101,9 @@ def control_folders(*, create: bool) -> list[Path]:
             logger.warning("XDG_RUNTIME_DIR {} {}: not used for control files", runtime, problem)
     fallback = fallback_folder()
     if create and not usable:
-        with contextlib.suppress(FileExistsError, OSError):
+        with contextlib.suppress(OSError):  # there already (checked below), or cannot be made
             os.mkdir(fallback, PRIVATE_FOLDER)
-    if os.path.lexists(fallback):
+    if os.path.lexists(fallback) and fallback not in usable:
         problem = folder_problem(fallback)
         if problem is None:
             usable.append(fallback)
