@@ -57,13 +57,23 @@ def run(args: argparse.Namespace) -> int:
         tree = fetch_status(url, token)
     except StatusError as exc:
         print(escape_controls(f"mcp-gateway status: {exc}"), file=sys.stderr)
+        if not args.url and exc.code == EXIT_CONFIG_ERROR and Path(config_of(args)).exists():
+            others = other_gateways(config_of(args), None)
+            if others:
+                print(f"gateways serving {Path(config_of(args)).resolve()}: pid {others}", file=sys.stderr)
         return exc.code
     print(format_tree(tree))
     if not args.url:
-        others = other_gateways(args.config or args.default_config, tree["gateway"].get("pid"))
+        others = other_gateways(config_of(args), tree["gateway"].get("pid"))
         if others:
-            print(others)
+            print(
+                f"also serving {Path(config_of(args)).resolve()} (without the admin listener): pid {others}"
+            )
     return 0
+
+
+def config_of(args: argparse.Namespace) -> str:
+    return str(args.config or args.default_config)
 
 
 def missing_config(config_path: str, command: str) -> str | None:
@@ -76,18 +86,18 @@ def missing_config(config_path: str, command: str) -> str | None:
     )
 
 
-def other_gateways(config_path: str, shown: object) -> str | None:
-    """The other gateways serving the config than the one whose tree was shown, or None."""
-    pids = [str(peer.pid) for peer in find_peers(config_path) if peer.problem is None and peer.pid != shown]
-    if not pids:
-        return None
-    return f"also serving {Path(config_path).resolve()} (without the admin listener): pid {', '.join(pids)}"
+def other_gateways(config_path: str, shown: object) -> str:
+    """The pids of the gateways serving the config (their control files say so, and each passes the
+    checks) other than `shown`, the one whose tree was printed: "12, 34", or ""."""
+    return ", ".join(
+        str(peer.pid) for peer in find_peers(config_path) if peer.problem is None and peer.pid != shown
+    )
 
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.url:
         return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE) or None
-    path = args.config or args.default_config
+    path = config_of(args)
     missing = missing_config(path, "status")
     if missing is not None:
         raise StatusError(missing.removeprefix("mcp-gateway status: "), EXIT_CONFIG_ERROR)

@@ -103,6 +103,12 @@ async def test_reload_reaches_every_gateway_serving_the_config(tmp_path: Path) -
         lines = sorted(done.stdout.decode().splitlines())
         expected = sorted(f"pid {client.process.pid}: added more; 1 backend untouched" for client in clients)
         assert lines == expected
+        status = await command(tmp_path, "status", "--config", str(config))  # no [admin]: who serves it
+        last = status.stderr.decode().splitlines()[-1]
+        assert status.returncode == 2 and last.startswith(f"gateways serving {config}: pid ")
+        assert {int(pid) for pid in last.partition(": pid ")[2].split(", ")} == {
+            client.process.pid for client in clients
+        }
 
 
 async def test_a_planted_pid_of_another_program_gets_no_sighup(tmp_path: Path) -> None:
