@@ -10,7 +10,7 @@ another or with a reader. The Prometheus objects are built from these at scrape 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 import trio
@@ -39,10 +39,11 @@ LATENCY_BUCKETS_S: Final = (
     60.0,
 )
 TOOLS_CALL: Final = "tools/call"
+LISTEN: Final = "subscriptions/listen"  # a modern backend's standing request: listening, not a call
 
 
-def _no_calls_in_flight() -> int:
-    return 0
+def _no_calls_in_flight() -> Collection[Call]:
+    return ()
 
 
 class CallStats:
@@ -71,7 +72,7 @@ class BackendMeter:
     __slots__ = (
         "bytes_in",
         "bytes_out",
-        "inflight",
+        "inflight_calls",
         "methods",
         "name",
         "pid",
@@ -89,7 +90,15 @@ class BackendMeter:
         self.starts = 0  # runs the supervisor started; restarts are the ones after the first
         self.pid: int | None = None  # the current run's process, while it has one
         self.ready_since: float | None = None  # trio time the current run became ready
-        self.inflight: Callable[[], int] = _no_calls_in_flight  # the current run's in-flight table size
+        self.inflight_calls: Callable[[], Collection[Call]] = _no_calls_in_flight  # the current run's table
+
+    def inflight(self) -> int:
+        """Calls in flight now, not counting the standing subscriptions/listen of a modern backend."""
+        return sum(1 for call in self.inflight_calls() if call.method != LISTEN)
+
+    def listening(self) -> bool:
+        """Its subscriptions/listen is open (a modern backend's)."""
+        return any(call.method == LISTEN for call in self.inflight_calls())
 
     @property
     def restarts(self) -> int:
@@ -113,7 +122,7 @@ class BackendMeter:
         self.pid, self.ready_since = None, None
 
     def run_ended(self) -> None:
-        self.pid, self.ready_since, self.inflight = None, None, _no_calls_in_flight
+        self.pid, self.ready_since, self.inflight_calls = None, None, _no_calls_in_flight
 
     def totals(self) -> tuple[int, list[int]]:
         """Every call so far and its latency buckets, over all tools and methods."""

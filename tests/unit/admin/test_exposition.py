@@ -29,8 +29,9 @@ async def test_every_family_from_the_meters_and_the_view() -> None:
     tell_catalog(catalog, ready("alpha", "add"))
     tell_catalog(catalog, restarting("beta", "gone"))
     alpha = model.meters.backend("alpha")
-    alpha.starts, alpha.bytes_in, alpha.bytes_out, alpha.inflight = 3, 100, 40, lambda: 1
+    alpha.starts, alpha.bytes_in, alpha.bytes_out = 3, 100, 40
     call = Call(1, "tools/call", {"name": "add"}, "s", ReplySlot())
+    alpha.inflight_calls = lambda: [call]
     alpha.answered(call, None, -0.003)
     alpha.answered(call, RpcError(-32001, "slow"), -0.003)
     alpha.answered(Call(2, "prompts/get", {"name": "p"}, "s", ReplySlot()), None, 0.0)

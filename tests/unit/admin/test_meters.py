@@ -53,7 +53,8 @@ def test_restarts_are_the_starts_after_the_first_and_a_run_end_forgets_the_proce
     meter = BackendMeter("alpha")
     assert meter.restarts == 0
     meter.run_started()
-    meter.pid, meter.ready_since, meter.inflight = 41, 1.0, lambda: 3
+    meter.pid, meter.ready_since = 41, 1.0
+    meter.inflight_calls = lambda: [Call(n, "tools/call", None, "s", ReplySlot()) for n in range(3)]
     assert meter.restarts == 0 and meter.inflight() == 3
     meter.run_ended()
     assert (meter.pid, meter.ready_since, meter.inflight()) == (None, None, 0)
