@@ -33,8 +33,8 @@ LOOPBACK_CLIENT: Final = "loopback"  # 127.0.0.0/8, ::1 and their IPv4-mapped fo
 RETRY_AFTER_S: Final = 5
 
 # Ends the least recently active idle session of a client (None: of any client) to make room for a new
-# one; True when it ended one.
-MakeRoom = Callable[[str | None], bool]
+# one, the limit reached named for the log ("max_sessions = 1000"); True when it ended one.
+MakeRoom = Callable[[str | None, str], bool]
 
 
 def parse_host(value: str) -> tuple[str, int | None] | None:
@@ -132,17 +132,21 @@ class Admission:
         make_room: MakeRoom | None = None,
     ) -> str:
         """Count one more session, with `open_now` open on this listener: the client it counts against.
-        At the client's share, or at the listener's limit, `make_room` may end an idle session first;
-        when it cannot, 429 (the client's share) or 503 (the listener's limit), with Retry-After."""
+        At the client's share, `make_room` may end one of the client's idle sessions first; at the
+        listener's limit, one of the client's own, else any client's. When it cannot: 429 (the client's
+        share) or 503 (the listener's limit), with Retry-After."""
         client = client_key(principal, address)
         if self._sessions[client] >= self.per_client:
-            if make_room is None or not make_room(client):
+            limit = f"max_sessions_per_client = {self.per_client}"
+            if make_room is None or not make_room(client, limit):
                 busy = " and each is busy" if make_room is not None else ""
                 reason = f"this client already has {self.per_client} sessions{busy} (max_sessions_per_client)"
                 raise _refusal(429, reason)
             open_now -= 1
-        if open_now >= self.max_sessions and (make_room is None or not make_room(None)):
-            raise _refusal(503, f"the gateway is at its limit of {self.max_sessions} sessions")
+        if open_now >= self.max_sessions:
+            limit = f"max_sessions = {self.max_sessions}"
+            if make_room is None or not (make_room(client, limit) or make_room(None, limit)):
+                raise _refusal(503, f"the gateway is at its limit of {self.max_sessions} sessions")
         self._sessions[client] += 1
         return client
 

@@ -17,7 +17,14 @@ import pytest
 import trio
 from loguru import logger
 from support import DEADLINE_S, backend_entry, running, with_http, write_config
-from test_http import ACCEPT_BOTH, call, initialize, open_session, sse_events
+from test_http import (
+    ACCEPT_BOTH,
+    call,
+    hang_up_after_first_event,
+    initialize,
+    open_session,
+    sse_events,
+)
 
 from actors.frontends.admission import RETRY_AFTER_S
 from actors.gateway import Gateway
@@ -128,6 +135,23 @@ async def test_when_every_session_of_a_client_is_busy_a_new_one_gets_429_with_re
         assert await ping(http, url, ids[0]) == 200  # the call in flight kept its session
         statuses = [await ping(http, url, i) for i in ids[1:]]
         assert sorted(statuses) == [200] * (PER_CLIENT - 2) + [404]  # one idle one made room
+
+
+async def test_a_session_whose_dropped_stream_may_still_be_resumed_is_not_ended_to_make_room(
+    tmp_path: Path,
+) -> None:
+    async with (
+        running(config(tmp_path, max_sessions_per_client=1, resume_window_s=600)) as gateway,
+        httpx2.AsyncClient() as http,
+    ):
+        url = gateway.http_url
+        assert url is not None
+        slow = call(2, "progress", {"steps": 2, "delay": 600}, token="slow")
+        headers, _ = await hang_up_after_first_event(http, url, slow)
+        await until_at_rest(gateway, 1)  # no HTTP request open, but its call is still in flight
+        refused = await http.post(url, json=initialize(4), headers=ACCEPT_BOTH)
+        assert refused.status_code == 429 and refused.json()["id"] == 4
+        assert await ping(http, url, headers["mcp-session-id"]) == 200
 
 
 async def test_a_full_listener_ends_the_least_recently_active_idle_session_of_any_client(

@@ -10,9 +10,10 @@ answered. Both kinds count alike against max_sessions and each client's max_sess
 
 Clients that never DELETE (SDKs that open a session per connection) do not lock themselves out: at the
 client's share, its least recently active idle session (no HTTP request open, no GET stream, no request
-unanswered or unread) is ended to make room, logged; at the listener's limit, the least recently active
-idle session of any client is. The ended id gets 404 like any other, and its client initializes again.
-Only when every candidate is busy is the new session refused (429, 503, with Retry-After).
+unanswered or unread) is ended to make room, logged; at the listener's limit, its own least recently
+active idle session if it has one, else that of any client. The ended id gets 404 like any other, and
+its client initializes again. Only when every candidate is busy is the new session refused (429, 503,
+with Retry-After).
 """
 
 from __future__ import annotations
@@ -222,18 +223,13 @@ class HttpSessions(Mapping[str, HttpSession]):
             found.append((session_id, entry))
         return found
 
-    def _make_room(self, client: str | None) -> bool:
-        """End the least recently active idle session of `client` (None: of any client); True when one
-        was ended."""
+    def _make_room(self, client: str | None, limit: str) -> bool:
+        """End the least recently active idle session of `client` (None: of any client), `limit` being
+        reached; True when one was ended."""
         found = next(((sid, entry) for sid, entry in self._resting.oldest(client) if entry.idle()), None)
         if found is None:
             return False
         session_id, entry = found
-        limit = (
-            f"max_sessions_per_client = {self.settings.max_sessions_per_client}"
-            if client is not None
-            else f"max_sessions = {self.settings.max_sessions}"
-        )
         with logger.contextualize(session=entry.label):
             logger.info(
                 "ended to make room for a new session ({}): the least recently active idle one, {:.0f}s idle",

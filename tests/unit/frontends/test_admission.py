@@ -187,8 +187,9 @@ def test_at_its_share_a_client_makes_room_by_ending_one_of_its_own_sessions() ->
     alice = client_key(ALICE, "?")
     asked: list[str | None] = []
 
-    def make_room(client: str | None) -> bool:
+    def make_room(client: str | None, limit: str) -> bool:
         asked.append(client)
+        assert limit == "max_sessions_per_client = 2"
         gate.close_session(alice)  # the listener ended one of alice's idle sessions
         return True
 
@@ -196,20 +197,21 @@ def test_at_its_share_a_client_makes_room_by_ending_one_of_its_own_sessions() ->
     gate.open_session(ALICE, "?", 1)
     assert gate.open_session(ALICE, "?", 2, make_room) == alice
     assert asked == [alice]  # one of its own, and the listener's total went down with it
-    assert refusal(gate.open_session, ALICE, "?", 2, lambda client: False) == 429  # all busy
+    assert refusal(gate.open_session, ALICE, "?", 2, lambda client, limit: False) == 429  # all busy
 
 
-def test_a_full_listener_makes_room_by_ending_any_clients_idle_session() -> None:
+def test_a_full_listener_makes_room_from_the_clients_own_idle_sessions_first_then_anyones() -> None:
     gate = admission(max_sessions=3)
     asked: list[str | None] = []
 
-    def make_room(client: str | None) -> bool:
+    def make_room(client: str | None, limit: str) -> bool:
         asked.append(client)
-        return True
+        assert limit == "max_sessions = 3"
+        return client is None  # bob has no idle session of his own; someone else has
 
     gate.open_session(BOB, "?", 3, make_room)
-    assert asked == [None]
-    assert refusal(gate.open_session, BOB, "?", 3, lambda client: False) == 503
+    assert asked == [client_key(BOB, "?"), None]
+    assert refusal(gate.open_session, BOB, "?", 3, lambda client, limit: False) == 503
 
 
 @given(st.text(max_size=80))
