@@ -11,7 +11,8 @@ the gateway session its `Mcp-Session-Id` names.
 A POST of the 2026-07-28 era needs no session: modern.py serves it (ladder.py says which POSTs are). That
 era is POST only: a GET or DELETE under a modern MCP-Protocol-Version header gets 405.
 
-Refusals come before any message reaches a session: wrong path 404, Host not allowed 421, Origin not
+Refusals come before any message reaches a session: an MCP header (Mcp-Session-Id, MCP-Protocol-Version,
+Mcp-Method, Mcp-Name, Mcp-Param-*) sent twice 400, wrong path 404, Host not allowed 421, Origin not
 allowed 403, bad or missing token 401, body too large 413, body not arrived within body_timeout_s 408, a
 client whose share of sessions are all busy 429 and a listener whose sessions are all busy 503 (both with
 Retry-After; an idle one is ended to make room first: sessions.py), unknown or expired session 404 (the
@@ -34,6 +35,7 @@ from actors.frontends.admission import Admission
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
+from actors.frontends.http.param_headers import request_headers
 from actors.frontends.http.responses import (
     JSON_HEADERS,
     RequestRefused,
@@ -55,6 +57,7 @@ from actors.frontends.http.sse import (
 )
 from actors.frontends.http.transport import EventStream, RequestStream
 from actors.protocol import codec
+from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
 
@@ -89,11 +92,13 @@ class HttpApp:
             return
         if scope["type"] != "http":  # lifespan: nothing to do
             return
-        headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
-        }
+        headers, repeated = request_headers(scope["headers"])
         self._requests += 1
         try:
+            if repeated is not None:
+                raise Refused(
+                    400, f"the {clip(repeated)} header comes more than once; send each MCP header once"
+                )
             await self._serve(scope, headers, receive, send)
         except Refused as refused:
             client = scope.get("client")
