@@ -179,8 +179,8 @@ def parse() -> argparse.Namespace:
     return args
 
 
-if __name__ == "__main__":
-    args = parse()
+def run(args: argparse.Namespace) -> int:
+    """The exit code: 0 every run passed, 1 one failed, 2 nothing could start, 130 interrupted."""
     suites = list(SUITES.values()) if args.suite == "both" else [SUITES[args.suite]]
     directory = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
     try:
@@ -194,4 +194,8 @@ if __name__ == "__main__":
         print(f"kept {directory}", file=sys.stderr)
     else:
         shutil.rmtree(directory, ignore_errors=True)
-    sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(run(parse()))
