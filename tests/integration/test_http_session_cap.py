@@ -6,7 +6,7 @@ is. Raw HTTP against a gateway running in this process with a real backend proce
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -16,7 +16,7 @@ import orjson
 import pytest
 import trio
 from loguru import logger
-from support import DEADLINE_S, backend_entry, running, with_http, write_config
+from support import DEADLINE_S, backend_entry, running, with_http, with_websocket, write_config
 from test_http import (
     ACCEPT_BOTH,
     call,
@@ -25,6 +25,7 @@ from test_http import (
     open_session,
     sse_events,
 )
+from trio_websocket import ConnectionRejected, open_websocket_url, wrap_client_stream
 
 from actors.frontends.admission import RETRY_AFTER_S
 from actors.gateway import Gateway
@@ -86,8 +87,11 @@ async def call_in_flight(http: httpx2.AsyncClient, url: str, session_id: str) ->
     """A slow call in the session, in flight (its first progress has come) until the block ends."""
     headers = {**ACCEPT_BOTH, "mcp-session-id": session_id}
     body = orjson.dumps(call(2, "progress", {"steps": 2, "delay": 600}, token="slow"))
-    async with http.stream("POST", url, content=body, headers=headers) as response:
-        async for event in sse_events(response):
+    async with (
+        http.stream("POST", url, content=body, headers=headers) as response,
+        aclosing(sse_events(response)) as events,
+    ):
+        async for event in events:
             if event["data"]:
                 break
         yield
@@ -213,3 +217,28 @@ async def test_a_loopback_alias_counts_as_the_same_client(tmp_path: Path) -> Non
         second = await open_session(alias, url)  # the first is idle now: it makes room
         assert await ping(local, url, first) == 404
         assert await ping(alias, url, second) == 200
+
+
+async def test_a_websocket_from_a_loopback_alias_counts_as_the_same_client(tmp_path: Path) -> None:
+    """The WebSocket listener keys its share the same way; a connection is always busy, so it is refused."""
+    both = with_websocket(config(tmp_path), host="0.0.0.0", max_sessions_per_client=1)
+    async with running(both) as gateway:
+        assert gateway.websocket_url is not None
+        url = gateway.websocket_url.replace("0.0.0.0", "127.0.0.1")
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        retry_after = (b"retry-after", str(RETRY_AFTER_S).encode())
+        async with open_websocket_url(url):
+            with trio.socket.socket() as sock:  # a connection from 127.0.0.2
+                await sock.bind(("127.0.0.2", 0))
+                await sock.connect(("127.0.0.1", port))
+                # the library raises the refusal in its reader task, in the nursery it is given
+                with pytest.RaisesGroup(
+                    pytest.RaisesExc(
+                        ConnectionRejected,
+                        check=lambda rejected: (
+                            rejected.status_code == 429 and retry_after in rejected.headers
+                        ),
+                    )
+                ):
+                    async with trio.open_nursery() as nursery:
+                        await wrap_client_stream(nursery, trio.SocketStream(sock), "127.0.0.1", "/mcp")
