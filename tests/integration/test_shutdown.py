@@ -1,0 +1,111 @@
+"""A stdio client that quits leaves no backend behind (issue #24). The official Python SDK 2.x client's own
+close sequence (stdin closed, 2 s, SIGTERM to the gateway's group, 2 s, SIGKILL) against a gateway whose
+backends each started a grandchild, some of both deaf to stdin's end and to SIGTERM: every one of them is
+gone within 1.5 s of the end of stdin, before the SDK would send its SIGTERM. A signal in the middle of the
+shutdown hurries it and still leaves nothing; calls in flight are answered before the gateway exits."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+from mcp import Client
+from process_tree import BOUND_S, GRANDCHILDREN, child_running, family_config, gone_after, tree_of
+from support import RawClient, gateway_argv, kill_quietly, read_log, sdk_client, search_stream
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+
+IN_FLIGHT = 8
+
+
+async def start_grandchildren(client: Client) -> list[int]:
+    pids = []
+    for tool, arguments in GRANDCHILDREN:
+        result = await client.call_tool(tool, arguments)
+        assert not result.is_error, result
+        pids.append(result.structured_content["pid"])  # type: ignore[index]
+    return pids
+
+
+async def test_the_python_sdk_closing_leaves_no_backend_nor_grandchild_within_the_bound(
+    tmp_path: Path,
+) -> None:
+    config, log = family_config(tmp_path), tmp_path / "gateway.log"
+    tree: list = []
+    try:
+        async with sdk_client(config, log) as client:
+            grandchildren = await start_grandchildren(client)
+            tree = tree_of(child_running(config))
+            assert {p.pid for p in tree} >= set(grandchildren) and len(tree) >= 7  # gateway, 3 + 3 of theirs
+            closing = trio.current_time()  # the SDK closes the gateway's stdin on the way out
+        assert await gone_after(tree, closing) <= BOUND_S
+    finally:
+        kill_quietly(p.pid for p in tree)
+    text = read_log(log)
+    assert "stdio client is gone; stopping" in text and "gateway stopped" in text
+    assert "during the shutdown" not in text  # done before the SDK's SIGTERM: nothing to hurry
+
+
+async def test_a_sigterm_in_the_middle_of_the_shutdown_hurries_it_and_leaves_nothing(tmp_path: Path) -> None:
+    """shutdown_s = 40: stdin's end gives the backends 3 s to leave politely, the SIGTERM waits 2 s; the
+    deaf backends would take both. A SIGTERM then another cut them short."""
+    config = family_config(tmp_path, shutdown_s=40)
+    argv = gateway_argv(config, tmp_path / "gateway.log")
+    process = await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, stderr=-1)
+    assert process.stderr is not None
+    tree: list = []
+    try:
+        gateway = RawClient(process)
+        await gateway.initialize()
+        for n, (tool, arguments) in enumerate(GRANDCHILDREN):
+            await gateway.call(n, tool, **arguments)
+            assert "result" in await gateway.answer_to(n)
+        tree = tree_of(process.pid)
+        await gateway.close_stdin()
+        await search_stream(process.stderr, re.compile(rb"(stdio client is gone; stopping)"), "the shutdown")
+        hurried = trio.current_time()
+        process.send_signal(signal.SIGTERM)
+        await search_stream(process.stderr, re.compile(rb"(get SIGTERM now)"), "the hurry")
+        process.send_signal(signal.SIGTERM)
+        await search_stream(process.stderr, re.compile(rb"(get SIGKILL now)"), "the force")
+        assert await gone_after(tree, hurried) < 2.0  # less than the polite wait alone
+        assert await gateway.wait_exit() == 0  # it stopped, not killed by the signals
+    finally:
+        kill_quietly(p.pid for p in tree)
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_exits(tmp_path: Path) -> None:
+    config = family_config(tmp_path)
+    process = await trio.lowlevel.open_process(
+        gateway_argv(config, tmp_path / "gateway.log"), stdin=-1, stdout=-1, stderr=subprocess.DEVNULL
+    )
+    tree: list = []
+    try:
+        gateway = RawClient(process)
+        await gateway.initialize()
+        for n in range(IN_FLIGHT):
+            await gateway.call(f"slow-{n}", "sleep", seconds=600)
+        await gateway.request("probe", "ping")  # answered once the slow calls are in the dispatcher
+        await gateway.answer_to("probe")
+        tree = tree_of(process.pid)
+        await gateway.close_stdin()
+        closing = trio.current_time()
+        answers = [orjson.loads(line) for line in (await gateway.rest_of_stdout()).splitlines()]
+        assert sorted(answer["id"] for answer in answers) == sorted(f"slow-{n}" for n in range(IN_FLIGHT))
+        assert all(answer["error"]["code"] == -32000 for answer in answers)
+        assert await gateway.wait_exit() == 0
+        assert await gone_after(tree, closing) <= BOUND_S
+    finally:
+        kill_quietly(p.pid for p in tree)
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
