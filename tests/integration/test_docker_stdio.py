@@ -1,0 +1,89 @@
+"""The image's recipe for editors (README, Docker section): `serve --stdio` with config/docker-stdio.toml,
+which needs no secret and serves stdio alone, so the gateway and its container exit when the editor closes
+stdin. Docker itself is not needed: the recipe's arguments after the image name are run as the image's
+ENTRYPOINT would run them, on a copy of the config whose image paths point into this checkout."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+import trio
+from process_tree import BOUND_S, gone_after, tree_of
+from support import ROOT, RawClient, kill_quietly
+
+from actors.config import load_config
+
+EDITOR_MARK: Final = "# for an editor"
+IMAGE: Final = "mcp-gateway"
+IN_IMAGE: Final = {"/opt/mcp-gateway/": f"{ROOT}/"}  # COPY examples /opt/mcp-gateway/examples
+
+
+def editor_line() -> str:
+    """The README's editor command line (`docker run ...`)."""
+    (line,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.endswith(EDITOR_MARK)]
+    return line.removesuffix(EDITOR_MARK).strip()
+
+
+def editor_recipe() -> list[str]:
+    """Its arguments after the image name: what the image's ENTRYPOINT (mcp-gateway) is given."""
+    argv = shlex.split(editor_line())
+    assert argv[:2] == ["docker", "run"] and "-i" in argv and "--init" in argv
+    return argv[argv.index(IMAGE) + 1 :]
+
+
+def test_the_editor_recipe_names_the_stdio_config_the_image_holds() -> None:
+    args = editor_recipe()
+    assert args[:2] == ["serve", "--stdio"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"COPY config/docker-stdio.toml {args[args.index('--config') + 1]}\n" in dockerfile
+    assert f"#   {editor_line()}\n" in dockerfile  # the Dockerfile's own comment says the same line
+    assert editor_line() in (ROOT / "config" / "docker-stdio.toml").read_text()  # and so does the config
+
+
+def local_copy(tmp_path: Path) -> Path:
+    text = (ROOT / "config" / "docker-stdio.toml").read_text()
+    for image_path, here in {**IN_IMAGE, "/var/lib/mcp-gateway/": f"{tmp_path}/"}.items():
+        text = text.replace(image_path, here)
+    copy = tmp_path / "stdio.toml"
+    copy.write_text(text)
+    return copy
+
+
+def test_the_stdio_config_needs_no_secret_and_opens_no_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GATEWAY_JWT_SECRET", raising=False)
+    config = load_config(local_copy(tmp_path))
+    assert config.websocket is None and config.http is None and config.admin is None
+    assert [backend.name for backend in config.backends] == ["notes", "utility"]
+
+
+async def test_the_editor_recipe_serves_and_exits_at_the_end_of_stdin_leaving_nothing(tmp_path: Path) -> None:
+    args = editor_recipe()
+    args[args.index("--config") + 1] = str(local_copy(tmp_path))
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}  # no secret
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "actors", *args], stdin=-1, stdout=-1, stderr=subprocess.DEVNULL, env=env
+    )
+    tree: list = []
+    try:
+        gateway = RawClient(process)
+        assert "result" in await gateway.initialize()
+        await gateway.call("sum", "calculate", expression="6*7")
+        assert "42" in str((await gateway.answer_to("sum"))["result"])
+        tree = tree_of(process.pid)
+        assert len(tree) >= 3  # the gateway and its two backends
+        await gateway.close_stdin()
+        closing = trio.current_time()
+        assert await gateway.wait_exit() == 0
+        assert await gone_after(tree, closing) <= BOUND_S
+    finally:
+        kill_quietly(p.pid for p in tree)
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
