@@ -33,11 +33,11 @@ from loguru import logger
 from actors.admin.meters import Meters
 from actors.admin.service import Admin
 from actors.admin.status import FrontendInfo
-from actors.backends.actor import Backend
+from actors.backend_actors import backend_actor, restart_policy
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
-from actors.config import BackendConfig, Config
+from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
 from actors.frontends.stdio import open_stdio_transport
@@ -73,18 +73,6 @@ STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: no
 LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, HttpListener)
 
 ListenerT = TypeVar("ListenerT", bound=Listener[Any])
-
-
-def restart_policy(backend: BackendConfig) -> RestartPolicy:
-    r = backend.restart
-    return RestartPolicy(
-        restart=Restart(r.policy),
-        max_restarts=r.max_restarts,
-        window_s=r.window_s,
-        backoff_initial_s=r.backoff_initial_s,
-        backoff_max_s=r.backoff_max_s,
-        stable_after_s=r.stable_after_s,
-    )
 
 
 @attrs.define
@@ -243,7 +231,7 @@ class Gateway:
         wanted = set(names)
         return [
             ChildSpec(
-                b.name, self._backend(b, self.catalog_events.clone()).run, restart_policy(b), kind="backend"
+                b.name, backend_actor(self, b, self.catalog_events.clone()).run, restart_policy(b), "backend"
             )
             for b in self.config.backends
             if b.name in wanted
@@ -291,26 +279,6 @@ class Gateway:
             connections.start_soon(_discard, reports)
             await connections.start(supervise, specs, events)
             task_status.started()
-
-    def _backend(self, backend: BackendConfig, events: trio.MemorySendChannel[CatalogEvent]) -> Backend:
-        settings = self.config.gateway
-        return Backend(
-            config=backend,
-            catalog=events,
-            gateway_name=settings.name,
-            startup_timeout_s=self.config.startup_timeout_s(backend),
-            shutdown_s=settings.shutdown_s,
-            max_message_bytes=settings.max_message_bytes,
-            request_timeout_s=self.config.request_timeout_s(backend),
-            events=self.events,
-            clients=self.clients,
-            subscriptions=self.subscriptions,
-            withheld_env=self.config.secret_variables(),
-            roots=self.config.roots_of(backend),
-            meter=self.meters.backend(backend.name),
-            expose_stderr=settings.expose_backend_stderr,
-            shutdown=self.shutdown,
-        )
 
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
