@@ -1,6 +1,7 @@
 """A gateway's process tree, for the shutdown tests: a config whose backends each start a grandchild (some
 backends and grandchildren deaf to stdin's end and to SIGTERM), the gateway's descendants noted while they
-run, and how long after a moment the last of them was gone."""
+run, and how long after a moment the last of them was gone (watched while they are being ended, so that
+what comes after, the gateway's own exit included, does not count)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import trio
 from support import DEADLINE_S, backend_entry, write_config
 
@@ -48,18 +50,25 @@ def child_running(config: Path) -> int:
     raise AssertionError(f"no child of this process serves {config}")
 
 
-def tree_of(pid: int) -> list[descendants.Proc]:
-    """`pid` and every process it started, with those they started (re-parented ones included: the
-    gateway is their subreaper), as they are now."""
+def descendants_of(pid: int) -> list[descendants.Proc]:
+    """Every process `pid` started, with those they started (re-parented ones included: the gateway is
+    their subreaper), as they are now."""
     family = descendants.Family(pid)
     family.note()
-    procs = [descendants.stat(p) for p in (pid, *family.seen)]
+    procs = [descendants.stat(p) for p in family.seen]
     return [proc for proc in procs if proc is not None and not proc.exited]
 
 
-async def gone_after(procs: list[descendants.Proc], since: float) -> float:
-    """Seconds from `since` (trio time) until none of `procs` runs."""
-    with trio.fail_after(DEADLINE_S):
-        while descendants.still_running(procs):  # noqa: ASYNC110 (no event exists; see GONE_POLL_S)
-            await trio.sleep(GONE_POLL_S)
-    return trio.current_time() - since
+@attrs.define
+class Gone:
+    """When the last of `procs` ended, in seconds after `since`: run `watch` beside what ends them."""
+
+    procs: list[descendants.Proc]
+    since: float = attrs.field(factory=trio.current_time)
+    after_s: float | None = None
+
+    async def watch(self) -> None:
+        with trio.fail_after(DEADLINE_S):
+            while descendants.still_running(self.procs):  # noqa: ASYNC110 (no event exists: GONE_POLL_S)
+                await trio.sleep(GONE_POLL_S)
+        self.after_s = trio.current_time() - self.since

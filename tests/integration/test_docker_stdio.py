@@ -13,7 +13,7 @@ from typing import Final
 
 import pytest
 import trio
-from process_tree import BOUND_S, gone_after, tree_of
+from process_tree import BOUND_S, Gone, descendants_of
 from support import ROOT, RawClient, kill_quietly
 
 from actors.config import load_config
@@ -70,20 +70,22 @@ async def test_the_editor_recipe_serves_and_exits_at_the_end_of_stdin_leaving_no
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "actors", *args], stdin=-1, stdout=-1, stderr=subprocess.DEVNULL, env=env
     )
-    tree: list = []
+    gone = Gone([])
     try:
         gateway = RawClient(process)
         assert "result" in await gateway.initialize()
         await gateway.call("sum", "calculate", expression="6*7")
         assert "42" in str((await gateway.answer_to("sum"))["result"])
-        tree = tree_of(process.pid)
-        assert len(tree) >= 3  # the gateway and its two backends
-        await gateway.close_stdin()
-        closing = trio.current_time()
+        gone = Gone(descendants_of(process.pid))
+        assert len(gone.procs) == 2  # its two backends
+        async with trio.open_nursery() as nursery:
+            await gateway.close_stdin()
+            gone.since = trio.current_time()
+            nursery.start_soon(gone.watch)
+        assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await gateway.wait_exit() == 0
-        assert await gone_after(tree, closing) <= BOUND_S
     finally:
-        kill_quietly(p.pid for p in tree)
+        kill_quietly(p.pid for p in gone.procs)
         if process.returncode is None:
             process.kill()
             await process.wait()

@@ -16,7 +16,7 @@ import orjson
 import pytest
 import trio
 from mcp import Client
-from process_tree import BOUND_S, GRANDCHILDREN, child_running, family_config, gone_after, tree_of
+from process_tree import BOUND_S, GRANDCHILDREN, Gone, child_running, descendants_of, family_config
 from support import RawClient, gateway_argv, kill_quietly, read_log, sdk_client, search_stream
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -37,16 +37,16 @@ async def test_the_python_sdk_closing_leaves_no_backend_nor_grandchild_within_th
     tmp_path: Path,
 ) -> None:
     config, log = family_config(tmp_path), tmp_path / "gateway.log"
-    tree: list = []
+    gone = Gone([])
     try:
-        async with sdk_client(config, log) as client:
+        async with trio.open_nursery() as nursery, sdk_client(config, log) as client:
             grandchildren = await start_grandchildren(client)
-            tree = tree_of(child_running(config))
-            assert {p.pid for p in tree} >= set(grandchildren) and len(tree) >= 7  # gateway, 3 + 3 of theirs
-            closing = trio.current_time()  # the SDK closes the gateway's stdin on the way out
-        assert await gone_after(tree, closing) <= BOUND_S
+            gone = Gone(descendants_of(child_running(config)))  # from now: the SDK closes stdin next
+            assert {p.pid for p in gone.procs} >= set(grandchildren) and len(gone.procs) >= 6
+            nursery.start_soon(gone.watch)
+        assert gone.after_s is not None and gone.after_s <= BOUND_S
     finally:
-        kill_quietly(p.pid for p in tree)
+        kill_quietly(p.pid for p in gone.procs)
     text = read_log(log)
     assert "stdio client is gone; stopping" in text and "gateway stopped" in text
     assert "during the shutdown" not in text  # done before the SDK's SIGTERM: nothing to hurry
@@ -59,25 +59,27 @@ async def test_a_sigterm_in_the_middle_of_the_shutdown_hurries_it_and_leaves_not
     argv = gateway_argv(config, tmp_path / "gateway.log")
     process = await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, stderr=-1)
     assert process.stderr is not None
-    tree: list = []
+    gone = Gone([])
     try:
         gateway = RawClient(process)
         await gateway.initialize()
         for n, (tool, arguments) in enumerate(GRANDCHILDREN):
             await gateway.call(n, tool, **arguments)
             assert "result" in await gateway.answer_to(n)
-        tree = tree_of(process.pid)
+        procs = descendants_of(process.pid)
         await gateway.close_stdin()
         await search_stream(process.stderr, re.compile(rb"(stdio client is gone; stopping)"), "the shutdown")
-        hurried = trio.current_time()
-        process.send_signal(signal.SIGTERM)
-        await search_stream(process.stderr, re.compile(rb"(get SIGTERM now)"), "the hurry")
-        process.send_signal(signal.SIGTERM)
-        await search_stream(process.stderr, re.compile(rb"(get SIGKILL now)"), "the force")
-        assert await gone_after(tree, hurried) < 2.0  # less than the polite wait alone
+        async with trio.open_nursery() as nursery:
+            gone = Gone(procs)
+            nursery.start_soon(gone.watch)
+            process.send_signal(signal.SIGTERM)
+            await search_stream(process.stderr, re.compile(rb"(get SIGTERM now)"), "the hurry")
+            process.send_signal(signal.SIGTERM)
+            await search_stream(process.stderr, re.compile(rb"(get SIGKILL now)"), "the force")
+        assert gone.after_s is not None and gone.after_s < 2.0  # less than the polite wait alone
         assert await gateway.wait_exit() == 0  # it stopped, not killed by the signals
     finally:
-        kill_quietly(p.pid for p in tree)
+        kill_quietly(p.pid for p in gone.procs)
         if process.returncode is None:
             process.kill()
             await process.wait()
@@ -88,7 +90,7 @@ async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_e
     process = await trio.lowlevel.open_process(
         gateway_argv(config, tmp_path / "gateway.log"), stdin=-1, stdout=-1, stderr=subprocess.DEVNULL
     )
-    tree: list = []
+    gone = Gone([])
     try:
         gateway = RawClient(process)
         await gateway.initialize()
@@ -96,16 +98,18 @@ async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_e
             await gateway.call(f"slow-{n}", "sleep", seconds=600)
         await gateway.request("probe", "ping")  # answered once the slow calls are in the dispatcher
         await gateway.answer_to("probe")
-        tree = tree_of(process.pid)
-        await gateway.close_stdin()
-        closing = trio.current_time()
-        answers = [orjson.loads(line) for line in (await gateway.rest_of_stdout()).splitlines()]
+        procs = descendants_of(process.pid)
+        async with trio.open_nursery() as nursery:
+            await gateway.close_stdin()
+            gone = Gone(procs)
+            nursery.start_soon(gone.watch)
+            answers = [orjson.loads(line) for line in (await gateway.rest_of_stdout()).splitlines()]
         assert sorted(answer["id"] for answer in answers) == sorted(f"slow-{n}" for n in range(IN_FLIGHT))
         assert all(answer["error"]["code"] == -32000 for answer in answers)
+        assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await gateway.wait_exit() == 0
-        assert await gone_after(tree, closing) <= BOUND_S
     finally:
-        kill_quietly(p.pid for p in tree)
+        kill_quietly(p.pid for p in gone.procs)
         if process.returncode is None:
             process.kill()
             await process.wait()

@@ -11,7 +11,7 @@ from typing import Final
 import orjson
 import pytest
 import trio
-from process_tree import BOUND_S, GRANDCHILDREN, family_config, gone_after, tree_of
+from process_tree import BOUND_S, GRANDCHILDREN, Gone, descendants_of, family_config
 from support import DEADLINE_S, ROOT, gateway_argv, kill_quietly, read_log
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -38,20 +38,22 @@ async def test_the_typescript_sdk_closing_leaves_no_backend_nor_grandchild_withi
     argv = [str(node), str(CLIENT), orjson.dumps(gateway_argv(config, log)).decode(), calls, str(ROOT)]
     client = await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, cwd=str(ROOT / "tests" / "interop"))
     assert client.stdin is not None and client.stdout is not None
-    tree: list = []
+    gone = Gone([])
     try:
         pending = bytearray()
         started = await next_line(client.stdout, pending)
-        tree = tree_of(started["gateway"])  # type: ignore[arg-type]
-        assert {p.pid for p in tree} >= set(started["pids"]) and len(tree) >= 7  # type: ignore[arg-type]
-        await client.stdin.send_all(b"close\n")
-        closing = trio.current_time()  # the SDK ends the gateway's stdin now
-        assert await gone_after(tree, closing) <= BOUND_S
+        gone = Gone(descendants_of(started["gateway"]))  # type: ignore[arg-type]
+        assert {p.pid for p in gone.procs} >= set(started["pids"]) and len(gone.procs) >= 6  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            await client.stdin.send_all(b"close\n")  # the SDK ends the gateway's stdin now
+            gone.since = trio.current_time()
+            nursery.start_soon(gone.watch)
+        assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await next_line(client.stdout, pending) == {"closed": True}
         with trio.fail_after(DEADLINE_S):
             assert await client.wait() == 0
     finally:
-        kill_quietly(p.pid for p in tree)
+        kill_quietly(p.pid for p in gone.procs)
         if client.returncode is None:
             client.kill()
             await client.wait()
