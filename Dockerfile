@@ -16,10 +16,10 @@ RUN useradd --system --user-group --create-home --home-dir /var/lib/mcp-gateway 
 # Only what `pip install .` needs (pyproject.toml names README.md as the readme); the sources go after.
 COPY pyproject.toml README.md LICENSE /src/
 COPY actors /src/actors
+COPY mcp_gateway_examples /src/mcp_gateway_examples
 RUN pip install /src && rm -rf /src
 
-# The demo backends the configs run, the default config and the editors' one.
-COPY examples /opt/mcp-gateway/examples
+# The default config and the editors' one (the demo backends they run were installed with the package above).
 COPY config/docker.toml /etc/mcp-gateway/gateway.toml
 COPY config/docker-stdio.toml /etc/mcp-gateway/stdio.toml
 

@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, token."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from typing import Final
 import trio
 from loguru import logger
 
-from actors import __version__
+from actors import __version__, cli_token
 from actors.admin import status_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
-from actors.config.resolve import command_problems
 from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
@@ -48,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
     status_command.add_parser(commands, DEFAULT_CONFIG)
+    cli_token.add_parser(commands, DEFAULT_CONFIG)
     for command in (serve, check, tools, reload):
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
@@ -74,12 +74,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "status":  # a client of a running gateway: no logging, no gateway of its own
         return status_command.run(args)
+    if args.command == "token":  # reads the listeners' [NAME.auth] only; stdout is the token alone
+        return cli_token.run(args)
     _check_log_options(parser, args)
     configure_logging(args.log_level, args.log_file, args.log_format)
     if args.command == "reload":
         return reload_command(args.config, args.timeout)
     try:
-        config = load_config(args.config)
+        # check: every problem in one pass, with what a start would trip on (commands, listen hosts)
+        config = load_config(args.config, check_start=args.command == "check")
         gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:
@@ -87,11 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
-            missing = command_problems(config)
-            for problem in missing:
-                report(problem)
-            if missing:
-                return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":

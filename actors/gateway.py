@@ -36,7 +36,7 @@ from actors.admin.status import FrontendInfo
 from actors.backend_actors import backend_actor, restart_policy
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
-from actors.catalog.subscriptions import Subscriptions
+from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
@@ -177,6 +177,7 @@ class Gateway:
         config = self.config
         self.bridges.nursery = root  # the timers of parked calls
         await root.start(catalog.run)
+        root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
         for middleware in self.middleware:
             await root.start(middleware.run)
         if websocket:
