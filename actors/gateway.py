@@ -40,7 +40,7 @@ from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
-from actors.frontends.stdio import open_stdio_transport
+from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file
 from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
@@ -303,8 +303,8 @@ class Gateway:
         self, catalog: Watch[CatalogView], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         settings, ends_all = self.session_settings("stdio"), not self.listeners
-        if ends_all:  # its end is the gateway's: calls in flight get the drain share of that shutdown
-            settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)
+        if ends_all and not stdin_is_a_file():  # the client that closes stdin quits: its calls in flight
+            settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)  # get the drain share
         session = Session(
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),

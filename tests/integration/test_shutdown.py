@@ -113,3 +113,32 @@ async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_e
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_stdin_read_from_a_file_ends_without_cutting_short_the_calls_it_made(tmp_path: Path) -> None:
+    """`< requests.jsonl` is no client that quits: its last call gets the whole drain (shutdown_s), not the
+    share a closed pipe gets, and is answered."""
+    config = family_config(tmp_path)
+    info = {"name": "file", "version": "0"}
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"seconds": 1}},
+        },
+    ]
+    (tmp_path / "requests.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+    with (tmp_path / "requests.jsonl").open("rb") as stdin:
+        done = await trio.run_process(
+            gateway_argv(config, tmp_path / "gateway.log"), stdin=stdin, capture_stdout=True, check=False
+        )
+    answers = {answer["id"]: answer for answer in map(orjson.loads, done.stdout.splitlines())}
+    assert done.returncode == 0 and "result" in answers[2], answers
