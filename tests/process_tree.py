@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import attrs
 import trio
-from support import DEADLINE_S, backend_entry, write_config
+from support import DEADLINE_S, backend_entry, kill_quietly, write_config
 
 from actors.backends import descendants
 
@@ -67,8 +67,21 @@ class Gone:
     since: float = attrs.field(factory=trio.current_time)
     after_s: float | None = None
 
+    def start(self, nursery: trio.Nursery) -> None:
+        """Watch from now on, in `nursery`."""
+        self.since = trio.current_time()
+        nursery.start_soon(self.watch)
+
     async def watch(self) -> None:
         with trio.fail_after(DEADLINE_S):
             while descendants.still_running(self.procs):  # noqa: ASYNC110 (no event exists: GONE_POLL_S)
                 await trio.sleep(GONE_POLL_S)
         self.after_s = trio.current_time() - self.since
+
+
+async def end_all(process: trio.Process, gone: Gone) -> None:
+    """Whatever a failed test left running: the noted descendants, and the process itself."""
+    kill_quietly(p.pid for p in gone.procs)
+    if process.returncode is None:
+        process.kill()
+        await process.wait()

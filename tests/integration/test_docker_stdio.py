@@ -13,8 +13,8 @@ from typing import Final
 
 import pytest
 import trio
-from process_tree import BOUND_S, Gone, descendants_of
-from support import ROOT, RawClient, kill_quietly
+from process_tree import BOUND_S, Gone, descendants_of, end_all
+from support import ROOT, RawClient
 
 from actors.config import load_config
 
@@ -78,12 +78,8 @@ async def test_the_editor_recipe_serves_and_exits_at_the_end_of_stdin_leaving_no
         assert len(gone.procs) == 2  # its two backends
         async with trio.open_nursery() as nursery:
             await gateway.close_stdin()
-            gone.since = trio.current_time()
-            nursery.start_soon(gone.watch)
+            gone.start(nursery)
         assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await gateway.wait_exit() == 0
     finally:
-        kill_quietly(p.pid for p in gone.procs)
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await end_all(process, gone)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 import trio
 from mcp import Client
-from process_tree import BOUND_S, GRANDCHILDREN, Gone, child_running, descendants_of, family_config
+from process_tree import BOUND_S, GRANDCHILDREN, Gone, child_running, descendants_of, end_all, family_config
 from support import RawClient, gateway_argv, kill_quietly, read_log, sdk_client, search_stream
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -43,7 +43,7 @@ async def test_the_python_sdk_closing_leaves_no_backend_nor_grandchild_within_th
             grandchildren = await start_grandchildren(client)
             gone = Gone(descendants_of(child_running(config)))  # from now: the SDK closes stdin next
             assert {p.pid for p in gone.procs} >= set(grandchildren) and len(gone.procs) >= 6
-            nursery.start_soon(gone.watch)
+            gone.start(nursery)
         assert gone.after_s is not None and gone.after_s <= BOUND_S
     finally:
         kill_quietly(p.pid for p in gone.procs)
@@ -71,7 +71,7 @@ async def test_a_sigterm_in_the_middle_of_the_shutdown_hurries_it_and_leaves_not
         await search_stream(process.stderr, re.compile(rb"(stdio client is gone; stopping)"), "the shutdown")
         async with trio.open_nursery() as nursery:
             gone = Gone(procs)
-            nursery.start_soon(gone.watch)
+            gone.start(nursery)
             process.send_signal(signal.SIGTERM)
             await search_stream(process.stderr, re.compile(rb"(get SIGTERM now)"), "the hurry")
             process.send_signal(signal.SIGTERM)
@@ -79,10 +79,7 @@ async def test_a_sigterm_in_the_middle_of_the_shutdown_hurries_it_and_leaves_not
         assert gone.after_s is not None and gone.after_s < 2.0  # less than the polite wait alone
         assert await gateway.wait_exit() == 0  # it stopped, not killed by the signals
     finally:
-        kill_quietly(p.pid for p in gone.procs)
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await end_all(process, gone)
 
 
 async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_exits(tmp_path: Path) -> None:
@@ -102,17 +99,14 @@ async def test_calls_in_flight_when_stdin_ends_are_answered_before_the_gateway_e
         async with trio.open_nursery() as nursery:
             await gateway.close_stdin()
             gone = Gone(procs)
-            nursery.start_soon(gone.watch)
+            gone.start(nursery)
             answers = [orjson.loads(line) for line in (await gateway.rest_of_stdout()).splitlines()]
         assert sorted(answer["id"] for answer in answers) == sorted(f"slow-{n}" for n in range(IN_FLIGHT))
         assert all(answer["error"]["code"] == -32000 for answer in answers)
         assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await gateway.wait_exit() == 0
     finally:
-        kill_quietly(p.pid for p in gone.procs)
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await end_all(process, gone)
 
 
 async def test_a_stdin_read_from_a_file_ends_without_cutting_short_the_calls_it_made(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from typing import Final
 import orjson
 import pytest
 import trio
-from process_tree import BOUND_S, GRANDCHILDREN, Gone, descendants_of, family_config
-from support import DEADLINE_S, ROOT, gateway_argv, kill_quietly, read_log
+from process_tree import BOUND_S, GRANDCHILDREN, Gone, descendants_of, end_all, family_config
+from support import DEADLINE_S, ROOT, gateway_argv, read_log
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 
@@ -46,17 +46,13 @@ async def test_the_typescript_sdk_closing_leaves_no_backend_nor_grandchild_withi
         assert {p.pid for p in gone.procs} >= set(started["pids"]) and len(gone.procs) >= 6  # type: ignore[arg-type]
         async with trio.open_nursery() as nursery:
             await client.stdin.send_all(b"close\n")  # the SDK ends the gateway's stdin now
-            gone.since = trio.current_time()
-            nursery.start_soon(gone.watch)
+            gone.start(nursery)
         assert gone.after_s is not None and gone.after_s <= BOUND_S
         assert await next_line(client.stdout, pending) == {"closed": True}
         with trio.fail_after(DEADLINE_S):
             assert await client.wait() == 0
     finally:
-        kill_quietly(p.pid for p in gone.procs)
-        if client.returncode is None:
-            client.kill()
-            await client.wait()
+        await end_all(client, gone)
     text = read_log(log)
     assert "stdio client is gone; stopping" in text and "gateway stopped" in text
     assert "during the shutdown" not in text  # done before the SDK's SIGTERM: nothing to hurry

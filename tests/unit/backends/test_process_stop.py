@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
+import pytest
 import trio
 import trio.testing
 
@@ -45,17 +46,16 @@ async def stop_hurried(transport: ProcessTransport, shutdown: Shutdown, hurries:
     return trio.current_time() - began
 
 
-async def test_a_hurried_shutdown_sends_sigterm_without_the_polite_wait() -> None:
+@pytest.mark.parametrize(
+    ("sigterm", "hurries", "ended_by"),
+    [("default", 1, signal.SIGTERM), ("ignore", 2, signal.SIGKILL)],
+    ids=["hurried: SIGTERM without the polite wait", "forced: SIGKILL without the SIGTERM wait"],
+)
+async def test_each_hurry_of_the_shutdown_skips_one_wait_of_a_stop(
+    sigterm: str, hurries: int, ended_by: signal.Signals
+) -> None:
     shutdown = Shutdown()
     shutdown.begin("the stdio client is gone", Budget.of(4 * LONG_S))
-    transport = await started("default", shutdown)
-    assert await stop_hurried(transport, shutdown, hurries=1) < LONG_S
-    assert transport.process.returncode == -signal.SIGTERM
-
-
-async def test_a_forced_shutdown_sends_sigkill_without_the_sigterm_wait() -> None:
-    shutdown = Shutdown()
-    shutdown.begin("the stdio client is gone", Budget.of(4 * LONG_S))
-    transport = await started("ignore", shutdown)
-    assert await stop_hurried(transport, shutdown, hurries=2) < LONG_S
-    assert transport.process.returncode == -signal.SIGKILL
+    transport = await started(sigterm, shutdown)
+    assert await stop_hurried(transport, shutdown, hurries=hurries) < LONG_S
+    assert transport.process.returncode == -ended_by
