@@ -21,7 +21,7 @@ from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.control import ControlFiles
-from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, report
+from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, escape_controls, report
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 EXIT_CONFIG_ERROR: Final = 2
@@ -133,12 +133,12 @@ def _count(n: int, noun: str) -> str:
 
 
 async def _serve(gateway: Gateway, stdio: bool) -> int:
-    gateway.control = ControlFiles.for_config(gateway.config.path)
-    gateway.control.claim()
+    gateway.control = ControlFiles.claim(gateway.config.path)  # None: no folder will do; serve anyway
     try:
         await gateway.run(stdio=stdio)
     finally:
-        gateway.control.release()
+        if gateway.control is not None:
+            gateway.control.release()
     return gateway.exit_code
 
 
@@ -165,7 +165,11 @@ def format_catalog(view: CatalogView) -> str:
         first = description[0] if description else ""
         if len(first) > DESCRIPTION_CHARS:
             first = first[: DESCRIPTION_CHARS - 1] + "…"
-        rows.append((tool["name"], route.backend, "" if route.own == tool["name"] else route.own, first))
+        own = "" if route.own == tool["name"] else route.own
+        name, backend, own, first = (
+            escape_controls(cell) for cell in (tool["name"], route.backend, own, first)
+        )
+        rows.append((name, backend, own, first))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
@@ -174,8 +178,8 @@ def format_catalog(view: CatalogView) -> str:
     lines.append("")
     for status in view.backends.values():
         count = sum(1 for route in view.routes.values() if route.backend == status.name)
-        lines.append(
-            f"backend {status.name}: {status.describe(stderr=True)}"
-            + (f", {count} tools" if status.calls else "")
+        line = f"backend {status.name}: {status.describe(stderr=True)}" + (
+            f", {count} tools" if status.calls else ""
         )
+        lines.append(escape_controls(line))  # a backend's stderr may hold terminal escapes
     return "\n".join(line.rstrip() for line in lines)

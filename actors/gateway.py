@@ -40,6 +40,7 @@ from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
+from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file
 from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
@@ -182,7 +183,7 @@ class Gateway:
             await root.start(middleware.run)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
-            await self._bind_admin(catalog.watch)
+            await self._bind_admin(catalog.watch, stdio)
         if websocket or stdio:
             self._log_serving(stdio)
         await root.start(self._frontends, catalog.watch, stdio)
@@ -204,10 +205,21 @@ class Gateway:
         for listener in self.listeners:
             await listener.endpoint.bind()
 
-    async def _bind_admin(self, catalog: Watch[CatalogView]) -> None:
-        if self.config.admin is not None:
-            self.admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
-            await self.admin.bind()
+    async def _bind_admin(self, catalog: Watch[CatalogView], stdio: bool) -> None:
+        """With an [admin] table, its listener. Serving stdio, a taken admin address is a warning: several
+        editors' gateways on one config all serve, and the first holds the admin port."""
+        if self.config.admin is None:
+            return
+        admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
+        try:
+            await admin.bind()
+        except ListenError as exc:
+            if not stdio:
+                raise
+            logger.warning("{}: serving stdio without the admin listener", exc)
+            admin.close()
+            return
+        self.admin = admin
 
     def frontends(self) -> list[FrontendInfo]:
         """Each frontend now, with its open sessions (for the admin listener)."""

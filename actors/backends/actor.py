@@ -129,7 +129,7 @@ class Backend:
             meter=self.meter,
         )
         self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
-        self.meter.inflight = lambda: len(link.inflight)
+        self.meter.inflight_calls = lambda: link.inflight.values()
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)

@@ -83,6 +83,9 @@ def test_the_unit_restarts_reloads_and_stops_as_the_gateway_expects() -> None:
     assert service["ProtectSystem"] == "strict" and service["PrivateTmp"] == "yes"
     assert service["StateDirectory"] == service["LogsDirectory"] == "mcp-gateway"  # writable under strict
     assert service["WorkingDirectory"] == "/var/lib/mcp-gateway"
+    # control files go only in a folder of the user's alone (runtime/control.py); /tmp is private here
+    assert service["RuntimeDirectoryMode"] == "0700"
+    assert service["Environment"] == f"XDG_RUNTIME_DIR=/run/{service['RuntimeDirectory']}"
 
 
 def systemd_analyze_verify(unit: Path) -> list[str]:
