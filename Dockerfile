@@ -2,6 +2,8 @@
 #   docker build -t mcp-gateway .
 #   docker run --init --rm -p 127.0.0.1:8766:8766 -e GATEWAY_JWT_SECRET=... mcp-gateway
 # The default config is config/docker.toml; mount your own at /etc/mcp-gateway/gateway.toml.
+# For an editor (stdio, no listener, no secret; exits when the editor closes stdin): config/docker-stdio.toml,
+#   docker run -i --rm --init -v mcp-gateway-data:/var/lib/mcp-gateway mcp-gateway serve --stdio --config /etc/mcp-gateway/stdio.toml
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -17,8 +19,9 @@ COPY actors /src/actors
 COPY mcp_gateway_examples /src/mcp_gateway_examples
 RUN pip install /src && rm -rf /src
 
-# The default config (the demo backends it runs were installed with the package above).
+# The default config and the editors' one (the demo backends they run were installed with the package above).
 COPY config/docker.toml /etc/mcp-gateway/gateway.toml
+COPY config/docker-stdio.toml /etc/mcp-gateway/stdio.toml
 
 USER mcp-gateway
 WORKDIR /var/lib/mcp-gateway

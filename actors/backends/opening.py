@@ -52,7 +52,7 @@ async def spawn(backend: Backend) -> ProcessTransport:
         )
     env = backend_environment(backend.config.env, backend.config.inherit_env, backend.withheld_env)
     transport = await ProcessTransport.spawn(
-        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes
+        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
     )
     logger.info("started process {}: {}", transport.pid, shlex.join(argv))
     return transport
