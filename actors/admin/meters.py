@@ -71,6 +71,7 @@ class BackendMeter:
     __slots__ = (
         "bytes_in",
         "bytes_out",
+        "eras",
         "inflight",
         "methods",
         "name",
@@ -90,6 +91,8 @@ class BackendMeter:
         self.pid: int | None = None  # the current run's process, while it has one
         self.ready_since: float | None = None  # trio time the current run became ready
         self.inflight: Callable[[], int] = _no_calls_in_flight  # the current run's in-flight table size
+        # the eras the current run is connected in: "legacy", "modern", "modern+legacy" (a legacy lane)
+        self.eras: str | None = None
 
     @property
     def restarts(self) -> int:
@@ -113,7 +116,7 @@ class BackendMeter:
         self.pid, self.ready_since = None, None
 
     def run_ended(self) -> None:
-        self.pid, self.ready_since, self.inflight = None, None, _no_calls_in_flight
+        self.pid, self.ready_since, self.inflight, self.eras = None, None, _no_calls_in_flight, None
 
     def totals(self) -> tuple[int, list[int]]:
         """Every call so far and its latency buckets, over all tools and methods."""

@@ -101,7 +101,7 @@ function renderBackend(backend) {
   state.dataset.state = backend.state;
   state.textContent = backend.state + (backend.required ? " · required" : "");
   const facts = [
-    ["pid", backend.pid ?? "–"], ["uptime", duration(backend.uptime_s)], ["restarts", backend.restarts],
+    ["pid", backend.pid ?? "–"], ["eras", backend.eras ?? "–"], ["uptime", duration(backend.uptime_s)], ["restarts", backend.restarts],
     ["tools", backend.tools], ["in flight", backend.inflight], ["calls", backend.calls],
   ];
   article.querySelector(".facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));

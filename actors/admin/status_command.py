@@ -147,6 +147,8 @@ def _backend(backend: dict[str, Any]) -> list[str]:
     facts = [backend["state"] + (f" ({backend['reason']})" if backend.get("reason") else "")]
     if backend.get("pid") is not None:
         facts.append(f"pid {backend['pid']}")
+    if backend.get("eras"):
+        facts.append(f"eras {backend['eras']}")
     if backend.get("uptime_s") is not None:
         facts.append(f"up {duration(backend['uptime_s'])}")
     restarts = backend["restarts"]

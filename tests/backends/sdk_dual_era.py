@@ -1,0 +1,68 @@
+"""A backend built on the official Python SDK 2.3 (MCPServer over stdio), which accepts both eras the way
+that SDK does: a connection is pinned to the era of its first request. One tool asks the client the old
+way (a real sampling/createMessage and elicitation/create during the call: only a legacy connection has
+that back-channel), one the new way (an `input_required` result: only a 2026-07-28 connection returns it).
+
+`whoami` says which era this process serves and its pid, so a test can tell the connections apart.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
+from pydantic import BaseModel
+
+server = MCPServer("sdk-dual-era")
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@server.tool()
+async def ask_old_way(ctx: Context, question: str) -> str:
+    """Samples the client's model, then elicits a confirmation: real requests during the call."""
+    sampled = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        max_tokens=50,
+    )
+    said = sampled.content.text if isinstance(sampled.content, TextContent) else str(sampled.content)
+    elicited = await ctx.elicit(message=f"confirm {said}?", schema=Answer)
+    answer = elicited.data.answer if elicited.action == "accept" and elicited.data else elicited.action
+    return f"sampled {said}; elicited {answer}"
+
+
+@server.tool()
+async def ask_new_way(ctx: Context, question: str) -> str | InputRequiredResult:
+    """Asks by returning input_required; answers once the retry carries the sampled text."""
+    responses = ctx.input_responses
+    if not responses:
+        params = CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+            max_tokens=50,
+        )
+        return InputRequiredResult(
+            input_requests={"llm": CreateMessageRequest(params=params)}, request_state="round-1"
+        )
+    sampled = responses["llm"]
+    content = sampled.get("content", {}) if isinstance(sampled, dict) else getattr(sampled, "content", None)
+    text = content.get("text") if isinstance(content, dict) else getattr(content, "text", str(content))
+    return f"new way: {text} (state {ctx.request_state})"
+
+
+@server.tool()
+async def whoami(ctx: Context) -> str:
+    """This process's pid and the protocol version of the request."""
+    return f"pid {os.getpid()} protocol {ctx.protocol_version}"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
