@@ -157,8 +157,7 @@ class LegacyLane:
 
     async def _to_modern(self, calls: list[Call]) -> None:
         """Calls the lane cannot take go over the run's connection, through the bridge."""
-        if calls:
-            await self.modern.send_frames([self.modern.frame_for(call) for call in calls])
+        await self._send_modern([self.modern.frame_for(call) for call in calls])
 
     async def _write(self, link: BackendLink, calls: list[Call]) -> None:
         await self._write_frames(link, [link.frame_for(call) for call in calls])
@@ -175,39 +174,43 @@ class LegacyLane:
             link.meter.bytes_out += sum(map(len, frames))
 
     async def _connection(self) -> None:
-        """Open the lane, initialize it, serve it until it ends; then settle what it held."""
+        """Open the lane, initialize it, serve it until it ends; then settle what it held. Every outcome is
+        settled here, synchronously with the state, so that no call slips in between."""
         logger.info("opening a legacy lane for its legacy clients' calls")
-        link: BackendLink | None = None
-        problem: BackendError | None = None
+        async with trio.open_nursery() as connection:  # a WebSocket's reader task lives here
+            leftover = await self._serve_connection(connection)
+            connection.cancel_scope.cancel()
+        await self._send_modern(leftover)
+
+    async def _serve_connection(self, connection: trio.Nursery) -> list[bytes]:
+        """The lane's connection from its opening to its end; the frames of the calls that waited for it
+        when it did not open."""
         try:
-            async with trio.open_nursery() as connection:
-                transport = await open_transport(self.backend, connection)
-                link = self._link_for(transport)
-                try:
-                    with link.cancel_scope:
-                        async with trio.open_nursery() as tasks:
-                            tasks.start_soon(transport.drain)
-                            tasks.start_soon(link.read, tasks)
-                            tasks.start_soon(link.sweep)
-                            await self._initialize(link)
-                            await self._opened(link, tasks)
-                            await trio.sleep_forever()
-                finally:
-                    problem = link.lost
-                    self._closed(link, problem)
-                    polite_s = 0.0 if isinstance(problem, BackendHungError) else self.backend.shutdown_s * 0.4
-                    await transport.stop(close_wait_s=polite_s, term_wait_s=self.backend.shutdown_s * 0.3)
-                connection.cancel_scope.cancel()
-        except BackendRequestError as exc:
-            self._refused(exc)
-        except BackendError as exc:
-            self._failed(exc)
-        else:
-            if problem is not None:
-                self._failed(problem)
-        if self.state is not LaneState.OPEN:  # it did not open: the calls that waited take the bridge
-            pending, self._pending = self._pending, []
-            await self._to_modern(pending)
+            transport = await open_transport(self.backend, connection)
+        except BackendStartError as exc:
+            return self._closed(None, exc)
+        link = self._link_for(transport)
+        refusal: BackendError | None = None
+        try:
+            with link.cancel_scope:
+                async with trio.open_nursery() as tasks:
+                    tasks.start_soon(transport.drain)
+                    tasks.start_soon(link.read, tasks)
+                    tasks.start_soon(link.sweep)
+                    try:
+                        await self._initialize(link)
+                    except BackendError as exc:  # refused, or not answered in time
+                        refusal = exc
+                        tasks.cancel_scope.cancel()
+                    else:
+                        await self._opened(link, tasks)
+                        await trio.sleep_forever()
+        finally:
+            problem = refusal or link.lost
+            leftover = self._closed(link, problem)
+            polite_s = 0.0 if isinstance(problem, BackendHungError) else self.backend.shutdown_s * 0.4
+            await transport.stop(close_wait_s=polite_s, term_wait_s=self.backend.shutdown_s * 0.3)
+        return leftover
 
     def _link_for(self, transport: object) -> BackendLink:
         backend = self.backend
@@ -241,17 +244,27 @@ class LegacyLane:
         pending, self._pending = self._pending, []
         await self._write(link, pending)
 
-    def _closed(self, link: BackendLink, problem: BackendError | None) -> None:
-        """The lane's connection ended: its calls in flight are answered with an error naming the backend
-        (synchronously, with the state: no call can slip in between)."""
+    def _closed(self, link: BackendLink | None, problem: BackendError | None) -> list[bytes]:
+        """The lane's connection ended (or never opened): its calls in flight are answered with an error
+        naming the backend, its state says what comes next, and the calls that waited for it become the
+        run connection's (their frames are returned, to be sent over it)."""
         self._link = None
         self.backend.meter.eras = "modern"
-        if self.state is LaneState.OPEN:
+        if link is not None:
+            reason = f"its legacy lane ended: {problem.without_stderr}" if problem else "it is stopping"
+            link.fail_all(reason)
+        if isinstance(problem, BackendRequestError):
+            self._refused(problem)
+        elif problem is not None:
+            self._failed(problem)
+        else:  # the run is ending
             self.state = LaneState.CLOSED
-        reason = (
-            f"its legacy lane ended: {problem.without_stderr}" if problem else "the gateway is stopping it"
-        )
-        link.fail_all(reason)
+        pending, self._pending = self._pending, []
+        return [self.modern.frame_for(call) for call in pending]
+
+    async def _send_modern(self, frames: list[bytes]) -> None:
+        if frames:
+            await self.modern.send_frames(frames)
 
     def _refused(self, exc: BackendRequestError) -> None:
         logger.info(
