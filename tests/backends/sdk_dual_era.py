@@ -3,7 +3,8 @@ that SDK does: a connection is pinned to the era of its first request. One tool 
 way (a real sampling/createMessage and elicitation/create during the call: only a legacy connection has
 that back-channel), one the new way (an `input_required` result: only a 2026-07-28 connection returns it).
 
-`whoami` says which era this process serves and its pid, so a test can tell the connections apart.
+`whoami` says which era this process serves and its pid, so a test can tell the connections apart;
+`exit_now` ends the process that serves it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ async def ask_new_way(ctx: Context, question: str) -> str | InputRequiredResult:
 async def whoami(ctx: Context) -> str:
     """This process's pid and the protocol version of the request."""
     return f"pid {os.getpid()} protocol {ctx.protocol_version}"
+
+
+@server.tool()
+async def exit_now() -> str:
+    """Ends this process at once, mid-call (as a crash would)."""
+    os._exit(3)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ from typing import Any, Final
 
 import pytest
 import trio
+from loguru import logger
 from mcp import MCPError
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 from sdk_websocket import websocket_client
 from support import fast_restarts, is_running, running, wait_until_gone, with_websocket, write_config
+from ts_modern import modern_server_argv
 
 from actors.gateway import Gateway
 
@@ -38,7 +40,9 @@ def dual_era_backend(**settings: Any) -> dict[str, Any]:
 
 
 async def sample(context: Any, params: Any) -> CreateMessageResult:
-    return CreateMessageResult(role="assistant", content=TextContent(type="text", text="forty-two"), model="m")
+    return CreateMessageResult(
+        role="assistant", content=TextContent(type="text", text="forty-two"), model="m"
+    )
 
 
 async def elicit(context: Any, params: Any) -> ElicitResult:
@@ -120,14 +124,16 @@ async def test_a_modern_client_gets_the_input_required_tools_over_the_modern_con
 
 
 async def test_a_backend_pinned_modern_has_one_connection_and_no_lane(tmp_path: Path) -> None:
-    async with gateway_of(tmp_path, era="modern") as gateway:
-        async with websocket_client(gateway.websocket_url, **CALLBACKS) as client:  # type: ignore[arg-type]
-            pid, version = await whoami(client)
-            assert (pid, version) == (gateway.meters.backend("dual").pid, MODERN)
-            with pytest.raises(MCPError, match="no back-channel"):  # none on a modern connection: as pinned
-                await client.call_tool("ask_old_way", {"question": "q"})
-            assert gateway.meters.backend("dual").eras == "modern"
-            assert processes_of_backend() == [pid]
+    async with (
+        gateway_of(tmp_path, era="modern") as gateway,
+        websocket_client(gateway.websocket_url, **CALLBACKS) as client,  # type: ignore[arg-type]
+    ):
+        pid, version = await whoami(client)
+        assert (pid, version) == (gateway.meters.backend("dual").pid, MODERN)
+        with pytest.raises(MCPError, match="no back-channel"):  # none on a modern connection: as pinned
+            await client.call_tool("ask_old_way", {"question": "q"})
+        assert gateway.meters.backend("dual").eras == "modern"
+        assert processes_of_backend() == [pid]
 
 
 async def test_the_legacy_lane_ends_with_the_run_and_with_the_gateway(tmp_path: Path) -> None:
@@ -150,3 +156,42 @@ async def test_the_legacy_lane_ends_with_the_run_and_with_the_gateway(tmp_path: 
             assert sorted(left) == sorted([meter.pid, second_lane])
     await wait_until_gone(left)
     assert processes_of_backend() == []
+
+
+async def test_a_lane_that_dies_fails_its_call_naming_the_backend_and_loses_no_later_call(
+    tmp_path: Path,
+) -> None:
+    async with gateway_of(tmp_path) as gateway:
+        meter = gateway.meters.backend("dual")
+        async with websocket_client(gateway.websocket_url, **CALLBACKS) as client:  # type: ignore[arg-type]
+            lane, _ = await whoami(client)
+            with pytest.raises(MCPError, match="backend 'dual' is unavailable"):
+                await client.call_tool("exit_now", {})
+            await wait_until_gone([lane])
+            pid, _ = await whoami(client)  # over the bridge while the lane backs off, or a new lane
+            assert pid != lane
+            assert meter.restarts == 0  # the run went on: a lane's death is the lane's alone
+            assert text_of(await client.call_tool("ask_new_way", {"question": "q"})).startswith("new way")
+
+
+async def test_a_modern_only_backend_refuses_the_lane_once_and_serves_legacy_clients_through_the_bridge(
+    tmp_path: Path, node: Path
+) -> None:
+    argv = modern_server_argv(node)
+    backend = {"name": "ts", "command": argv[0], "args": argv[1:]}
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend]))
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO", format="{message}")
+    try:
+        async with running(config) as gateway:
+            async with websocket_client(gateway.websocket_url) as client:  # type: ignore[arg-type]
+                for text in ("first", "second", "third"):
+                    echoed = await client.call_tool("echo", {"text": text})
+                    assert text_of(echoed) == text
+            assert gateway.meters.backend("ts").eras == "modern"
+    finally:
+        logger.remove(sink)
+    assert gateway.meters.backend("ts").restarts == 0
+    refused = [line for line in lines if "refused initialize on a legacy lane" in line]
+    assert len(refused) == 1 and "-32022" in refused[0]  # tried once, remembered: never spawned again
+    assert sum("opening a legacy lane" in line for line in lines) == 1
