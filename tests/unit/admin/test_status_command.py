@@ -95,3 +95,12 @@ def test_where_the_config_says_the_admin_listener_is(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MCP_GATEWAY_ADMIN_TOKEN", "t")
         assert _where(url) == ("http://h:1", "t")
+
+
+def test_the_tree_says_which_eras_a_backend_is_connected_in() -> None:
+    """A backend of both eras with a legacy lane beside its modern connection (issue #24)."""
+    alpha = {**TREE["backends"][0], "eras": "modern+legacy", "last_error": None}
+    tree = {**TREE, "backends": [alpha]}
+    line = format_tree(tree).splitlines()[-1]
+    facts = "ready, pid 11, eras modern+legacy, up 1m 1s, 1 restart, 4 tools, 2 in flight"
+    assert line == f"    └── alpha (required): {facts}"
