@@ -147,8 +147,6 @@ def _backend(backend: dict[str, Any]) -> list[str]:
     facts = [backend["state"] + (f" ({backend['reason']})" if backend.get("reason") else "")]
     if backend.get("pid") is not None:
         facts.append(f"pid {backend['pid']}")
-    if backend.get("eras"):
-        facts.append(f"eras {backend['eras']}")
     if backend.get("uptime_s") is not None:
         facts.append(f"up {duration(backend['uptime_s'])}")
     restarts = backend["restarts"]
@@ -156,6 +154,8 @@ def _backend(backend: dict[str, Any]) -> list[str]:
     facts.append(f"{backend['tools']} tools")
     if backend.get("inflight"):
         facts.append(f"{backend['inflight']} in flight")
+    if backend.get("eras"):
+        facts.append(f"eras {backend['eras']}")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
     return [head] + ([f"last error: {error['reason']}"] if error else [])

@@ -102,5 +102,5 @@ def test_the_tree_says_which_eras_a_backend_is_connected_in() -> None:
     alpha = {**TREE["backends"][0], "eras": "modern+legacy", "last_error": None}
     tree = {**TREE, "backends": [alpha]}
     line = format_tree(tree).splitlines()[-1]
-    facts = "ready, pid 11, eras modern+legacy, up 1m 1s, 1 restart, 4 tools, 2 in flight"
+    facts = "ready, pid 11, up 1m 1s, 1 restart, 4 tools, 2 in flight, eras modern+legacy"
     assert line == f"    └── alpha (required): {facts}"
