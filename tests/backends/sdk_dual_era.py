@@ -4,12 +4,15 @@ way (a real sampling/createMessage and elicitation/create during the call: only 
 that back-channel), one the new way (an `input_required` result: only a 2026-07-28 connection returns it).
 
 `whoami` says which era this process serves and its pid, so a test can tell the connections apart;
-`exit_now` ends the process that serves it.
+`exit_now` ends the process that serves it. With `--http` it serves Streamable HTTP instead of stdio.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import sys
+from functools import partial
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
@@ -71,5 +74,22 @@ async def exit_now() -> str:
     os._exit(3)
 
 
+def serve_http() -> None:
+    """Streamable HTTP on a free port of 127.0.0.1; its URL is the first line on stdout, printed once the
+    socket listens (connections wait in its backlog until the server takes them)."""
+    import anyio
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:] == ["--http"]:
+        serve_http()
+    else:
+        server.run("stdio")

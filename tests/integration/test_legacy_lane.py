@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -195,3 +197,42 @@ async def test_a_modern_only_backend_refuses_the_lane_once_and_serves_legacy_cli
     refused = [line for line in lines if "refused initialize on a legacy lane" in line]
     assert len(refused) == 1 and "-32022" in refused[0]  # tried once, remembered: never spawned again
     assert sum("opening a legacy lane" in line for line in lines) == 1
+
+
+@asynccontextmanager
+async def dual_era_over_http() -> AsyncIterator[str]:
+    """The dual-era backend serving Streamable HTTP; its URL (the first line it prints)."""
+    async with trio.open_nursery() as nursery:
+        argv = [sys.executable, str(DUAL_ERA), "--http"]
+        serve = partial(trio.run_process, argv, stdout=subprocess.PIPE, check=False)
+        process: trio.Process = await nursery.start(serve)
+        assert process.stdout is not None
+        try:
+            received = b""
+            with trio.fail_after(DEADLINE_S):
+                while not received.endswith(b"\n"):
+                    chunk = await process.stdout.receive_some(1024)
+                    assert chunk, "the server exited before printing its URL"
+                    received += chunk
+            yield received.decode().strip()
+        finally:
+            process.terminate()
+
+
+async def test_an_http_backend_of_both_eras_gets_a_legacy_session_beside_its_modern_requests(
+    tmp_path: Path,
+) -> None:
+    async with dual_era_over_http() as url:
+        config = with_websocket(write_config(tmp_path / "g.toml", [{"name": "dual", "url": url}]))
+        async with running(config) as gateway:
+            websocket = gateway.websocket_url
+            async with (
+                websocket_client(websocket, **CALLBACKS) as legacy,  # type: ignore[arg-type]
+                websocket_client(websocket, mode=MODERN, **CALLBACKS) as modern,  # type: ignore[arg-type]
+            ):
+                asked = await legacy.call_tool("ask_old_way", {"question": "q"})
+                assert text_of(asked) == "sampled forty-two; elicited yes"
+                answer = await modern.call_tool("ask_new_way", {"question": "q"})
+                assert text_of(answer) == "new way: forty-two (state round-1)"
+                assert (await whoami(legacy))[1] != MODERN and (await whoami(modern))[1] == MODERN
+                assert gateway.meters.backend("dual").eras == "modern+legacy"
