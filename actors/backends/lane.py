@@ -30,7 +30,7 @@ from loguru import logger
 from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
 from actors.backends.handshake import initialize
 from actors.backends.input import log_params
-from actors.backends.opening import fail_queued, open_transport
+from actors.backends.opening import fail_queued, open_transport, start_link_tasks
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients
 from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Reply
@@ -91,6 +91,10 @@ class LegacyLane:
     @property
     def name(self) -> str:
         return self.backend.config.name
+
+    def inflight(self) -> int:
+        """The calls it holds: in flight over the lane, and waiting for it to open."""
+        return len(self._pending) + (len(self._link.inflight) if self._link is not None else 0)
 
     def wants(self, command: BackendCommand) -> bool:
         """Whether a call is the lane's now (not while it backs off, nor once the backend refused it)."""
@@ -189,14 +193,12 @@ class LegacyLane:
             transport = await open_transport(self.backend, connection)
         except BackendStartError as exc:
             return self._closed(None, exc)
-        link = self._link_for(transport)
+        link = self.backend.link_over(transport, self._on_notification)
         refusal: BackendError | None = None
         try:
             with link.cancel_scope:
                 async with trio.open_nursery() as tasks:
-                    tasks.start_soon(transport.drain)
-                    tasks.start_soon(link.read, tasks)
-                    tasks.start_soon(link.sweep)
+                    start_link_tasks(link, transport, tasks)
                     try:
                         await self._initialize(link)
                     except BackendError as exc:  # refused, or not answered in time
@@ -211,19 +213,6 @@ class LegacyLane:
             polite_s = 0.0 if isinstance(problem, BackendHungError) else self.backend.shutdown_s * 0.4
             await transport.stop(close_wait_s=polite_s, term_wait_s=self.backend.shutdown_s * 0.3)
         return leftover
-
-    def _link_for(self, transport: object) -> BackendLink:
-        backend = self.backend
-        return BackendLink(
-            name=self.name,
-            transport=transport,  # type: ignore[arg-type]
-            on_notification=self._on_notification,
-            cancel_scope=trio.CancelScope(),
-            request_timeout_s=backend.request_timeout_s,
-            clients=backend.clients,
-            roots=backend.roots,
-            meter=backend.meter,
-        )
 
     async def _initialize(self, link: BackendLink) -> None:
         with trio.move_on_after(self.backend.startup_timeout_s):

@@ -59,6 +59,14 @@ async def spawn(backend: Backend) -> ProcessTransport:
     return transport
 
 
+def start_link_tasks(link: BackendLink, transport: BackendTransport, nursery: trio.Nursery) -> None:
+    """What keeps a connection going beside its calls: the transport's drain (a process's stderr and
+    descendants), the link's reader and its timeout sweep."""
+    nursery.start_soon(transport.drain)
+    nursery.start_soon(link.read, nursery)
+    nursery.start_soon(link.sweep)
+
+
 async def explain_end(
     link: BackendLink, transport: BackendTransport, started: bool, error: Exception | None
 ) -> None:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from functools import partial
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,7 +23,15 @@ from loguru import logger
 from mcp import MCPError
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 from sdk_websocket import websocket_client
-from support import fast_restarts, is_running, running, wait_until_gone, with_websocket, write_config
+from support import (
+    fast_restarts,
+    is_running,
+    running,
+    url_printed_by,
+    wait_until_gone,
+    with_websocket,
+    write_config,
+)
 from ts_modern import modern_server_argv
 
 from actors.gateway import Gateway
@@ -199,24 +205,9 @@ async def test_a_modern_only_backend_refuses_the_lane_once_and_serves_legacy_cli
     assert sum("opening a legacy lane" in line for line in lines) == 1
 
 
-@asynccontextmanager
-async def dual_era_over_http() -> AsyncIterator[str]:
-    """The dual-era backend serving Streamable HTTP; its URL (the first line it prints)."""
-    async with trio.open_nursery() as nursery:
-        argv = [sys.executable, str(DUAL_ERA), "--http"]
-        serve = partial(trio.run_process, argv, stdout=subprocess.PIPE, check=False)
-        process: trio.Process = await nursery.start(serve)
-        assert process.stdout is not None
-        try:
-            received = b""
-            with trio.fail_after(DEADLINE_S):
-                while not received.endswith(b"\n"):
-                    chunk = await process.stdout.receive_some(1024)
-                    assert chunk, "the server exited before printing its URL"
-                    received += chunk
-            yield received.decode().strip()
-        finally:
-            process.terminate()
+def dual_era_over_http() -> AbstractAsyncContextManager[str]:
+    """The dual-era backend serving Streamable HTTP; its URL."""
+    return url_printed_by([sys.executable, str(DUAL_ERA), "--http"])
 
 
 async def test_an_http_backend_of_both_eras_gets_a_legacy_session_beside_its_modern_requests(
