@@ -303,9 +303,9 @@ class Backend:
                     break
             frames = []
             for command in commands:
-                if self._modern is not None and self._modern.takes(command):
-                    continue
                 if self._lane is not None and self._lane.takes(command):
+                    continue
+                if self._modern is not None and self._modern.takes(command):
                     continue
                 if isinstance(command, Call):
                     frames.append(link.frame_for(command))

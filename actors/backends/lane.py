@@ -32,8 +32,9 @@ from actors.backends.handshake import initialize
 from actors.backends.input import log_params
 from actors.backends.opening import fail_queued, open_transport, start_link_tasks
 from actors.backends.probe import EraState
-from actors.backends.roots import follow_clients
-from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Reply
+from actors.backends.roots import follow_clients, passes_roots_change
+from actors.protocol import codec
+from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Notify, Reply
 from actors.protocol.errors import BackendError, BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
 
@@ -67,7 +68,8 @@ class LaneState(enum.Enum):
 class LegacyLane:
     """Owns: the lane's connection (its process or socket, its BackendLink and in-flight table) while it
         is open; the calls waiting for it to open; its inbox.
-    Receives: from the backend actor, legacy clients' calls (`takes`) and a copy of every Cancel.
+    Receives: from the backend actor, legacy clients' calls (`takes`), a copy of every Cancel and, while
+        open, of every client's roots change.
     Sends: each call's frame over the lane, or over the run's connection (`modern`) when it cannot take it.
     Stops when: the backend's run ends (its nursery is cancelled): the lane's process is stopped and every
         call it holds is answered with an error naming the backend.
@@ -107,9 +109,10 @@ class LegacyLane:
     def takes(self, command: BackendCommand) -> bool:
         """True when the lane took a call (False: the run's connection sends it: a full lane inbox never
         holds the actor up). A Cancel is copied to the lane once it has had a call, and also handled by the
-        run's connection (False)."""
-        if isinstance(command, Cancel):
-            if self._had_calls:
+        run's connection (False); so is a client's roots change, while the lane is open (a modern
+        connection has no use for it, a legacy one may have asked for the roots)."""
+        if isinstance(command, Cancel | Notify):
+            if self._had_calls if isinstance(command, Cancel) else self.state is LaneState.OPEN:
                 self._offer(command)
             return False
         if not self.wants(command) or not self._offer(command):
@@ -138,8 +141,10 @@ class LegacyLane:
     async def _handle(self, command: BackendCommand, nursery: trio.Nursery) -> None:
         if isinstance(command, Cancel):
             await self._cancel(command)
-        elif not isinstance(command, Call):
-            return
+        elif isinstance(command, Notify):
+            backend = self.backend
+            if self._link is not None and passes_roots_change(command, backend.roots, backend.clients):
+                await self._write_frames(self._link, [codec.encode(command.notification)])
         elif self.state is LaneState.OPEN and self._link is not None:
             await self._write(self._link, [command])
         elif self.state is LaneState.OPENING and len(self._pending) < LANE_INBOX_SIZE:

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import orjson
+import pytest
 import trio
 import trio.testing
 
@@ -21,9 +22,9 @@ from actors.backends.era import EraVerdict, legacy
 from actors.backends.lane import LANE_BACKOFF_S, LANE_FAILURES_MAX, LaneState, LegacyLane, for_lane
 from actors.backends.probe import EraState
 from actors.config import BackendEra
-from actors.protocol.envelopes import BackendCommand, Call, Cancel, ReplySlot
+from actors.protocol.envelopes import BackendCommand, Call, Cancel, Notify, ReplySlot
 from actors.protocol.errors import BackendExitedError, BackendStartError
-from actors.protocol.messages import RpcError
+from actors.protocol.messages import Notification, RpcError
 
 
 @attrs.define
@@ -170,3 +171,15 @@ async def test_the_runs_end_answers_the_calls_the_lane_holds_naming_the_backend(
         reply = await each.reply_to.wait()
         assert reply.error is not None and "backend 'alpha' is unavailable" in reply.error.message
     assert not lane.takes(call(3))  # its inbox is closed: the run's end answers what comes now
+
+
+async def test_a_clients_roots_change_is_copied_to_an_open_lane_only() -> None:
+    """A modern connection drops it; a lane, a legacy connection, may have asked for the roots."""
+    lane = lane_over(PipeLike())
+    change = Notify(Notification("notifications/roots/list_changed"))
+    assert not lane.takes(change)
+    lane.state = LaneState.OPEN
+    assert not lane.takes(change)  # the run's connection looks too
+    assert lane._recv.receive_nowait() is change
+    with pytest.raises(trio.WouldBlock):
+        lane._recv.receive_nowait()  # only the one made while open
