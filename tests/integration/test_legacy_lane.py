@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +34,10 @@ from support import (
 )
 from ts_modern import modern_server_argv
 
+from actors.catalog import CatalogView
+from actors.config import load_config
 from actors.gateway import Gateway
+from actors.runtime.watch import Watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc for the process count")
 
@@ -65,6 +68,29 @@ async def gateway_of(tmp_path: Path, **settings: Any) -> AsyncIterator[Gateway]:
     config = with_websocket(write_config(tmp_path / "g.toml", [dual_era_backend(**settings)]))
     async with running(config) as gateway:
         yield gateway
+
+
+@asynccontextmanager
+async def gateway_and_catalog(
+    tmp_path: Path, **settings: Any
+) -> AsyncIterator[tuple[Gateway, Watch[CatalogView]]]:
+    """As gateway_of, with the catalog's Watch, to wait on a restart."""
+    config = with_websocket(write_config(tmp_path / "g.toml", [dual_era_backend(**settings)]))
+    gateway = Gateway(load_config(config))
+    async with trio.open_nursery() as nursery:
+        watch = await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        try:
+            yield gateway, watch
+        finally:
+            gateway.stop()
+
+
+async def until(watch: Watch[CatalogView], settled: Callable[[CatalogView], bool]) -> None:
+    """Wait for the catalog to change until `settled` holds."""
+    version, view = watch.version, watch.value
+    with trio.fail_after(DEADLINE_S):
+        while not settled(view):
+            version, view = await watch.wait_newer(version)
 
 
 def text_of(result: Any) -> str:
@@ -147,17 +173,18 @@ async def test_a_backend_pinned_modern_has_one_connection_and_no_lane(tmp_path: 
 async def test_the_legacy_lane_ends_with_the_run_and_with_the_gateway(tmp_path: Path) -> None:
     """The run's process is killed: the lane's process is stopped with the run, the restarted run opens a
     new lane on the next legacy call, and the gateway's exit leaves no process of either behind."""
-    async with gateway_of(tmp_path, restart=fast_restarts()) as gateway:
+    async with gateway_and_catalog(tmp_path, restart=fast_restarts()) as (gateway, catalog):
         meter = gateway.meters.backend("dual")
         async with websocket_client(gateway.websocket_url, **CALLBACKS) as client:  # type: ignore[arg-type]
             first_lane, _ = await whoami(client)
             first_run = meter.pid
             assert first_run is not None and first_lane != first_run
+            run = catalog.value.backends["dual"].calls  # the first run's inbox
             os.kill(first_run, signal.SIGKILL)
             await wait_until_gone([first_run, first_lane])
-            with trio.fail_after(DEADLINE_S):
-                while meter.pid in (None, first_run) or meter.ready_since is None:  # noqa: ASYNC110
-                    await trio.sleep(0.05)  # the restart: no event is published to a test for it
+            await until(
+                catalog, lambda view: view.backends["dual"].ready and view.backends["dual"].calls is not run
+            )
             second_lane, version = await whoami(client)
             assert version != MODERN and second_lane not in (first_lane, first_run, meter.pid)
             left = processes_of_backend()
