@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 import pytest
+from catalog_double import make_catalog, ready, tell
 
 from actors.admin.status_command import StatusError, _where, duration, format_tree
+from actors.cli import format_catalog
 
 TREE = {
     "gateway": {
@@ -104,3 +106,13 @@ def test_the_tree_says_which_eras_a_backend_is_connected_in() -> None:
     line = format_tree(tree).splitlines()[-1]
     facts = "ready, pid 11, up 1m 1s, 1 restart, 4 tools, 2 in flight, eras modern+legacy"
     assert line == f"    └── alpha (required): {facts}"
+
+
+async def test_the_tools_command_says_which_eras_each_ready_backend_is_connected_in() -> None:
+    catalog = make_catalog("alpha", "beta")
+    tell(catalog, ready("alpha", "echo"))
+    lines = format_catalog(catalog.view(), {"alpha": "modern", "beta": "legacy"}).splitlines()
+    assert "backend alpha: ready, 1 tools, eras modern" in lines
+    assert any(
+        line.startswith("backend beta: starting") and "eras" not in line for line in lines
+    )  # no run yet
