@@ -56,6 +56,11 @@ def for_lane(command: BackendCommand) -> bool:
     return not any(key in params for key in RESUMED)
 
 
+class LaneRefusedError(BackendError):
+    """The backend answered the lane's initialize with an error (a modern-only server: -32022), or in a
+    version the gateway does not speak: it is modern-only."""
+
+
 class LaneState(enum.Enum):
     CLOSED = "closed"  # not open: the next legacy call opens it (once the backoff has passed)
     OPENING = "opening"  # spawned or connecting, initializing: calls wait
@@ -220,8 +225,13 @@ class LegacyLane:
         return leftover
 
     async def _initialize(self, link: BackendLink) -> None:
+        """initialize over the lane. LaneRefusedError when the backend answers it with an error or with a
+        version the gateway does not speak; BackendStartError when it does not answer in time."""
         with trio.move_on_after(self.backend.startup_timeout_s):
-            init = await initialize(link, self.backend.gateway_name, self.backend.roots)
+            try:
+                init = await initialize(link, self.backend.gateway_name, self.backend.roots)
+            except (BackendRequestError, BackendStartError) as exc:
+                raise LaneRefusedError(exc.without_stderr) from None
             logger.info("legacy lane initialized (protocol {})", init["protocolVersion"])
             return
         raise BackendStartError(
@@ -247,7 +257,7 @@ class LegacyLane:
         if link is not None:
             reason = f"its legacy lane ended: {problem.without_stderr}" if problem else "it is stopping"
             link.fail_all(reason)
-        if isinstance(problem, BackendRequestError):
+        if isinstance(problem, LaneRefusedError):
             self._refused(problem)
         elif problem is not None:
             self._failed(problem)
@@ -260,7 +270,7 @@ class LegacyLane:
         if frames:
             await self.modern.send_frames(frames)
 
-    def _refused(self, exc: BackendRequestError) -> None:
+    def _refused(self, exc: LaneRefusedError) -> None:
         logger.info(
             "refused initialize on a legacy lane ({}): legacy clients reach it through the bridge", exc
         )

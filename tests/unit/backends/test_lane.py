@@ -19,7 +19,14 @@ from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.door import BackendDoor
 from actors.backends.era import EraVerdict, legacy
-from actors.backends.lane import LANE_BACKOFF_S, LANE_FAILURES_MAX, LaneState, LegacyLane, for_lane
+from actors.backends.lane import (
+    LANE_BACKOFF_S,
+    LANE_FAILURES_MAX,
+    LaneRefusedError,
+    LaneState,
+    LegacyLane,
+    for_lane,
+)
 from actors.backends.probe import EraState
 from actors.config import BackendEra
 from actors.protocol.envelopes import BackendCommand, Call, Cancel, Notify, ReplySlot
@@ -86,8 +93,8 @@ async def test_a_backend_that_refuses_the_lane_is_modern_only_until_its_era_is_p
     state = era()
     state._known = MODERN
     lane = lane_over(PipeLike(), state)
-    refusal = BackendRequestError("initialize", RpcError(-32022, "Unsupported protocol version"))
-    lane._closed(None, refusal)
+    refused = BackendRequestError("initialize", RpcError(-32022, "Unsupported protocol version"))
+    lane._closed(None, LaneRefusedError(refused.without_stderr))
     assert lane.state is LaneState.REFUSED and not lane.wants(call(1))
     assert not state.lanes(MODERN)  # the next run of this gateway opens none either
     state.forget("it answered tools/call with -32022")
