@@ -14,7 +14,8 @@ Calls that come while the lane opens wait for it. A backend that refuses initial
 gateway's run (EraState.modern_only): the waiting calls, and every later one, go over the run's connection
 through the bridge. A lane that cannot start or dies fails only the calls it has (with an error naming the
 backend); legacy calls take the bridge for a backoff, then open it again; after LANE_FAILURES_MAX failures
-in one run they take the bridge for the rest of the run. The lane is the run's: it ends with it.
+in a row (a lane that served LANE_STABLE_S starts the count again) they take the bridge for the rest of
+the run. The lane is the run's: it ends with it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ LANE_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 RESUMED: Final = ("inputResponses", "requestState")  # a bridged call's next round: the run connection's
 LANE_INBOX_SIZE: Final = 64  # legacy calls queued for the lane; past it they take the bridge
 LANE_FAILURES_MAX: Final = 3  # lanes of one run that could not start or died; then the bridge alone
+LANE_STABLE_S: Final = 60.0  # a lane open this long before it died counts its failure as the first
 LANE_BACKOFF_S: Final = 1.0  # after a failure legacy calls take the bridge this long (doubled each time)
 
 
@@ -66,7 +68,7 @@ class LaneState(enum.Enum):
     OPENING = "opening"  # spawned or connecting, initializing: calls wait
     OPEN = "open"
     REFUSED = "refused"  # the backend refused initialize: modern-only
-    GAVE_UP = "gave up"  # LANE_FAILURES_MAX failures in this run
+    GAVE_UP = "gave up"  # LANE_FAILURES_MAX failures in a row in this run
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -86,6 +88,7 @@ class LegacyLane:
     state: LaneState = LaneState.CLOSED
     failures: int = 0
     _retry_at: float = -math.inf
+    _opened_at: float = math.inf  # when the lane last opened
     _had_calls: bool = False
     _link: BackendLink | None = None
     _pending: list[Call] = attrs.field(factory=list)
@@ -240,7 +243,7 @@ class LegacyLane:
 
     async def _opened(self, link: BackendLink, tasks: trio.Nursery) -> None:
         """Open: the waiting calls go over it, and its roots follow the clients as a legacy backend's."""
-        self.state, self._link, self.failures = LaneState.OPEN, link, 0
+        self.state, self._link, self._opened_at = LaneState.OPEN, link, trio.current_time()
         self.backend.meter.eras = "modern+legacy"
         backend = self.backend
         if backend.roots == "client" and backend.clients is not None:
@@ -278,6 +281,11 @@ class LegacyLane:
         self.era.modern_only = True
 
     def _failed(self, problem: BackendError) -> None:
+        """Open it again after a backoff, unless it failed LANE_FAILURES_MAX times in a row (a lane that
+        served for LANE_STABLE_S starts the count again)."""
+        if trio.current_time() - self._opened_at >= LANE_STABLE_S:
+            self.failures = 0
+        self._opened_at = math.inf
         self.failures += 1
         if self.failures >= LANE_FAILURES_MAX:
             self.state = LaneState.GAVE_UP

@@ -22,6 +22,7 @@ from actors.backends.era import EraVerdict, legacy
 from actors.backends.lane import (
     LANE_BACKOFF_S,
     LANE_FAILURES_MAX,
+    LANE_STABLE_S,
     LaneRefusedError,
     LaneState,
     LegacyLane,
@@ -190,3 +191,31 @@ async def test_a_clients_roots_change_is_copied_to_an_open_lane_only() -> None:
     assert lane._recv.receive_nowait() is change
     with pytest.raises(trio.WouldBlock):
         lane._recv.receive_nowait()  # only the one made while open
+
+
+async def serve_then_die(lane: LegacyLane, served_s: float) -> None:
+    """The lane opens, serves `served_s`, dies; then its backoff passes."""
+    lane._opened_at = trio.current_time()
+    await trio.sleep(served_s)
+    lane._closed(None, BackendExitedError("connection closed"))
+    await trio.sleep(LANE_BACKOFF_S * 2**LANE_FAILURES_MAX)
+
+
+async def test_a_lane_that_dies_soon_after_each_opening_is_given_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    lane = lane_over(PipeLike())
+    for _ in range(LANE_FAILURES_MAX):
+        assert lane.wants(call(1))
+        await serve_then_die(lane, 1.0)
+    assert lane.state is LaneState.GAVE_UP and not lane.wants(call(2))
+
+
+async def test_a_lane_that_served_a_while_before_it_died_starts_the_count_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    lane = lane_over(PipeLike())
+    for _ in range(LANE_FAILURES_MAX - 1):
+        await serve_then_die(lane, 1.0)
+    await serve_then_die(lane, LANE_STABLE_S)
+    assert lane.failures == 1 and lane.wants(call(1))
