@@ -258,7 +258,7 @@ class LegacyLane:
         self._link = None
         self.backend.meter.eras = "modern"
         if link is not None:
-            reason = f"its legacy lane ended: {problem.without_stderr}" if problem else "it is stopping"
+            reason = f"its legacy lane ended: {problem.without_stderr}" if problem else "its run ended"
             link.fail_all(reason)
         if isinstance(problem, LaneRefusedError):
             self._refused(problem)

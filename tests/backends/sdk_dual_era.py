@@ -14,6 +14,7 @@ import socket
 import sys
 from functools import partial
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     CreateMessageRequest,
@@ -69,6 +70,14 @@ async def whoami(ctx: Context) -> str:
 
 
 @server.tool()
+async def hold(ctx: Context) -> str:
+    """Reports progress once (the call is under way), then holds the call for a minute."""
+    await ctx.report_progress(1, 2)
+    await anyio.sleep(60)
+    return "held"
+
+
+@server.tool()
 async def exit_now() -> str:
     """Ends this process at once, mid-call (as a crash would)."""
     os._exit(3)
@@ -77,7 +86,6 @@ async def exit_now() -> str:
 def serve_http() -> None:
     """Streamable HTTP on a free port of 127.0.0.1; its URL is the first line on stdout, printed once the
     socket listens (connections wait in its backlog until the server takes them)."""
-    import anyio
     import uvicorn
 
     sock = socket.socket()

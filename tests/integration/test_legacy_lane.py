@@ -254,3 +254,32 @@ async def test_an_http_backend_of_both_eras_gets_a_legacy_session_beside_its_mod
                 assert text_of(answer) == "new way: forty-two (state round-1)"
                 assert (await whoami(legacy))[1] != MODERN and (await whoami(modern))[1] == MODERN
                 assert gateway.meters.backend("dual").eras == "modern+legacy"
+
+
+async def test_a_call_in_flight_over_the_lane_is_answered_naming_the_backend_when_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    async with gateway_of(tmp_path, restart=fast_restarts()) as gateway:
+        meter = gateway.meters.backend("dual")
+        async with (
+            websocket_client(gateway.websocket_url, **CALLBACKS) as client,  # type: ignore[arg-type]
+            trio.open_nursery() as nursery,
+        ):
+            under_way, answered = trio.Event(), trio.Event()
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                under_way.set()
+
+            async def hold() -> None:
+                with pytest.raises(MCPError, match="backend 'dual' is unavailable"):
+                    await client.call_tool("hold", {}, progress_callback=on_progress)
+                answered.set()
+
+            nursery.start_soon(hold)
+            with trio.fail_after(DEADLINE_S):
+                await under_way.wait()
+                lanes = [pid for pid in processes_of_backend() if pid != meter.pid]
+                assert meter.pid is not None and len(lanes) == 1
+                os.kill(meter.pid, signal.SIGKILL)
+                await answered.wait()
+            await wait_until_gone(lanes)
