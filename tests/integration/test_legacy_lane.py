@@ -226,10 +226,11 @@ async def test_a_modern_only_backend_refuses_the_lane_once_and_serves_legacy_cli
             assert gateway.meters.backend("ts").eras == "modern"
     finally:
         logger.remove(sink)
-    assert gateway.meters.backend("ts").restarts == 0
+    log = "".join(lines)
+    assert gateway.meters.backend("ts").restarts == 0, log
     refused = [line for line in lines if "refused initialize on a legacy lane" in line]
-    assert len(refused) == 1 and "-32022" in refused[0]  # tried once, remembered: never spawned again
-    assert sum("opening a legacy lane" in line for line in lines) == 1
+    assert len(refused) == 1 and "-32022" in refused[0], log  # tried once, remembered: never spawned again
+    assert sum("opening a legacy lane" in line for line in lines) == 1, log
 
 
 def dual_era_over_http() -> AbstractAsyncContextManager[str]:
