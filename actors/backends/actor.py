@@ -54,6 +54,7 @@ from actors.protocol.errors import BackendExitedError, BackendHungError, Backend
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter
+from actors.runtime.shutdown import Budget, Shutdown
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together
@@ -91,6 +92,9 @@ class Backend:
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
     expose_stderr: bool = False  # [gateway] expose_backend_stderr: calls it fails as it dies are told too
+    shutdown: Shutdown = attrs.field(
+        factory=Shutdown
+    )  # the gateway's: its budget and urgency stop the process
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
@@ -120,7 +124,10 @@ class Backend:
         transport = await open_transport(self, connection)
         link = self.link_over(transport, self._on_notification)
         self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
-        self.meter.inflight = lambda: len(link.inflight) + (self._lane.inflight() if self._lane else 0)
+        self.meter.inflight_calls = lambda: [
+            *link.inflight.values(),
+            *(self._lane.calls() if self._lane else ()),
+        ]
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
@@ -148,9 +155,11 @@ class Backend:
             fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             self.meter.run_ended()
+            # The gateway's shutdown budget while it stops, its own share of shutdown_s when stopped alone.
+            budget = self.shutdown.budget_or(Budget.of(self.shutdown_s))
             # A hung server will not notice its stdin closing: straight to SIGTERM.
-            polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
-            await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
+            polite_s = 0.0 if isinstance(link.lost, BackendHungError) else budget.polite_s
+            await transport.stop(close_wait_s=polite_s, term_wait_s=budget.term_s)
             self._modern, self._lane = None, None
         if self._era.died_on_probe(link, transport):
             return True

@@ -38,6 +38,7 @@ from actors.protocol import codec
 from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Notify, Reply
 from actors.protocol.errors import BackendError, BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
+from actors.runtime.shutdown import Budget
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
@@ -102,9 +103,9 @@ class LegacyLane:
     def name(self) -> str:
         return self.backend.config.name
 
-    def inflight(self) -> int:
-        """The calls it holds: in flight over the lane, and waiting for it to open."""
-        return len(self._pending) + (len(self._link.inflight) if self._link is not None else 0)
+    def calls(self) -> list[Call]:
+        """The calls it holds: waiting for it to open, and in flight over the lane."""
+        return [*self._pending, *(self._link.inflight.values() if self._link is not None else ())]
 
     def wants(self, command: BackendCommand) -> bool:
         """Whether a call is the lane's now (not while it backs off, nor once the backend refused it)."""
@@ -223,8 +224,9 @@ class LegacyLane:
         finally:
             problem = refusal or link.lost
             leftover = self._closed(link, problem)
-            polite_s = 0.0 if isinstance(problem, BackendHungError) else self.backend.shutdown_s * 0.4
-            await transport.stop(close_wait_s=polite_s, term_wait_s=self.backend.shutdown_s * 0.3)
+            budget = self.backend.shutdown.budget_or(Budget.of(self.backend.shutdown_s))  # as the run's
+            polite_s = 0.0 if isinstance(problem, BackendHungError) else budget.polite_s
+            await transport.stop(close_wait_s=polite_s, term_wait_s=budget.term_s)
         return leftover
 
     async def _initialize(self, link: BackendLink) -> None:

@@ -14,7 +14,7 @@ from actors.backends.connection import BackendLink, answer, unavailable
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
-from actors.config import resolve_command
+from actors.config.commands import CommandNotFoundError, locate_command
 from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply
 from actors.protocol.errors import BackendExitedError, BackendStartError
@@ -38,11 +38,10 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
 
 
 async def spawn(backend: Backend) -> ProcessTransport:
-    command = resolve_command(backend.config)
-    if command is None:
-        raise BackendStartError(
-            f"command {backend.config.command!r} not found (cwd {str(backend.config.cwd)!r})"
-        )
+    try:
+        command = locate_command(backend.config)  # as `check` looks it up
+    except CommandNotFoundError as exc:
+        raise BackendStartError(f"command: {exc}") from None
     argv = [command, *backend.config.args]
     withheld = [name for name in backend.config.inherit_env if name in backend.withheld_env]
     if withheld and not backend.warned_env:
@@ -53,7 +52,7 @@ async def spawn(backend: Backend) -> ProcessTransport:
         )
     env = backend_environment(backend.config.env, backend.config.inherit_env, backend.withheld_env)
     transport = await ProcessTransport.spawn(
-        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes
+        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
     )
     logger.info("started process {}: {}", transport.pid, shlex.join(argv))
     return transport

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from catalog_double import make_catalog, ready, tell
+from catalog_double import crashed, make_catalog, ready, tell
 
 from actors.admin.status_command import StatusError, _where, duration, format_tree
 from actors.cli import format_catalog
@@ -113,6 +113,24 @@ async def test_the_tools_command_says_which_eras_each_ready_backend_is_connected
     tell(catalog, ready("alpha", "echo"))
     lines = format_catalog(catalog.view(), {"alpha": "modern", "beta": "legacy"}).splitlines()
     assert "backend alpha: ready, 1 tools, eras modern" in lines
-    assert any(
-        line.startswith("backend beta: starting") and "eras" not in line for line in lines
-    )  # no run yet
+    beta = next(line for line in lines if line.startswith("backend beta: "))
+    assert "eras" not in beta  # not ready: no run to speak of
+
+
+def test_a_listening_backend_says_listening_and_what_a_backend_wrote_is_escaped() -> None:
+    alpha = {**TREE["backends"][0], "inflight": 0, "listening": True}  # type: ignore[index]
+    alpha["last_error"] = {"at": 0.0, "reason": "exited; stderr: ERROR \x1b]0;pwned\x07\x1b[2J"}
+    tree = {**TREE, "backends": [alpha]}
+    lines = format_tree(tree).splitlines()
+    assert lines[-2].endswith("1 restart, 4 tools, listening")
+    assert lines[-1].endswith("last error: exited; stderr: ERROR \\x1b]0;pwned\\x07\\x1b[2J")
+    assert "\x1b" not in format_tree(tree)
+
+
+def test_the_tools_command_escapes_what_a_backend_wrote() -> None:
+    catalog = make_catalog("alpha", "beta")
+    tell(catalog, ready("alpha", "add\x1b[8m"))
+    tell(catalog, crashed("beta", "process 7 exited with code 1", "ERROR \x1b]0;pwned\x07"))
+    printed = format_catalog(catalog.view())
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "add\\x1b[8m" in printed and "ERROR \\x1b]0;pwned\\x07" in printed
