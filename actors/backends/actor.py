@@ -10,7 +10,6 @@ a process that exited on the era probe, which is legacy and which the supervisor
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
@@ -31,14 +30,13 @@ from actors.backends.input import log_params, updated_params
 from actors.backends.lane import LegacyLane
 from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.modern import ModernRun, refused_version
-from actors.backends.opening import explain_end, fail_queued, open_transport, start_link_tasks
+from actors.backends.opening import explain_end, fail_queued, link_over, open_transport, start_link_tasks
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
 from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.config import BackendConfig
-from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import (
@@ -122,7 +120,7 @@ class Backend:
         """One connection to the server; True when it ended on the era probe and is to be made again."""
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await open_transport(self, connection)
-        link = self.link_over(transport, self._on_notification)
+        link = link_over(self, transport, self._on_notification)
         self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
         self.meter.inflight_calls = lambda: [
             *link.inflight.values(),
@@ -165,19 +163,6 @@ class Backend:
             return True
         await explain_end(link, transport, started, error)
         return False
-
-    def link_over(self, transport: Transport, on_notification: Callable[[Notification], None]) -> BackendLink:
-        """A new connection's link (the run's, or its legacy lane's), with this backend's settings."""
-        return BackendLink(
-            name=self.config.name,
-            transport=transport,
-            on_notification=on_notification,
-            cancel_scope=trio.CancelScope(),
-            request_timeout_s=self.request_timeout_s,
-            clients=self.clients,
-            roots=self.roots,
-            meter=self.meter,
-        )
 
     async def _start(
         self,

@@ -20,7 +20,6 @@ the run. The lane is the run's: it ends with it.
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import TYPE_CHECKING, Final
 
@@ -31,7 +30,14 @@ from loguru import logger
 from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
 from actors.backends.handshake import initialize
 from actors.backends.input import log_params
-from actors.backends.opening import fail_queued, open_transport, start_link_tasks
+from actors.backends.lane_policy import (
+    LANE_BACKOFF_S,
+    LANE_FAILURES_MAX,
+    LANE_STABLE_S,
+    LaneState,
+    for_lane,
+)
+from actors.backends.opening import fail_queued, link_over, open_transport, start_link_tasks
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
 from actors.protocol import codec
@@ -43,33 +49,12 @@ from actors.runtime.shutdown import Budget
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
 
-LANE_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})  # those that may ask
-RESUMED: Final = ("inputResponses", "requestState")  # a bridged call's next round: the run connection's
 LANE_INBOX_SIZE: Final = 64  # legacy calls queued for the lane; past it they take the bridge
-LANE_FAILURES_MAX: Final = 3  # lanes of one run that could not start or died; then the bridge alone
-LANE_STABLE_S: Final = 60.0  # a lane open this long before it died counts its failure as the first
-LANE_BACKOFF_S: Final = 1.0  # after a failure legacy calls take the bridge this long (doubled each time)
-
-
-def for_lane(command: BackendCommand) -> bool:
-    """Whether a command is a legacy client's call that a legacy lane serves better than the bridge."""
-    if not isinstance(command, Call) or not command.from_legacy or command.method not in LANE_METHODS:
-        return False
-    params = command.params or {}
-    return not any(key in params for key in RESUMED)
 
 
 class LaneRefusedError(BackendError):
     """The backend answered the lane's initialize with an error (a modern-only server: -32022), or in a
     version the gateway does not speak: it is modern-only."""
-
-
-class LaneState(enum.Enum):
-    CLOSED = "closed"  # not open: the next legacy call opens it (once the backoff has passed)
-    OPENING = "opening"  # spawned or connecting, initializing: calls wait
-    OPEN = "open"
-    REFUSED = "refused"  # the backend refused initialize: modern-only
-    GAVE_UP = "gave up"  # LANE_FAILURES_MAX failures in a row in this run
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -207,7 +192,7 @@ class LegacyLane:
             transport = await open_transport(self.backend, connection)
         except BackendStartError as exc:
             return self._closed(None, exc)
-        link = self.backend.link_over(transport, self._on_notification)
+        link = link_over(self.backend, transport, self._on_notification)
         refusal: BackendError | None = None
         try:
             with link.cancel_scope:
