@@ -152,12 +152,14 @@ async def _print_tools(gateway: Gateway) -> int:
             while not view.settled:
                 version, view = await watch.wait_newer(version)
         view = watch.value
-        print(format_catalog(view))
+        eras = {name: meter.eras for name, meter in gateway.meters.backends.items() if meter.eras}
+        print(format_catalog(view, eras))
         gateway.stop()
     return 0 if all(status.calls is not None for status in view.backends.values()) else 1
 
 
-def format_catalog(view: CatalogView) -> str:
+def format_catalog(view: CatalogView, eras: dict[str, str] | None = None) -> str:
+    """The tool table, then one line per backend (with the eras it is connected in, when known)."""
     rows = [("TOOL", "BACKEND", "BACKEND'S NAME", "DESCRIPTION")]
     for tool in view.tools:
         route = view.routes[tool["name"]]
@@ -178,8 +180,11 @@ def format_catalog(view: CatalogView) -> str:
     lines.append("")
     for status in view.backends.values():
         count = sum(1 for route in view.routes.values() if route.backend == status.name)
-        line = f"backend {status.name}: {status.describe(stderr=True)}" + (
-            f", {count} tools" if status.calls else ""
+        era = (eras or {}).get(status.name)
+        line = (
+            f"backend {status.name}: {status.describe(stderr=True)}"
+            + (f", {count} tools" if status.calls else "")
+            + (f", eras {era}" if era and status.calls else "")
         )
         lines.append(escape_controls(line))  # a backend's stderr may hold terminal escapes
     return "\n".join(line.rstrip() for line in lines)

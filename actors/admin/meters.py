@@ -101,6 +101,7 @@ class BackendMeter:
     __slots__ = (
         "bytes_in",
         "bytes_out",
+        "eras",
         "inflight_calls",
         "methods",
         "name",
@@ -120,6 +121,8 @@ class BackendMeter:
         self.pid: int | None = None  # the current run's process, while it has one
         self.ready_since: float | None = None  # trio time the current run became ready
         self.inflight_calls: Callable[[], Collection[Call]] = _no_calls_in_flight  # the current run's table
+        # the eras the current run is connected in: "legacy", "modern", "modern+legacy" (a legacy lane)
+        self.eras: str | None = None
 
     def inflight(self) -> int:
         """Calls in flight now, not counting the standing subscriptions/listen of a modern backend."""
@@ -153,7 +156,7 @@ class BackendMeter:
         self.pid, self.ready_since = None, None
 
     def run_ended(self) -> None:
-        self.pid, self.ready_since, self.inflight_calls = None, None, _no_calls_in_flight
+        self.pid, self.ready_since, self.inflight_calls, self.eras = None, None, _no_calls_in_flight, None
 
     def totals(self) -> tuple[int, list[int]]:
         """Every call so far and its latency buckets, over all tools and methods."""

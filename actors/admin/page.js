@@ -103,9 +103,9 @@ function renderBackend(backend) {
   state.dataset.state = backend.state;
   state.textContent = backend.state + (backend.required ? " · required" : "");
   const facts = [
-    ["pid", backend.pid ?? "–"], ["uptime", duration(backend.uptime_s)], ["restarts", backend.restarts],
-    ["tools", backend.tools], ["in flight", backend.inflight + (backend.listening ? " · listening" : "")],
-    ["calls", backend.calls],
+    ["pid", backend.pid ?? "–"], ["eras", backend.eras ?? "–"], ["uptime", duration(backend.uptime_s)],
+    ["restarts", backend.restarts], ["tools", backend.tools],
+    ["in flight", backend.inflight + (backend.listening ? " · listening" : "")], ["calls", backend.calls],
   ];
   article.querySelector(".facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
   const error = backend.reason || (backend.last_error ? `last error (${clock(backend.last_error.at)}): ${backend.last_error.reason}` : "");

@@ -197,6 +197,8 @@ def _backend(backend: dict[str, Any]) -> list[str]:
         facts.append(f"{backend['inflight']} in flight")
     if backend.get("listening"):
         facts.append("listening")
+    if backend.get("eras"):
+        facts.append(f"eras {backend['eras']}")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
     return [head] + ([f"last error: {error['reason']}"] if error else [])

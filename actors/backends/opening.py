@@ -1,10 +1,11 @@
-"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to); at its
-end, the calls still queued answered and the explanation of how it ended, once the exit code and the last
-stderr lines are in."""
+"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to) and its
+link made; at its end, the calls still queued answered and the explanation of how it ended, once the exit
+code and the last stderr lines are in."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -18,6 +19,7 @@ from actors.config.commands import CommandNotFoundError, locate_command
 from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply
 from actors.protocol.errors import BackendExitedError, BackendStartError
+from actors.protocol.messages import Notification
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
@@ -56,6 +58,30 @@ async def spawn(backend: Backend) -> ProcessTransport:
     )
     logger.info("started process {}: {}", transport.pid, shlex.join(argv))
     return transport
+
+
+def link_over(
+    backend: Backend, transport: BackendTransport, on_notification: Callable[[Notification], None]
+) -> BackendLink:
+    """A new connection's link (a run's, or its legacy lane's), with the backend's settings."""
+    return BackendLink(
+        name=backend.config.name,
+        transport=transport,
+        on_notification=on_notification,
+        cancel_scope=trio.CancelScope(),
+        request_timeout_s=backend.request_timeout_s,
+        clients=backend.clients,
+        roots=backend.roots,
+        meter=backend.meter,
+    )
+
+
+def start_link_tasks(link: BackendLink, transport: BackendTransport, nursery: trio.Nursery) -> None:
+    """What keeps a connection going beside its calls: the transport's drain (a process's stderr and
+    descendants), the link's reader and its timeout sweep."""
+    nursery.start_soon(transport.drain)
+    nursery.start_soon(link.read, nursery)
+    nursery.start_soon(link.sweep)
 
 
 async def explain_end(

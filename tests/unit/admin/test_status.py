@@ -83,6 +83,19 @@ async def test_the_history_keeps_changes_and_the_last_error_after_recovery() -> 
     assert len(history.of("alpha")) == HISTORY_LENGTH
 
 
+async def test_the_status_says_which_eras_each_backend_is_connected_in() -> None:
+    catalog = make_catalog("alpha", "beta")
+    model = make_model(catalog)
+    tell(catalog, ready("alpha", "echo"))
+    meter = model.meters.backend("alpha")
+    meter.run_started()
+    meter.eras = "modern+legacy"  # a legacy lane beside its modern connection
+    alpha, beta = model.status()["backends"]
+    assert alpha["eras"] == "modern+legacy" and beta["eras"] is None  # beta has no run yet
+    meter.run_ended()
+    assert model.status()["backends"][0]["eras"] is None
+
+
 CHATTY_CRASH = (
     "INFO:server:listening on stdio",
     "WARNING:server:cache almost full",
