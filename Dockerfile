@@ -2,6 +2,8 @@
 #   docker build -t mcp-gateway .
 #   docker run --init --rm -p 127.0.0.1:8766:8766 -e GATEWAY_JWT_SECRET=... mcp-gateway
 # The default config is config/docker.toml; mount your own at /etc/mcp-gateway/gateway.toml.
+# For an editor (stdio, no listener, no secret; exits when the editor closes stdin): config/docker-stdio.toml,
+#   docker run -i --rm --init -v mcp-gateway-data:/var/lib/mcp-gateway mcp-gateway serve --stdio --config /etc/mcp-gateway/stdio.toml
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,11 +16,12 @@ RUN useradd --system --user-group --create-home --home-dir /var/lib/mcp-gateway 
 # Only what `pip install .` needs (pyproject.toml names README.md as the readme); the sources go after.
 COPY pyproject.toml README.md LICENSE /src/
 COPY actors /src/actors
+COPY mcp_gateway_examples /src/mcp_gateway_examples
 RUN pip install /src && rm -rf /src
 
-# The demo backends the default config runs, and the default config.
-COPY examples /opt/mcp-gateway/examples
+# The default config and the editors' one (the demo backends they run were installed with the package above).
 COPY config/docker.toml /etc/mcp-gateway/gateway.toml
+COPY config/docker-stdio.toml /etc/mcp-gateway/stdio.toml
 
 USER mcp-gateway
 WORKDIR /var/lib/mcp-gateway

@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, token."""
 
 from __future__ import annotations
 
@@ -11,18 +11,17 @@ from typing import Final
 import trio
 from loguru import logger
 
-from actors import __version__
+from actors import __version__, cli_token
 from actors.admin import status_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
-from actors.config.resolve import command_problems
 from actors.frontends.listening import ListenError
 from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.control import ControlFiles
-from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, report
+from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, escape_controls, report
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 EXIT_CONFIG_ERROR: Final = 2
@@ -48,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
     status_command.add_parser(commands, DEFAULT_CONFIG)
+    cli_token.add_parser(commands, DEFAULT_CONFIG)
     for command in (serve, check, tools, reload):
         command.add_argument(
             "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
@@ -74,12 +74,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "status":  # a client of a running gateway: no logging, no gateway of its own
         return status_command.run(args)
+    if args.command == "token":  # reads the listeners' [NAME.auth] only; stdout is the token alone
+        return cli_token.run(args)
     _check_log_options(parser, args)
     configure_logging(args.log_level, args.log_file, args.log_format)
     if args.command == "reload":
         return reload_command(args.config, args.timeout)
     try:
-        config = load_config(args.config)
+        # check: every problem in one pass, with what a start would trip on (commands, listen hosts)
+        config = load_config(args.config, check_start=args.command == "check")
         gateway = Gateway(config)  # makes the configured middleware
     except ConfigError as exc:
         for problem in exc.problems:
@@ -87,11 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
-            missing = command_problems(config)
-            for problem in missing:
-                report(problem)
-            if missing:
-                return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":
@@ -135,12 +133,12 @@ def _count(n: int, noun: str) -> str:
 
 
 async def _serve(gateway: Gateway, stdio: bool) -> int:
-    gateway.control = ControlFiles.for_config(gateway.config.path)
-    gateway.control.claim()
+    gateway.control = ControlFiles.claim(gateway.config.path)  # None: no folder will do; serve anyway
     try:
         await gateway.run(stdio=stdio)
     finally:
-        gateway.control.release()
+        if gateway.control is not None:
+            gateway.control.release()
     return gateway.exit_code
 
 
@@ -154,12 +152,14 @@ async def _print_tools(gateway: Gateway) -> int:
             while not view.settled:
                 version, view = await watch.wait_newer(version)
         view = watch.value
-        print(format_catalog(view))
+        eras = {name: meter.eras for name, meter in gateway.meters.backends.items() if meter.eras}
+        print(format_catalog(view, eras))
         gateway.stop()
     return 0 if all(status.calls is not None for status in view.backends.values()) else 1
 
 
-def format_catalog(view: CatalogView) -> str:
+def format_catalog(view: CatalogView, eras: dict[str, str] | None = None) -> str:
+    """The tool table, then one line per backend (with the eras it is connected in, when known)."""
     rows = [("TOOL", "BACKEND", "BACKEND'S NAME", "DESCRIPTION")]
     for tool in view.tools:
         route = view.routes[tool["name"]]
@@ -167,7 +167,11 @@ def format_catalog(view: CatalogView) -> str:
         first = description[0] if description else ""
         if len(first) > DESCRIPTION_CHARS:
             first = first[: DESCRIPTION_CHARS - 1] + "…"
-        rows.append((tool["name"], route.backend, "" if route.own == tool["name"] else route.own, first))
+        own = "" if route.own == tool["name"] else route.own
+        name, backend, own, first = (
+            escape_controls(cell) for cell in (tool["name"], route.backend, own, first)
+        )
+        rows.append((name, backend, own, first))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
@@ -176,8 +180,11 @@ def format_catalog(view: CatalogView) -> str:
     lines.append("")
     for status in view.backends.values():
         count = sum(1 for route in view.routes.values() if route.backend == status.name)
-        lines.append(
+        era = (eras or {}).get(status.name)
+        line = (
             f"backend {status.name}: {status.describe(stderr=True)}"
             + (f", {count} tools" if status.calls else "")
+            + (f", eras {era}" if era and status.calls else "")
         )
+        lines.append(escape_controls(line))  # a backend's stderr may hold terminal escapes
     return "\n".join(line.rstrip() for line in lines)

@@ -10,15 +10,18 @@
 Start-up binds every listener before any backend starts: a port in use is one line and exit 2, not a
 gateway that started its backends and then died.
 
-Shutdown (SIGINT, SIGTERM, or the stdio client closing its stream): sessions stop reading and answer what is
-in flight, then the root is cancelled and each backend stops its process (stdin closed, SIGTERM, SIGKILL to
-its process group and every descendant it is known to have) within its share of `shutdown_s`. A second
-signal cancels at once. The listeners' ports are given back however the run ends.
+Shutdown is a state the root owns (runtime/shutdown.py), begun by SIGINT or SIGTERM (a budget of
+`shutdown_s`) or by the stdio client closing its input (STDIN_END_SHARE of it: 1.25 s by default, before the
+SDKs' clients send SIGTERM, 2 s after). Sessions stop reading and answer what is in flight, then the root is
+cancelled and each backend stops its process (stdin closed, SIGTERM, SIGKILL to its process group and every
+descendant it is known to have) within its share of the budget. The signal handlers stay installed until
+every backend has stopped: a signal during the shutdown hurries it (no more polite waits: SIGTERM now),
+another forces it (SIGKILL now); none ever kills the gateway while its backends run. The listeners' ports are
+given back however the run ends.
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterable
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -30,14 +33,15 @@ from loguru import logger
 from actors.admin.meters import Meters
 from actors.admin.service import Admin
 from actors.admin.status import FrontendInfo
-from actors.backends.actor import Backend
+from actors.backend_actors import backend_actor, restart_policy
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
-from actors.catalog.subscriptions import Subscriptions
-from actors.config import BackendConfig, Config
+from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
+from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
-from actors.frontends.stdio import open_stdio_transport
+from actors.frontends.listening import ListenError
+from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file
 from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
@@ -48,6 +52,8 @@ from actors.runtime.broadcast import Broadcast
 from actors.runtime.children import Children
 from actors.runtime.control import ControlFiles
 from actors.runtime.file_watch import watch_file
+from actors.runtime.shutdown import Budget, Shutdown, Urgency
+from actors.runtime.signals import watch_signals
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
@@ -56,7 +62,9 @@ from actors.session.settings import FirstSettle, SessionSettings
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s
-SESSIONS_SHARE: Final = 0.4  # of shutdown_s, for sessions to answer and flush before backends are stopped
+# Of shutdown_s, for a shutdown begun by the stdio client closing its input: every SDK client sends SIGTERM
+# 2 s after that, and the gateway's backends are gone well before (1.25 s with the default shutdown_s = 5).
+STDIN_END_SHARE: Final = 0.25
 # A listener whose accept loop fails is restarted on the sockets it holds; past the intensity it stays down
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
@@ -68,22 +76,11 @@ LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, Htt
 ListenerT = TypeVar("ListenerT", bound=Listener[Any])
 
 
-def restart_policy(backend: BackendConfig) -> RestartPolicy:
-    r = backend.restart
-    return RestartPolicy(
-        restart=Restart(r.policy),
-        max_restarts=r.max_restarts,
-        window_s=r.window_s,
-        backoff_initial_s=r.backoff_initial_s,
-        backoff_max_s=r.backoff_max_s,
-        stable_after_s=r.stable_after_s,
-    )
-
-
 @attrs.define
 class Gateway:
     config: Config
-    _stopping: trio.Event = attrs.field(factory=trio.Event)
+    shutdown: Shutdown = attrs.field(factory=Shutdown)  # its state, budget and urgency, read by every backend
+    _backends_stopped: trio.Event = attrs.field(factory=trio.Event)
     _sessions: set[Session] = attrs.field(factory=set)
     listeners: list[Listener[Any]] = attrs.field(init=False, factory=list)  # the configured ones, once bound
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
@@ -103,8 +100,12 @@ class Gateway:
     def __attrs_post_init__(self) -> None:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def stop(self, reason: str = "stopped") -> None:
+        """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""
+        self.shutdown.begin(reason, Budget.of(self.config.gateway.shutdown_s))
+
+    def stdin_end_budget(self) -> Budget:
+        return Budget.of(self.config.gateway.shutdown_s * STDIN_END_SHARE)
 
     @property
     def listener(self) -> WebSocketListener | None:
@@ -144,36 +145,56 @@ class Gateway:
         )
         try:
             async with trio.open_nursery() as root:
-                root.start_soon(self._watch_signals, root)
-                self.bridges.nursery = root  # the timers of parked calls
-                await root.start(catalog.run)
-                for middleware in self.middleware:
-                    await root.start(middleware.run)
-                if websocket:
-                    await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
-                    await self._bind_admin(catalog.watch)
-                if websocket or stdio:
-                    self._log_serving(stdio)
-                await root.start(self._frontends, catalog.watch, stdio)
-                if self.admin is not None:
-                    await root.start(self.admin.run)
-                with events:
-                    self.catalog_events = events.clone()
-                    self.children = await root.start(
-                        Children(events.clone()).run, self.backend_specs(b.name for b in config.backends)
-                    )
-                if settings.watch_config:
-                    root.start_soon(watch_file, config.path, partial(self.reload, "the config file changed"))
-                task_status.started(catalog.watch)
-                await self._stopping.wait()
-                await self._stop_sessions()
-                root.cancel_scope.cancel()
+                hangup = partial(root.start_soon, self.reload, "SIGHUP")
+                signals = await root.start(watch_signals, self.shutdown, settings.shutdown_s, hangup)
+                try:
+                    await self._start(root, catalog, events, stdio=stdio, websocket=websocket)
+                    task_status.started(catalog.watch)
+                    await self.shutdown.wait_begun()
+                    await self._stop_sessions()
+                finally:
+                    root.cancel_scope.cancel()  # every backend stops its process, within the budget
+                    if self.children is not None:
+                        with trio.CancelScope(shield=True):
+                            await self._backends_stopped.wait()
+                    signals.cancel()  # only now: a signal until here hurries the shutdown
         finally:
             for listener in self.listeners:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
             if self.admin is not None:
                 self.admin.close()
         logger.info("gateway stopped")
+
+    async def _start(
+        self,
+        root: trio.Nursery,
+        catalog: Catalog,
+        events: trio.MemorySendChannel[CatalogEvent],
+        *,
+        stdio: bool,
+        websocket: bool,
+    ) -> None:
+        """The tree under the root: catalog, middleware, listeners bound, frontends, admin, backends."""
+        config = self.config
+        self.bridges.nursery = root  # the timers of parked calls
+        await root.start(catalog.run)
+        root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
+        for middleware in self.middleware:
+            await root.start(middleware.run)
+        if websocket:
+            await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
+            await self._bind_admin(catalog.watch, stdio)
+        if websocket or stdio:
+            self._log_serving(stdio)
+        await root.start(self._frontends, catalog.watch, stdio)
+        if self.admin is not None:
+            await root.start(self.admin.run)
+        with events:
+            self.catalog_events = events.clone()
+            specs = self.backend_specs(b.name for b in config.backends)
+            self.children = await root.start(self._backends, events.clone(), specs)
+        if config.gateway.watch_config:
+            root.start_soon(watch_file, config.path, partial(self.reload, "the config file changed"))
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [
@@ -184,10 +205,21 @@ class Gateway:
         for listener in self.listeners:
             await listener.endpoint.bind()
 
-    async def _bind_admin(self, catalog: Watch[CatalogView]) -> None:
-        if self.config.admin is not None:
-            self.admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
-            await self.admin.bind()
+    async def _bind_admin(self, catalog: Watch[CatalogView], stdio: bool) -> None:
+        """With an [admin] table, its listener. Serving stdio, a taken admin address is a warning: several
+        editors' gateways on one config all serve, and the first holds the admin port."""
+        if self.config.admin is None:
+            return
+        admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
+        try:
+            await admin.bind()
+        except ListenError as exc:
+            if not stdio:
+                raise
+            logger.warning("{}: serving stdio without the admin listener", exc)
+            admin.close()
+            return
+        self.admin = admin
 
     def frontends(self) -> list[FrontendInfo]:
         """Each frontend now, with its open sessions (for the admin listener)."""
@@ -212,7 +244,7 @@ class Gateway:
         wanted = set(names)
         return [
             ChildSpec(
-                b.name, self._backend(b, self.catalog_events.clone()).run, restart_policy(b), kind="backend"
+                b.name, backend_actor(self, b, self.catalog_events.clone()).run, restart_policy(b), "backend"
             )
             for b in self.config.backends
             if b.name in wanted
@@ -225,6 +257,19 @@ class Gateway:
         if self.control is not None:
             self.control.tell(outcome)
         return outcome
+
+    async def _backends(
+        self,
+        events: trio.MemorySendChannel[CatalogEvent],
+        specs: list[ChildSpec],
+        *,
+        task_status: trio.TaskStatus[Children],
+    ) -> None:
+        """The backends supervisor; `_backends_stopped` once every backend has stopped its process."""
+        try:
+            await Children(events).run(specs, task_status=task_status)
+        finally:
+            self._backends_stopped.set()
 
     def _listener_of(self, kind: type[ListenerT]) -> ListenerT | None:
         return next((listener for listener in self.listeners if isinstance(listener, kind)), None)
@@ -248,25 +293,6 @@ class Gateway:
             await connections.start(supervise, specs, events)
             task_status.started()
 
-    def _backend(self, backend: BackendConfig, events: trio.MemorySendChannel[CatalogEvent]) -> Backend:
-        settings = self.config.gateway
-        return Backend(
-            config=backend,
-            catalog=events,
-            gateway_name=settings.name,
-            startup_timeout_s=self.config.startup_timeout_s(backend),
-            shutdown_s=settings.shutdown_s,
-            max_message_bytes=settings.max_message_bytes,
-            request_timeout_s=self.config.request_timeout_s(backend),
-            events=self.events,
-            clients=self.clients,
-            subscriptions=self.subscriptions,
-            withheld_env=self.config.secret_variables(),
-            roots=self.config.roots_of(backend),
-            meter=self.meters.backend(backend.name),
-            expose_stderr=settings.expose_backend_stderr,
-        )
-
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
         settings = self.config.gateway
@@ -288,11 +314,14 @@ class Gateway:
     async def _serve_stdio(
         self, catalog: Watch[CatalogView], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        settings, ends_all = self.session_settings("stdio"), not self.listeners
+        if ends_all and not stdin_is_a_file():  # the client that closes stdin quits: its calls in flight
+            settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)  # get the drain share
         session = Session(
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
             catalog=catalog,
-            settings=self.session_settings("stdio"),
+            settings=settings,
         )
         self._sessions.add(session)
         task_status.started()
@@ -303,38 +332,26 @@ class Gateway:
         if session.crashed:
             self.exit_code = 1
         urls = [listener.url for listener in self.listeners if listener.url]
-        if not urls:
-            logger.info("stdio client is gone; stopping")
-            self.stop()
+        if ends_all:
+            budget = self.stdin_end_budget()
+            if self.shutdown.begin("the stdio client is gone", budget):
+                logger.info("stdio client is gone; stopping (at most {:.2f}s)", budget.total_s)
         else:
             logger.info("stdio client is gone; still serving {}", " and ".join(urls))
 
     async def _stop_sessions(self) -> None:
-        """Every session answers what it has in flight and closes, within its share of shutdown_s."""
+        """Every session answers what it has in flight and closes, within the drain share of the shutdown's
+        budget (less, if a signal hurries it)."""
         for session in list(self._sessions):
             session.stop()
         for listener in self.listeners:
             listener.stop_sessions()
-        with trio.move_on_after(self.config.gateway.shutdown_s * SESSIONS_SHARE):
+        drain_s = self.shutdown.budget_or(Budget.of(self.config.gateway.shutdown_s)).drain_s
+        with self.shutdown.phase(drain_s, until=Urgency.HURRIED):
             for session in list(self._sessions):
                 await session.done.wait()
             for listener in self.listeners:
                 await listener.wait_sessions_done()
-
-    async def _watch_signals(self, root: trio.Nursery) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if signum == signal.SIGHUP:
-                    if not self._stopping.is_set():
-                        root.start_soon(self.reload, "SIGHUP")
-                    continue
-                if self._stopping.is_set():
-                    logger.warning("{} again: stopping now", name)
-                    root.cancel_scope.cancel()
-                    return
-                logger.info("{}: shutting down (at most {}s)", name, self.config.gateway.shutdown_s)
-                self.stop()
 
 
 async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -442,3 +444,23 @@ async def running(config: Path) -> AsyncIterator[Gateway]:
             yield gateway
         finally:
             gateway.stop()
+
+
+@asynccontextmanager
+async def url_printed_by(argv: list[str]) -> AsyncIterator[str]:
+    """A server process that prints its URL as its first line (once it listens); that URL while it runs,
+    terminated after."""
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.run_process, argv, stdout=subprocess.PIPE, check=False)
+        process: trio.Process = await nursery.start(serve)
+        assert process.stdout is not None
+        try:
+            received = b""
+            with trio.fail_after(DEADLINE_S):
+                while not received.endswith(b"\n"):
+                    chunk = await process.stdout.receive_some(1024)
+                    assert chunk, "the server exited before printing its URL"
+                    received += chunk
+            yield received.decode().strip()
+        finally:
+            process.terminate()

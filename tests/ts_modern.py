@@ -4,15 +4,11 @@ tests with it as a backend; both need the `node` fixture (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from functools import partial
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Final
 
-import trio
-from support import ROOT
+from support import ROOT, url_printed_by
 
 SERVER: Final = ROOT / "tests" / "interop" / "ts_modern_server.mjs"
 TOOLS: Final = [
@@ -31,21 +27,6 @@ def modern_server_argv(node: Path, transport: str = "stdio") -> list[str]:
     return [str(node), str(SERVER), transport]
 
 
-@asynccontextmanager
-async def modern_server_over_http(node: Path) -> AsyncIterator[str]:
+def modern_server_over_http(node: Path) -> AbstractAsyncContextManager[str]:
     """ts_modern_server.mjs on HTTP; its URL (the first line it prints)."""
-    async with trio.open_nursery() as nursery:
-        serve = partial(
-            trio.run_process, modern_server_argv(node, "http"), stdout=subprocess.PIPE, check=False
-        )
-        process: trio.Process = await nursery.start(serve)
-        assert process.stdout is not None
-        try:
-            received = b""
-            while not received.endswith(b"\n"):
-                chunk = await process.stdout.receive_some(1024)
-                assert chunk, "the server exited before printing its URL"
-                received += chunk
-            yield received.decode().strip()
-        finally:
-            process.terminate()
+    return url_printed_by(modern_server_argv(node, "http"))

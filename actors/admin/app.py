@@ -7,23 +7,30 @@
     GET /metrics   Prometheus text format (exposition.py)
     GET /status    the tree as JSON (status.py)
     GET /events    server-sent events for the page: the tree and each backend's newest rate sample, at
-                   once and then whenever something changes (a backend's state, or a sample each second)
+                   once and then whenever something changes (a backend's state, or a sample each second);
+                   at most MAX_EVENT_READERS at once (then 503), and a reader that has not taken an event
+                   within SLOW_READER_S is dropped. Each change is encoded once for every reader.
 
 Refusals come first: a method other than GET 405; on a loopback host, a Host header that does not name a
 loopback address 421 (a page elsewhere must not read the status through DNS rebinding); with a token
 configured, a request without `Authorization: Bearer <token>` 401, except the page's static files (the page
 itself then sends the token, which it takes from the URL's #token=... or asks for).
+
+Backends' stderr lines (in /status and /events) are shown only to a reader that gave the token, or for a
+backend whose `expose_backend_stderr` is true: with no token, any local process may read this listener.
 """
 
 from __future__ import annotations
 
 import hmac
+from functools import partial
 from importlib.resources import files
 from typing import Any, Final
 
 import attrs
 import orjson
 import trio
+from loguru import logger
 from prometheus_client.registry import CollectorRegistry
 
 from actors.admin.exposition import CONTENT_TYPE, render
@@ -35,6 +42,9 @@ from actors.frontends.http.sse import SSE_HEADERS, Receive, Scope, Send, until_d
 from actors.runtime.watch import Watch
 
 KEEPALIVE_S: Final = 15.0  # a comment this often on a quiet event stream, so proxies keep it open
+MAX_EVENT_READERS: Final = 16  # status pages open at once: a few operators' tabs, not a crowd
+SLOW_READER_S: Final = 10.0  # a reader whose socket takes no event for this long is dropped
+BUSY: Final = [(b"retry-after", b"10")]
 STATIC: Final = {
     "/": ("page.html", b"text/html; charset=utf-8"),
     "/page.js": ("page.js", b"text/javascript; charset=utf-8"),
@@ -69,6 +79,8 @@ class AdminApp:
     token: str | None = attrs.field(default=None, repr=False)
     loopback: bool = True
     _files: dict[str, tuple[bytes, bytes]] = attrs.field(init=False)
+    _readers: int = attrs.field(init=False, default=0)  # /events streams open now
+    _latest: tuple[int, bytes] = attrs.field(init=False, default=(-1, b""))  # (version, its event)
 
     def __attrs_post_init__(self) -> None:
         self._files = {path: (_static(name), kind) for path, (name, kind) in STATIC.items()}
@@ -93,7 +105,7 @@ class AdminApp:
         elif path == "/metrics":
             await _respond(send, 200, CONTENT_TYPE.encode(), render(self.registry))
         elif path == "/status":
-            await _respond(send, 200, JSON, _json(self.model.status()))
+            await _respond(send, 200, JSON, _json(self.model.status(stderr=self.stderr)))
         elif path == "/events":
             await self._events(receive, send)
         else:
@@ -117,25 +129,44 @@ class AdminApp:
         if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
             raise Refused(401, "wrong bearer token", CHALLENGE)
 
+    @property
+    def stderr(self) -> bool:
+        """Readers may see every backend's stderr: they gave the token (admission checked it)."""
+        return self.token is not None
+
     async def _events(self, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + SECURITY_HEADERS})
+        if self._readers >= MAX_EVENT_READERS:
+            why = f"too many event streams open (at most {MAX_EVENT_READERS}); try again later"
+            await _respond(send, 503, JSON, _json({"error": why}), BUSY)
+            return
+        self._readers += 1
+        try:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + SECURITY_HEADERS}
+            )
+            await until_disconnect(receive, partial(self._stream, send))
+        finally:
+            self._readers -= 1
 
-        async def stream() -> None:
-            version = self.changed.version
-            await _event(send, self._snapshot(whole=True))
-            while True:
-                with trio.move_on_after(KEEPALIVE_S) as quiet:
-                    version, _ = await self.changed.wait_newer(version)
-                if quiet.cancelled_caught:
-                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-                else:
-                    await _event(send, self._snapshot(whole=False))
+    async def _stream(self, send: Send) -> None:
+        """The whole snapshot, then one event per change (or a keepalive), until a send takes too long."""
+        version = self.changed.version
+        body = _event(self._snapshot(whole=True))
+        while await _within(SLOW_READER_S, send, body):
+            with trio.move_on_after(KEEPALIVE_S) as quiet:
+                version, _ = await self.changed.wait_newer(version)
+            body = b": keepalive\n\n" if quiet.cancelled_caught else self._change(version)
+        logger.info("dropped a slow /events reader: no event taken for {}s", SLOW_READER_S)
 
-        await until_disconnect(receive, stream)
+    def _change(self, version: int) -> bytes:
+        """The event of `version`, encoded once for every reader."""
+        if self._latest[0] != version:
+            self._latest = (version, _event(self._snapshot(whole=False)))
+        return self._latest[1]
 
     def _snapshot(self, *, whole: bool) -> dict[str, Any]:
         """The tree, and each backend's rate samples: every one kept (whole) or only the newest."""
-        status = self.model.status()
+        status = self.model.status(stderr=self.stderr)
         names = [backend["name"] for backend in status["backends"]]
         samples = {name: self.sampler.of(name) for name in names}
         if not whole:
@@ -143,9 +174,16 @@ class AdminApp:
         return {"status": status, "samples": samples}
 
 
-async def _event(send: Send, data: dict[str, Any]) -> None:
-    body = b"event: status\ndata: " + orjson.dumps(data) + b"\n\n"
-    await send({"type": "http.response.body", "body": body, "more_body": True})
+def _event(data: dict[str, Any]) -> bytes:
+    return b"event: status\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+async def _within(limit_s: float, send: Send, body: bytes) -> bool:
+    """Send a piece of the stream: False when the reader did not take it within `limit_s`."""
+    with trio.move_on_after(limit_s):
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        return True
+    return False
 
 
 async def _respond(

@@ -14,6 +14,9 @@ process collector (CPU, memory, open files). Nothing is pushed to prometheus-cli
     mcp_gateway_client_bytes_total{frontend,direction}           MCP frames from (in) and to (out) clients
     mcp_gateway_sessions{frontend}                               open sessions
     mcp_gateway_ready                                            1 when /readyz says ready
+
+Every label takes values from a bounded set (meters.py): `code` is a code the gateway knows or "other",
+`tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)".
 """
 
 from __future__ import annotations

@@ -4,10 +4,16 @@ The catalog publishes a new view after every backend fact; the history keeps, pe
 state it saw (with the reason and the wall-clock time) and the last reason a backend went down, which the
 catalog forgets once the backend is ready again. A Watch hands out only the newest view, so two changes
 within one scheduler pass show as one; the restart count does not depend on this (meters.py counts starts).
+
+A backend's last stderr lines are kept apart from the reason, and only those that say WARNING or worse (a
+level word such as WARNING, ERROR, CRITICAL, FATAL or PANIC in capitals, a `level=error` or
+`"level": "error"` field, a traceback or an exception line): a server's INFO chatter is not an error. Who
+may see them is decided when the status is read (status.py).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from typing import Any, Final
@@ -21,6 +27,21 @@ from actors.runtime.watch import Watch
 
 HISTORY_LENGTH: Final = 20  # state changes kept per backend: enough to see a crash loop, small to send
 DOWN: Final = frozenset({BackendState.RESTARTING, BackendState.FAILED, BackendState.STOPPED})
+STDERR_SEPARATOR: Final = " | "  # how a backend error joins its last stderr lines (backends/process.py)
+WARNING_OR_WORSE: Final = re.compile(
+    r"\b(?:WARN|WARNING|ERROR|CRITICAL|FATAL|PANIC|SEVERE|ALERT|EMERG|EMERGENCY)\b"
+    r"|(?i:\blevel\"?\s*[:=]\s*\"?(?:warn|warning|error|critical|fatal|panic)\b)"
+    r"|^Traceback \(most recent call last\)"
+    r"|^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"
+)
+
+
+def warnings_of(stderr: str | None) -> str | None:
+    """The lines of `stderr` that say WARNING or worse, joined again; None when there is none."""
+    if not stderr:
+        return None
+    kept = [line for line in stderr.split(STDERR_SEPARATOR) if WARNING_OR_WORSE.search(line)]
+    return STDERR_SEPARATOR.join(kept) or None
 
 
 @attrs.frozen
@@ -28,9 +49,14 @@ class StateChange:
     at: float  # wall-clock time (time.time()), for people
     state: str
     reason: str | None
+    stderr: str | None = None  # its last stderr lines that say WARNING or worse
 
-    def as_json(self) -> dict[str, Any]:
-        return {"at": self.at, "state": self.state, "reason": self.reason}
+    def as_json(self, *, stderr: bool = False) -> dict[str, Any]:
+        """With `stderr`, the reason is followed by `; stderr: ` and those lines."""
+        reason = self.reason
+        if stderr and reason and self.stderr:
+            reason = f"{reason}; stderr: {self.stderr}"
+        return {"at": self.at, "state": self.state, "reason": reason}
 
 
 @attrs.define
@@ -62,15 +88,16 @@ class StateHistory:
         now = time.time()
         for name, status in view.backends.items():
             kept = self.changes.setdefault(name, deque(maxlen=HISTORY_LENGTH))
-            reason = status.reason
-            if reason and status.stderr:
-                reason = f"{reason}; last stderr: {status.stderr}"  # the operator sees what clients may not
-            change = StateChange(now, status.state.value, reason)
-            if kept and (kept[-1].state, kept[-1].reason) == (change.state, change.reason):
+            change = StateChange(now, status.state.value, status.reason, warnings_of(status.stderr))
+            if kept and (kept[-1].state, kept[-1].reason, kept[-1].stderr) == (
+                change.state,
+                change.reason,
+                change.stderr,
+            ):
                 continue
             kept.append(change)
             if status.state in DOWN and status.reason:
                 self.last_error[name] = change
 
-    def of(self, name: str) -> list[dict[str, Any]]:
-        return [change.as_json() for change in self.changes.get(name, ())]
+    def of(self, name: str, *, stderr: bool = False) -> list[dict[str, Any]]:
+        return [change.as_json(stderr=stderr) for change in self.changes.get(name, ())]

@@ -1,6 +1,10 @@
 """The counters the gateway keeps for the admin listener: plain integers and floats, bumped where each thing
 is seen and read only when someone asks (a scrape of /metrics, a tick of the status page).
 
+Every key a peer's data chooses is bounded, since each becomes a series at /metrics and an entry here: an
+error code the gateway does not know counts as OTHER_CODE, a backend's tools past MAX_TOOLS_PER_BACKEND
+count together under OTHER_TOOL. Methods, backends and frontends are the gateway's own names.
+
 The hot path never takes a lock and allocates nothing per call: a call's latency is counted by the backend
 link that answers it (`BackendMeter.answered`: a dict lookup, a bisect and three increments), its bytes by
 whoever reads or writes its frame. Trio runs every task on one thread, so no increment can interleave with
@@ -10,11 +14,12 @@ another or with a reader. The Prometheus objects are built from these at scrape 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 import trio
 
+from actors.protocol import errors
 from actors.protocol.envelopes import Call
 from actors.protocol.messages import RpcError
 
@@ -39,10 +44,34 @@ LATENCY_BUCKETS_S: Final = (
     60.0,
 )
 TOOLS_CALL: Final = "tools/call"
+LISTEN: Final = "subscriptions/listen"  # a modern backend's standing request: listening, not a call
+# The error codes counted by their own number: JSON-RPC's, MCP's and the gateway's. Any other integer a
+# backend answers with is counted as OTHER_CODE: a backend choosing codes cannot grow the series.
+KNOWN_CODES: Final = frozenset(
+    {
+        errors.PARSE_ERROR,
+        errors.INVALID_REQUEST,
+        errors.METHOD_NOT_FOUND,
+        errors.INVALID_PARAMS,
+        errors.INTERNAL_ERROR,
+        errors.BACKEND_UNAVAILABLE,
+        errors.REQUEST_TIMEOUT,
+        errors.NOT_INITIALIZED,
+        errors.URL_ELICITATION_REQUIRED,
+        errors.HEADER_MISMATCH,
+        errors.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        errors.UNSUPPORTED_PROTOCOL_VERSION,
+    }
+)
+OTHER_CODE: Final = "other"
+# Tools of one backend counted by name; the calls of any tool beyond these are counted together (a backend
+# that renames its tools again and again cannot grow the series either). Far above any real tool list.
+MAX_TOOLS_PER_BACKEND: Final = 1000
+OTHER_TOOL: Final = "(other)"  # no valid MCP tool name has parentheses
 
 
-def _no_calls_in_flight() -> int:
-    return 0
+def _no_calls_in_flight() -> Collection[Call]:
+    return ()
 
 
 class CallStats:
@@ -54,14 +83,15 @@ class CallStats:
         self.count = 0
         self.sum_s = 0.0
         self.buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)  # per bucket, not cumulative; the last is +Inf
-        self.errors: dict[int, int] = {}  # JSON-RPC error code -> answers with it
+        self.errors: dict[int | str, int] = {}  # a KNOWN_CODES code, or OTHER_CODE -> answers with it
 
     def observe(self, latency_s: float, error: RpcError | None) -> None:
         self.count += 1
         self.sum_s += latency_s
         self.buckets[bisect_left(LATENCY_BUCKETS_S, latency_s)] += 1
         if error is not None:
-            self.errors[error.code] = self.errors.get(error.code, 0) + 1
+            code = error.code if error.code in KNOWN_CODES else OTHER_CODE
+            self.errors[code] = self.errors.get(code, 0) + 1
 
 
 class BackendMeter:
@@ -71,7 +101,8 @@ class BackendMeter:
     __slots__ = (
         "bytes_in",
         "bytes_out",
-        "inflight",
+        "eras",
+        "inflight_calls",
         "methods",
         "name",
         "pid",
@@ -89,7 +120,17 @@ class BackendMeter:
         self.starts = 0  # runs the supervisor started; restarts are the ones after the first
         self.pid: int | None = None  # the current run's process, while it has one
         self.ready_since: float | None = None  # trio time the current run became ready
-        self.inflight: Callable[[], int] = _no_calls_in_flight  # the current run's in-flight table size
+        self.inflight_calls: Callable[[], Collection[Call]] = _no_calls_in_flight  # the current run's table
+        # the eras the current run is connected in: "legacy", "modern", "modern+legacy" (a legacy lane)
+        self.eras: str | None = None
+
+    def inflight(self) -> int:
+        """Calls in flight now, not counting the standing subscriptions/listen of a modern backend."""
+        return sum(1 for call in self.inflight_calls() if call.method != LISTEN)
+
+    def listening(self) -> bool:
+        """Its subscriptions/listen is open (a modern backend's)."""
+        return any(call.method == LISTEN for call in self.inflight_calls())
 
     @property
     def restarts(self) -> int:
@@ -101,6 +142,8 @@ class BackendMeter:
         if call.method == TOOLS_CALL:
             table, key = self.tools, (call.params or {}).get("name")
             key = key if isinstance(key, str) else ""
+            if key not in table and len(table) >= MAX_TOOLS_PER_BACKEND:
+                key = OTHER_TOOL
         else:
             table, key = self.methods, call.method
         stats = table.get(key)
@@ -113,7 +156,7 @@ class BackendMeter:
         self.pid, self.ready_since = None, None
 
     def run_ended(self) -> None:
-        self.pid, self.ready_since, self.inflight = None, None, _no_calls_in_flight
+        self.pid, self.ready_since, self.inflight_calls, self.eras = None, None, _no_calls_in_flight, None
 
     def totals(self) -> tuple[int, list[int]]:
         """Every call so far and its latency buckets, over all tools and methods."""

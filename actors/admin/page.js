@@ -1,10 +1,12 @@
 // The status page: reads /events (server-sent events, through fetch so it can send the bearer token) and
-// draws the tree, each backend's state and history, and its calls/s and p50/p99 charts. No library, no
-// build step. Every text from the gateway goes in through textContent, never as HTML.
+// draws the tree, each backend's state and history, and its calls/s and p50/p99 charts, each with a scale
+// (0, half and top, a round number with its unit) and a time axis (the last two minutes, one sample a
+// second). No library, no build step. Every text from the gateway goes in through textContent, never as HTML.
 "use strict";
 
 const TOKEN_KEY = "mcp-gateway-admin-token";
 const SERIES_LENGTH = 120;
+const SAMPLE_S = 1; // the gateway's rate sampler: one sample a second
 const RETRY_MS = 2000;
 const series = new Map(); // backend -> [[at, calls/s, p50 ms, p99 ms], ...]
 
@@ -101,8 +103,9 @@ function renderBackend(backend) {
   state.dataset.state = backend.state;
   state.textContent = backend.state + (backend.required ? " · required" : "");
   const facts = [
-    ["pid", backend.pid ?? "–"], ["uptime", duration(backend.uptime_s)], ["restarts", backend.restarts],
-    ["tools", backend.tools], ["in flight", backend.inflight], ["calls", backend.calls],
+    ["pid", backend.pid ?? "–"], ["eras", backend.eras ?? "–"], ["uptime", duration(backend.uptime_s)],
+    ["restarts", backend.restarts], ["tools", backend.tools],
+    ["in flight", backend.inflight + (backend.listening ? " · listening" : "")], ["calls", backend.calls],
   ];
   article.querySelector(".facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
   const error = backend.reason || (backend.last_error ? `last error (${clock(backend.last_error.at)}): ${backend.last_error.reason}` : "");
@@ -115,7 +118,7 @@ function renderBackend(backend) {
 }
 
 function points(values, max) {
-  // newest at the right edge; one step per sample of the last SERIES_LENGTH
+  // newest at the right edge; one step per sample of the last SERIES_LENGTH; the top grid line is max
   const step = 240 / (SERIES_LENGTH - 1);
   return values
     .map((v, i) => (v === null ? null : `${240 - (values.length - 1 - i) * step},${46 - (v / max) * 44}`))
@@ -123,17 +126,43 @@ function points(values, max) {
     .join(" ");
 }
 
+function niceMax(value) {
+  // the smallest of 1, 2, 5 x 10^k at or above value: a scale a person reads at a glance
+  const top = Math.max(value, 1e-9);
+  const power = 10 ** Math.floor(Math.log10(top));
+  return [1, 2, 5, 10].map((m) => m * power).find((m) => m >= top * (1 - 1e-9));
+}
+
+function number(v) {
+  return v >= 100 || Number.isInteger(v) ? String(Math.round(v)) : v >= 1 ? v.toFixed(1) : String(+v.toPrecision(2));
+}
+
+function ms(v) {
+  return v === null || v === undefined ? "–" : v < 10 ? v.toFixed(1) + " ms" : Math.round(v) + " ms";
+}
+
+function axes(figure, max, unit) {
+  figure.querySelector(".y-max").textContent = `${number(max)} ${unit}`;
+  figure.querySelector(".y-mid").textContent = `${number(max / 2)} ${unit}`;
+  figure.querySelector(".y-min").textContent = `0 ${unit}`;
+  const span = SERIES_LENGTH * SAMPLE_S;
+  figure.querySelector(".x-start").textContent = `−${span / 60} min`;
+  figure.querySelector(".x-mid").textContent = `−${span / 120} min`;
+  figure.querySelector(".x-end").textContent = "now";
+}
+
 function drawCharts(article, samples) {
   const rates = samples.map((s) => s[1]);
   const p50 = samples.map((s) => s[2]);
   const p99 = samples.map((s) => s[3]);
-  const rateMax = Math.max(1, ...rates);
-  const latencyMax = Math.max(1, ...p99.filter((v) => v !== null));
+  const rateMax = niceMax(Math.max(1, ...rates));
+  const latencyMax = niceMax(Math.max(1, ...p99.filter((v) => v !== null)));
   article.querySelector(".area").setAttribute("points", points(rates, rateMax));
   article.querySelector(".p50").setAttribute("points", points(p50, latencyMax));
   article.querySelector(".p99").setAttribute("points", points(p99, latencyMax));
+  axes(article.querySelector("figure.rate"), rateMax, "calls/s");
+  axes(article.querySelector("figure.latency"), latencyMax, "ms");
   const last = samples[samples.length - 1];
-  const ms = (v) => (v === null || v === undefined ? "–" : v < 10 ? v.toFixed(1) + "ms" : Math.round(v) + "ms");
   article.querySelector(".rate-now").textContent = last ? last[1].toFixed(1) : "–";
   article.querySelector(".p50-now").textContent = last ? ms(last[2]) : "–";
   article.querySelector(".p99-now").textContent = last ? ms(last[3]) : "–";

@@ -79,7 +79,9 @@ class StatusModel:
             "required": status.name in self.required,
         }
 
-    def status(self) -> dict[str, Any]:
+    def status(self, *, stderr: bool = False) -> dict[str, Any]:
+        """The tree. Backends' stderr lines are in it only with `stderr` (the reader gave the admin token)
+        or for a backend whose stderr may be told to anyone ([gateway] expose_backend_stderr)."""
         view, now = self.catalog.value, trio.current_time()
         ready, _ = self.readiness()
         tools = Counter(
@@ -99,12 +101,16 @@ class StatusModel:
             },
             "frontends": [frontend.as_json() for frontend in self.frontends()],
             "backends": [
-                self._backend(status, self.meters.backend(name), tools[name], now)
+                self._backend(
+                    status, self.meters.backend(name), tools[name], now, stderr or status.expose_stderr
+                )
                 for name, status in view.backends.items()
             ],
         }
 
-    def _backend(self, status: BackendStatus, meter: BackendMeter, tools: int, now: float) -> dict[str, Any]:
+    def _backend(
+        self, status: BackendStatus, meter: BackendMeter, tools: int, now: float, stderr: bool
+    ) -> dict[str, Any]:
         last_error = self.history.last_error.get(status.name)
         ready_since = meter.ready_since if status.ready else None
         calls = sum(stats.count for stats in (*meter.tools.values(), *meter.methods.values()))
@@ -112,11 +118,13 @@ class StatusModel:
             "name": status.name,
             **self._state(status),
             "pid": meter.pid,
+            "eras": meter.eras,  # "legacy", "modern" or "modern+legacy" (a legacy lane beside it)
             "uptime_s": round(now - ready_since, 3) if ready_since is not None else None,
             "restarts": meter.restarts,
-            "last_error": last_error.as_json() if last_error is not None else None,
+            "last_error": last_error.as_json(stderr=stderr) if last_error is not None else None,
             "tools": tools,
             "inflight": meter.inflight(),
+            "listening": meter.listening(),
             "calls": calls,
-            "history": self.history.of(status.name),
+            "history": self.history.of(status.name, stderr=stderr),
         }

@@ -1,7 +1,10 @@
 """`mcp-gateway status [--config F | --url U]`: the tree of a running gateway, read from its admin listener.
 
 Exit 0 with the tree; 1 with one line when no gateway answers there (not running, unreachable, refused
-the token, not an admin listener); 2 when the config cannot say where the admin listener is.
+the token, not an admin listener); 2 when the config cannot say where the admin listener is. With
+--config, the other gateways serving the same file (found by their control files, runtime/control_peers.py;
+only one can hold the admin port) are listed under the tree by pid. Everything the gateway sent is printed
+with its control characters escaped, as the log does.
 """
 
 from __future__ import annotations
@@ -9,12 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 import httpx2
 
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
+from actors.runtime.control_peers import find_peers
+from actors.runtime.log import escape_controls
 
 TOKEN_VARIABLE: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # the token for --url (with --config: [admin] token_env)
 TIMEOUT_S: Final = 5.0
@@ -50,16 +56,51 @@ def run(args: argparse.Namespace) -> int:
         url, token = _where(args)
         tree = fetch_status(url, token)
     except StatusError as exc:
-        print(f"mcp-gateway status: {exc}", file=sys.stderr)
+        print(escape_controls(f"mcp-gateway status: {exc}"), file=sys.stderr)
+        if not args.url and exc.code == EXIT_CONFIG_ERROR and Path(config_of(args)).exists():
+            others = other_gateways(config_of(args), None)
+            if others:
+                print(f"gateways serving {Path(config_of(args)).resolve()}: pid {others}", file=sys.stderr)
         return exc.code
     print(format_tree(tree))
+    if not args.url:
+        others = other_gateways(config_of(args), tree["gateway"].get("pid"))
+        if others:
+            print(
+                f"also serving {Path(config_of(args)).resolve()} (without the admin listener): pid {others}"
+            )
     return 0
+
+
+def config_of(args: argparse.Namespace) -> str:
+    return str(args.config or args.default_config)
+
+
+def missing_config(config_path: str, command: str) -> str | None:
+    """When the file is not there: which file was looked for (absolute), and what to do."""
+    if Path(config_path).exists():
+        return None
+    return (
+        f"mcp-gateway {command}: no config file at {Path(config_path).absolute()} (looked for {config_path} "
+        f"from {Path.cwd()}); pass --config with the file the gateway serves"
+    )
+
+
+def other_gateways(config_path: str, shown: object) -> str:
+    """The pids of the gateways serving the config (their control files say so, and each passes the
+    checks) other than `shown`, the one whose tree was printed: "12, 34", or ""."""
+    return ", ".join(
+        str(peer.pid) for peer in find_peers(config_path) if peer.problem is None and peer.pid != shown
+    )
 
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.url:
         return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE) or None
-    path = args.config or args.default_config
+    path = config_of(args)
+    missing = missing_config(path, "status")
+    if missing is not None:
+        raise StatusError(missing.removeprefix("mcp-gateway status: "), EXIT_CONFIG_ERROR)
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -120,7 +161,7 @@ def format_tree(tree: dict[str, Any]) -> str:
     backends = [_backend(backend) for backend in tree["backends"]]
     lines += _branch("frontends", frontends or [["(none)"]], last=False)
     lines += _branch("backends", backends or [["(none)"]], last=True)
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def _branch(title: str, children: list[list[str]], *, last: bool) -> list[str]:
@@ -154,6 +195,10 @@ def _backend(backend: dict[str, Any]) -> list[str]:
     facts.append(f"{backend['tools']} tools")
     if backend.get("inflight"):
         facts.append(f"{backend['inflight']} in flight")
+    if backend.get("listening"):
+        facts.append("listening")
+    if backend.get("eras"):
+        facts.append(f"eras {backend['eras']}")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
     return [head] + ([f"last error: {error['reason']}"] if error else [])

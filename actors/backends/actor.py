@@ -27,9 +27,10 @@ from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
 from actors.backends.http_headers import declared_param_headers
 from actors.backends.input import log_params, updated_params
+from actors.backends.lane import LegacyLane
 from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.modern import ModernRun, refused_version
-from actors.backends.opening import explain_end, fail_queued, open_transport
+from actors.backends.opening import explain_end, fail_queued, link_over, open_transport, start_link_tasks
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
 from actors.catalog import CatalogEvent
@@ -51,6 +52,7 @@ from actors.protocol.errors import BackendExitedError, BackendHungError, Backend
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter
+from actors.runtime.shutdown import Budget, Shutdown
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together
@@ -64,7 +66,7 @@ class Backend:
     """One supervised backend.
 
     Owns: the child process and its link (in-flight table) for the current run; the run's inbox; its era
-        across runs (EraState); a modern run's listen (ModernRun).
+        across runs (EraState); a modern run's listen (ModernRun) and legacy lane (LegacyLane).
     Receives: Call, Cancel and Notify on the inbox published in BackendReady.
     Sends: BackendReady and ListChanged to the catalog; each Call's Reply to its reply_to (a modern
         backend's resources/subscribe and unsubscribe are answered by its listen, which they change).
@@ -88,6 +90,9 @@ class Backend:
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
     expose_stderr: bool = False  # [gateway] expose_backend_stderr: calls it fails as it dies are told too
+    shutdown: Shutdown = attrs.field(
+        factory=Shutdown
+    )  # the gateway's: its budget and urgency stop the process
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
@@ -95,6 +100,7 @@ class Backend:
     _server_logs: RateLimiter | None = attrs.field(init=False, default=None)  # this run's, for its logs
     _era: EraState = attrs.field(init=False)  # its era across runs: probed, kept or forced
     _modern: ModernRun | None = attrs.field(init=False, default=None)  # this run's, if it speaks 2026-07-28
+    _lane: LegacyLane | None = attrs.field(init=False, default=None)  # this run's, for legacy clients
 
     def __attrs_post_init__(self) -> None:
         self._era = EraState(
@@ -114,19 +120,12 @@ class Backend:
         """One connection to the server; True when it ended on the era probe and is to be made again."""
         calls, inbox = trio.open_memory_channel[BackendCommand](INBOX_SIZE)
         transport = await open_transport(self, connection)
-        link = BackendLink(
-            name=self.config.name,
-            transport=transport,
-            on_notification=self._on_notification,
-            cancel_scope=trio.CancelScope(),
-            request_timeout_s=self.request_timeout_s,
-            clients=self.clients,
-            roots=self.roots,
-            meter=self.meter,
-            stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
-        )
+        link = link_over(self, transport, self._on_notification)
         self.meter.pid = getattr(transport, "pid", None)  # a process's; a remote backend has none
-        self.meter.inflight = lambda: len(link.inflight)
+        self.meter.inflight_calls = lambda: [
+            *link.inflight.values(),
+            *(self._lane.calls() if self._lane else ()),
+        ]
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
@@ -134,11 +133,9 @@ class Backend:
         try:
             with link.cancel_scope:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(transport.drain)
-                    nursery.start_soon(link.read, nursery)
-                    nursery.start_soon(link.sweep)
+                    start_link_tasks(link, transport, nursery)
                     ready = await self._start(link, calls, nursery, addressee)
-                    ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox).call_now)
+                    ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox, self._lane).call_now)
                     await self.catalog.send(ready)
                     self.meter.ready_since = trio.current_time()
                     task_status.started()
@@ -156,10 +153,12 @@ class Backend:
             fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             self.meter.run_ended()
+            # The gateway's shutdown budget while it stops, its own share of shutdown_s when stopped alone.
+            budget = self.shutdown.budget_or(Budget.of(self.shutdown_s))
             # A hung server will not notice its stdin closing: straight to SIGTERM.
-            polite_s = 0.0 if isinstance(link.lost, BackendHungError) else self.shutdown_s * 0.4
-            await transport.stop(close_wait_s=polite_s, term_wait_s=self.shutdown_s * 0.3)
-            self._modern = None
+            polite_s = 0.0 if isinstance(link.lost, BackendHungError) else budget.polite_s
+            await transport.stop(close_wait_s=polite_s, term_wait_s=budget.term_s)
+            self._modern, self._lane = None, None
         if self._era.died_on_probe(link, transport):
             return True
         await explain_end(link, transport, started, error)
@@ -175,6 +174,10 @@ class Backend:
         """The start in its era, and the tasks that serve the run beside the calls."""
         over_http = isinstance(link.transport, HttpBackendTransport)
         verdict, ready = await self._handshake(link, calls, over_http)
+        self.meter.eras = verdict.era.value
+        if self._era.lanes(verdict):  # a second connection for legacy clients, opened on the first's call
+            self._lane = LegacyLane(backend=self, modern=link, era=self._era)
+            nursery.start_soon(self._lane.run)
         if verdict.modern:
             relist_tools = partial(self._relist, link, "tools")
             self._modern = ModernRun(
@@ -294,6 +297,8 @@ class Backend:
                     break
             frames = []
             for command in commands:
+                if self._lane is not None and self._lane.takes(command):
+                    continue
                 if self._modern is not None and self._modern.takes(command):
                     continue
                 if isinstance(command, Call):

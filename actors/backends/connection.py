@@ -34,6 +34,7 @@ from actors.protocol.errors import (
     URL_ELICITATION_REQUIRED,
     BackendError,
     BackendExitedError,
+    InexactIntegerError,
     MessageError,
     MessageTooLargeError,
 )
@@ -231,6 +232,9 @@ class BackendLink:
             self.meter.bytes_in += len(frame)
             try:
                 message = codec.decode(frame)
+            except InexactIntegerError as exc:
+                self._inexact(exc, nursery)
+                continue
             except MessageError as exc:
                 self.drop(f"dropped a frame that is not JSON-RPC ({clip(str(exc))}): {shown(frame)}")
                 continue
@@ -295,6 +299,20 @@ class BackendLink:
         """Count the answer to a client's call: a timed one (the gateway's own requests are not)."""
         if deadline is not None:
             self.meter.answered(call, error, deadline - self.request_timeout_s)
+
+    def _inexact(self, exc: InexactIntegerError, nursery: trio.Nursery) -> None:
+        """A frame with an integer outside 64 bits: an answer fails its call with the reason, a request is
+        refused to the backend; nothing is passed on rounded."""
+        self.drop(f"refused a frame: {exc}")
+        if exc.request_id is None:
+            return
+        if not exc.response:
+            nursery.start_soon(self.send, ErrorResponse(exc.request_id, exc.error))
+            return
+        call = self._forget(exc.request_id)
+        if call is not None:
+            message = f"backend '{self.name}' answered {call.method}: {exc.reason}"
+            answer(call, Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name})))
 
     def _too_large(self, exc: MessageTooLargeError) -> None:
         """A response too large to take answers its caller with an error; anything else is dropped."""

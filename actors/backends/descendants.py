@@ -195,6 +195,11 @@ async def wait_gone(procs: list[Proc], timeout_s: float) -> list[Proc]:
     return [p for p in procs if _still_running(p)]
 
 
+def still_running(procs: Iterable[Proc]) -> list[Proc]:
+    """Those of `procs` that have not exited (a reused pid is another process: not one of them)."""
+    return [proc for proc in procs if _still_running(proc)]
+
+
 def reap_adopted() -> None:
     """Reap the gateway's adopted children that have exited, and only those: never a child that trio (or a
     running backend's transport) waits for, whose exit status is its."""

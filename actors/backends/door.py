@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from actors.backends.connection import BackendLink, request_frame
+from actors.backends.lane import LegacyLane
 from actors.backends.listen import LISTEN_FILTER_METHODS
 from actors.protocol.envelopes import BackendCommand, Call
 from actors.runtime.channels import receiver_idle
@@ -31,11 +32,14 @@ class BackendDoor:
 
     link: BackendLink
     inbox: trio.MemoryReceiveChannel[BackendCommand]
+    lane: LegacyLane | None = None  # a legacy client's call for the lane is the actor's to route
 
     def call_now(self, call: Call) -> bool:
         """Write the call now, if the backend actor is waiting on an empty inbox and the frame goes out whole
         without waiting; False when nothing was done."""
         if not receiver_idle(self.inbox) or self.link.lost is not None:
+            return False
+        if self.lane is not None and self.lane.wants(call):
             return False
         if self.link.envelope is not None and call.method in LISTEN_FILTER_METHODS:
             return False  # a modern backend's listen filter changes instead: the actor's work

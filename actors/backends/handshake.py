@@ -35,11 +35,7 @@ async def handshake(
 ) -> tuple[BackendReady, list[str]]:
     """initialize, the first listings and the subscriptions renewed (its caller bounds the time): the
     BackendReady for the catalog, and the kinds of list this server has."""
-    init = await link.request("initialize", initialize_params(backend.gateway_name, backend.roots))
-    if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
-        version = init.get("protocolVersion") if isinstance(init, dict) else init
-        raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
-    await link.send(Notification("notifications/initialized"))
+    init = await initialize(link, backend.gateway_name, backend.roots)
     capabilities = init.get("capabilities")
     capabilities = capabilities if isinstance(capabilities, dict) else {}
     lists = await first_listings(link, capabilities)
@@ -51,6 +47,18 @@ async def handshake(
     )
     ready = ready_report(backend.config.name, calls, lists, info, instructions, capabilities, link.list_hints)
     return ready, list(lists)
+
+
+async def initialize(link: BackendLink, gateway_name: str, roots: str | tuple[str, ...]) -> dict[str, Any]:
+    """The initialize request and the initialized notification: the server's InitializeResult. Raises
+    BackendRequestError when the server refuses it, BackendStartError when it answers a version the
+    gateway does not speak."""
+    init = await link.request("initialize", initialize_params(gateway_name, roots))
+    if not isinstance(init, dict) or init.get("protocolVersion") not in SUPPORTED_VERSIONS:
+        version = init.get("protocolVersion") if isinstance(init, dict) else init
+        raise BackendStartError(f"initialize answered an unsupported protocol version {version!r}")
+    await link.send(Notification("notifications/initialized"))
+    return init
 
 
 def ready_report(

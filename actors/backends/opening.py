@@ -1,10 +1,11 @@
-"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to); at its
-end, the calls still queued answered and the explanation of how it ended, once the exit code and the last
-stderr lines are in."""
+"""The two ends of a backend's run: its connection opened (a process spawned, a URL connected to) and its
+link made; at its end, the calls still queued answered and the explanation of how it ended, once the exit
+code and the last stderr lines are in."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -14,10 +15,11 @@ from actors.backends.connection import BackendLink, answer, unavailable
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
-from actors.config import resolve_command
+from actors.config.commands import CommandNotFoundError, locate_command
 from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply
 from actors.protocol.errors import BackendExitedError, BackendStartError
+from actors.protocol.messages import Notification
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
@@ -38,11 +40,10 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
 
 
 async def spawn(backend: Backend) -> ProcessTransport:
-    command = resolve_command(backend.config)
-    if command is None:
-        raise BackendStartError(
-            f"command {backend.config.command!r} not found (cwd {str(backend.config.cwd)!r})"
-        )
+    try:
+        command = locate_command(backend.config)  # as `check` looks it up
+    except CommandNotFoundError as exc:
+        raise BackendStartError(f"command: {exc}") from None
     argv = [command, *backend.config.args]
     withheld = [name for name in backend.config.inherit_env if name in backend.withheld_env]
     if withheld and not backend.warned_env:
@@ -53,10 +54,36 @@ async def spawn(backend: Backend) -> ProcessTransport:
         )
     env = backend_environment(backend.config.env, backend.config.inherit_env, backend.withheld_env)
     transport = await ProcessTransport.spawn(
-        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes
+        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
     )
     logger.info("started process {}: {}", transport.pid, shlex.join(argv))
     return transport
+
+
+def link_over(
+    backend: Backend, transport: BackendTransport, on_notification: Callable[[Notification], None]
+) -> BackendLink:
+    """A new connection's link (a run's, or its legacy lane's), with the backend's settings."""
+    return BackendLink(
+        name=backend.config.name,
+        transport=transport,
+        on_notification=on_notification,
+        cancel_scope=trio.CancelScope(),
+        request_timeout_s=backend.request_timeout_s,
+        clients=backend.clients,
+        roots=backend.roots,
+        meter=backend.meter,
+        # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
+        stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
+    )
+
+
+def start_link_tasks(link: BackendLink, transport: BackendTransport, nursery: trio.Nursery) -> None:
+    """What keeps a connection going beside its calls: the transport's drain (a process's stderr and
+    descendants), the link's reader and its timeout sweep."""
+    nursery.start_soon(transport.drain)
+    nursery.start_soon(link.read, nursery)
+    nursery.start_soon(link.sweep)
 
 
 async def explain_end(

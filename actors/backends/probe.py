@@ -63,6 +63,9 @@ class EraState:
     gateway_name: str
     probe_timeout_s: float
     _known: EraVerdict | None = None  # the verdict kept for the next start
+    # a modern backend that refused initialize on a legacy lane (lane.py): its legacy clients go through
+    # the bridge for the rest of the gateway's run, or until its era is probed again
+    modern_only: bool = False
     _probing: bool = False
     _logged: str | None = None
 
@@ -88,6 +91,12 @@ class EraState:
         if self.era is BackendEra.AUTO and self._known is not None:
             logger.info("its era is probed again at its next start: {}", why)
             self._known = None
+            self.modern_only = False
+
+    def lanes(self, verdict: EraVerdict) -> bool:
+        """Whether a run in this verdict's era opens a legacy lane for legacy clients: a backend found
+        modern under era "auto" that has not refused one (a pinned era is one connection, never two)."""
+        return self.era is BackendEra.AUTO and verdict.modern and not self.modern_only
 
     async def checked(self, start: Awaitable[Started]) -> Started:
         """A start's handshake, whose failure shows a kept verdict stale: a -32022 (to initialize, say), or

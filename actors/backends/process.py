@@ -6,13 +6,20 @@ afterwards (grandchildren) is killed too. Descendants that left the group (setsi
 and ended alongside, within the same waits (see descendants.py). If the gateway itself is killed outright,
 each child sees the end of its stdin, which is how an MCP stdio server knows to exit.
 
+When the gateway shuts down, the waits are its shutdown's (runtime/shutdown.py): a signal during the
+shutdown ends the polite wait at once (SIGTERM now), another ends the SIGTERM wait too (SIGKILL now).
+
 No PR_SET_PDEATHSIG: it fires when the *thread* that forked the child exits, and trio forks in worker threads
-that retire after a few idle seconds; every backend would be SIGTERMed a while after its start.
+that retire after a few idle seconds; every backend would be SIGTERMed a while after its start. It would reach
+the backend alone, never what the backend started (descendants.py's business). The gateway instead handles
+SIGINT, SIGTERM and SIGHUP until its backends are gone, and ends them within its shutdown budget, before the
+clients' SDKs escalate to SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -30,11 +37,13 @@ from actors.framing.lines import READ_SIZE, LineStream
 from actors.framing.pipes import PipeStream
 from actors.protocol.errors import BackendStartError
 from actors.runtime.log import RateLimiter
+from actors.runtime.shutdown import Budget, Shutdown, Urgency
 
 STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
 STDERR_LOG_RATE: Final = 50.0  # stderr lines logged per second, per backend; the rest are counted
-KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper
+KILL_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the reaper (less in a shorter shutdown)
+UNHURRIED: Final = Budget(0.0, 0.0, 0.0, KILL_WAIT_S)  # the kill wait of a backend stopped alone
 DESCENDANTS_NOTE_S: Final = 2.0  # how often a running backend's descendants are noted (a walk of its tree)
 # What the official MCP SDKs (Python and TypeScript) pass to a stdio server of the client's environment.
 DEFAULT_INHERITED_ENV: Final = (
@@ -77,9 +86,10 @@ def backend_environment(
 class ProcessTransport:
     """A Transport over a child process. Owns the process: `stop()` must run on every exit path."""
 
-    def __init__(self, process: trio.Process, max_bytes: int) -> None:
+    def __init__(self, process: trio.Process, max_bytes: int, shutdown: Shutdown | None = None) -> None:
         assert process.stdin and process.stdout and process.stderr
         self.process = process
+        self.shutdown = shutdown or Shutdown()  # the gateway's: a signal during its shutdown hurries stop()
         stdout, stdin = process.stdout, process.stdin
         assert isinstance(stdout, trio.lowlevel.FdStream) and isinstance(stdin, trio.lowlevel.FdStream)
         self._lines = LineStream(PipeStream(stdout), PipeStream(stdin), max_bytes)
@@ -90,7 +100,13 @@ class ProcessTransport:
 
     @classmethod
     async def spawn(
-        cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], max_bytes: int
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        max_bytes: int,
+        shutdown: Shutdown | None = None,
     ) -> ProcessTransport:
         """Start `argv` with exactly the environment `env` (see backend_environment)."""
         try:
@@ -108,7 +124,7 @@ class ProcessTransport:
                 f"cannot start {argv[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
             ) from None
         descendants.become_subreaper()
-        return cls(process, max_bytes)
+        return cls(process, max_bytes, shutdown)
 
     @property
     def pid(self) -> int:
@@ -205,12 +221,15 @@ class ProcessTransport:
     async def stop(self, *, close_wait_s: float, term_wait_s: float) -> None:
         """Close stdin, wait, SIGTERM the group, wait, SIGKILL the group. Its descendants outside the group
         get SIGTERM and SIGKILL alongside, in the same waits. Shielded: runs to the end even while the
-        caller is being cancelled, bounded by the two waits plus KILL_WAIT_S."""
+        caller is being cancelled, bounded by the two waits plus the wait after SIGKILL; a hurried
+        shutdown cuts the first wait, a forced one both."""
         with trio.CancelScope(shield=True):
             self.family.note()  # while it runs its tree is whole
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self.process.stdin.aclose()  # type: ignore[union-attr]
-            exited = await self.wait_exit(close_wait_s) is not None
+            with self.shutdown.phase(close_wait_s, until=Urgency.HURRIED):
+                await self.process.wait()
+            exited = self.process.returncode is not None
             rest = self._descendants_left()
             if not exited:
                 logger.info("did not exit after stdin closed; sending SIGTERM")
@@ -218,10 +237,10 @@ class ProcessTransport:
             if rest:
                 logger.info("ending {} processes it started: {}", len(rest), _pids(rest))
                 descendants.signal_all(rest, signal.SIGTERM)
-            term_deadline = trio.current_time() + term_wait_s
-            if not exited:
-                exited = await self.wait_exit(term_wait_s) is not None
-            rest = await descendants.wait_gone(rest, term_deadline - trio.current_time())
+            with self.shutdown.phase(term_wait_s, until=Urgency.FORCED):
+                await self.process.wait()
+                await descendants.wait_gone(rest, math.inf)
+            exited, rest = self.process.returncode is not None, descendants.still_running(rest)
             if not exited or rest:
                 await self._kill(exited, rest)
             self._signal_group(signal.SIGKILL)  # grandchildren left in the group
@@ -245,9 +264,10 @@ class ProcessTransport:
         if rest:
             logger.warning("{} processes it started did not exit after SIGTERM: SIGKILL", _pids(rest))
             descendants.signal_all(rest, signal.SIGKILL)
-        deadline = trio.current_time() + KILL_WAIT_S
+        kill_wait_s = min(KILL_WAIT_S, self.shutdown.budget_or(UNHURRIED).kill_s)
+        deadline = trio.current_time() + kill_wait_s
         if not exited:
-            await self.wait_exit(KILL_WAIT_S)
+            await self.wait_exit(kill_wait_s)
         await descendants.wait_gone(rest, deadline - trio.current_time())
 
     def _signal_group(self, signum: signal.Signals) -> None:

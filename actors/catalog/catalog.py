@@ -61,6 +61,7 @@ class Catalog:
     watch: Watch[CatalogView] = attrs.field(init=False)
     _entries: dict[str, BackendEntry] = attrs.field(init=False)
     _builder: ViewBuilder = attrs.field(init=False)
+    _announced: set[str] = attrs.field(init=False, factory=set)  # kinds said changed since the last view
 
     def __attrs_post_init__(self) -> None:
         self._entries = {name: self._new_entry(name) for name in self.order}
@@ -125,10 +126,12 @@ class Catalog:
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ListChanged(kind="tools", items=tools):
+                self._announced.add("tools")
                 entry.take(tools)
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, "tools": event.hint})
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
             case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
+                self._announced.add(kind)
                 setattr(entry, kind, items)
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, kind: event.hint})
                 logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
@@ -144,4 +147,5 @@ class Catalog:
 
     def view(self) -> CatalogView:
         """The catalog as it stands, as a new snapshot."""
-        return self._builder.build(self._entries)
+        announced, self._announced = frozenset(self._announced), set()
+        return self._builder.build(self._entries, announced)

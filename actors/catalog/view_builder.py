@@ -36,9 +36,11 @@ class _Versioned(Generic[Value]):
     value: Value
     version: int = 0
 
-    def update(self, value: Value) -> int:
-        """The version, moved on when `value` differs from the last one."""
-        if value != self.value:
+    def update(self, value: Value, announced: bool = False) -> int:
+        """The version, moved on when `value` differs from the last one, or when a backend announced a
+        change of it (a list changed and changed back between two listings is still news to a client that
+        asked to hear of changes, as it would be on a direct connection)."""
+        if announced or value != self.value:
             self.value, self.version = value, self.version + 1
         return self.version
 
@@ -56,8 +58,11 @@ class ViewBuilder:
         init=False, factory=lambda: _Versioned(((), ()))
     )
 
-    def build(self, entries: Mapping[str, BackendEntry]) -> CatalogView:
-        """The view of these entries (every backend's, in config order)."""
+    def build(
+        self, entries: Mapping[str, BackendEntry], announced: frozenset[str] = frozenset()
+    ) -> CatalogView:
+        """The view of these entries (every backend's, in config order); `announced`: the kinds of list a
+        backend has just said changed."""
         names = assign_public_names(self.order, _lists(entries, "tools"), self.rule)
         routes = _tool_routes(entries, names)
         self._warn_about_names(routes)
@@ -73,10 +78,10 @@ class ViewBuilder:
             backends={name: entry.status for name, entry in entries.items()},
             tools=tools,
             routes=routes,
-            tools_version=self._tools.update(tools),
+            tools_version=self._tools.update(tools, "tools" in announced),
             prompts=prompts,
             prompt_routes=_routes(prompt_names),
-            prompts_version=self._prompts.update(prompts),
+            prompts_version=self._prompts.update(prompts, "prompts" in announced),
             resources=resources,
             templates=templates,
             resource_routes=_routes(uris),
@@ -85,7 +90,9 @@ class ViewBuilder:
                 for backend, mine in patterns.items()
                 for template, public in mine.items()
             ),
-            resources_version=self._resources.update((resources, templates)),
+            resources_version=self._resources.update(
+                (resources, templates), bool(announced & {"resources", "templates"})
+            ),
         )
 
     def _warn_about_names(self, routes: Mapping[str, Route]) -> None:

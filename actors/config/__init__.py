@@ -9,6 +9,7 @@ A bad file fails before anything starts, naming every problem as `FILE: key: rea
     checks.py            the rules values must pass, as attrs validators
     converter.py         strict TOML scalars; each table structured key by key, every problem kept
     load.py              load_config: read, structure, resolve, report
+    commands.py          the program a stdio backend runs, looked up as check and a start both do
     resolve.py           what the file names outside itself: paths, environment variables, key files,
                          middleware modules, a backend's program
     errors.py            ConfigError and ConfigProblem
@@ -31,7 +32,6 @@ from actors.config.listener_schema import JwtAuth as JwtAuth
 from actors.config.listener_schema import ListenerSettings as ListenerSettings
 from actors.config.listener_schema import WebSocketSettings as WebSocketSettings
 from actors.config.load import load_config as load_config
-from actors.config.resolve import command_problems as command_problems
 from actors.config.resolve import resolve_command as resolve_command
 from actors.config.schema import AuditSettings as AuditSettings
 from actors.config.schema import Config as Config

@@ -6,6 +6,7 @@ the way they appear in the file (`backends[1].restart.policy`).
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.resolve import (
+    command_problem,
+    host_problem,
     resolve_admin,
     resolve_audit,
     resolve_auth,
@@ -46,30 +49,84 @@ TOP_LEVEL: Final = {
     "admin": "[admin]",
 }
 _converter: Final = make_converter()
+MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
+READ_SIZE: Final = 65536
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    """Read, structure and check a config file; raise ConfigError naming every problem."""
-    file, shown = Path(path), str(path)
+def load_config(path: str | os.PathLike[str], *, check_start: bool = False) -> Config:
+    """Read, structure and check a config file; raise ConfigError naming every problem. With
+    `check_start` (`mcp-gateway check`), what a start would trip on is reported with the rest: a stdio
+    backend's program (a start fails that backend alone) and a listener's host this machine cannot listen
+    on (a start exits 2)."""
+    document = _read(path)
+    problems: list[Problem] = []
+    config = _structure(document, Path(path).resolve(), problems, check_start)
+    if problems or config is None:
+        raise ConfigError([ConfigProblem(str(path), key, reason) for key, reason in problems])
+    return config
+
+
+def load_auth_tables(path: str | os.PathLike[str]) -> dict[str, AuthTable]:
+    """The listeners' [NAME.auth] tables as written, by listener name, nothing read from the environment:
+    what `mcp-gateway token` needs, without the rest of the file having to load on the machine it runs on."""
+    document = _read(path)
+    problems: list[Problem] = []
+    tables = {}
+    for name in ("websocket", "http"):
+        listener = document.get(name)
+        if isinstance(listener, dict) and "auth" in listener:
+            table = _convert(listener["auth"], AuthTable, f"{name}.auth", problems)
+            if table is not None:
+                tables[name] = table
+    if problems:
+        raise ConfigError([ConfigProblem(str(path), key, reason) for key, reason in problems])
+    return tables
+
+
+def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    shown = str(path)
     try:
-        with file.open("rb") as stream:
-            document = tomllib.load(stream)
+        return tomllib.loads(_read_bytes(Path(path)).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
     except IsADirectoryError:
         raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
+    except _NotReadableError as exc:
+        raise ConfigError([ConfigProblem(shown, "", str(exc))]) from None
     except OSError as exc:
         raise ConfigError([ConfigProblem(shown, "", f"cannot read: {exc.strerror or exc}")]) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
-    problems: list[Problem] = []
-    config = _structure(document, file.resolve(), problems)
-    if problems or config is None:
-        raise ConfigError([ConfigProblem(shown, key, reason) for key, reason in problems])
-    return config
 
 
-def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) -> Config | None:
+class _NotReadableError(Exception):
+    """A config path that is not a regular file, or a file past MAX_CONFIG_BYTES: the reason, as said."""
+
+
+def _read_bytes(file: Path) -> bytes:
+    """A config file's bytes. Only a regular file is read (opening does not wait for a FIFO's writer; a
+    device such as /dev/zero is never read), and at most MAX_CONFIG_BYTES of it."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(file)
+        if not stat.S_ISREG(mode):
+            raise _NotReadableError("not a regular file (a FIFO, a device or a socket); give a TOML file")
+        chunks, size = [], 0
+        while (chunk := os.read(fd, READ_SIZE)) and size <= MAX_CONFIG_BYTES:
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise _NotReadableError(f"larger than {MAX_CONFIG_BYTES} bytes; not read")
+    return b"".join(chunks)
+
+
+def _structure(
+    document: dict[str, Any], file: Path, problems: list[Problem], check_start: bool
+) -> Config | None:
     folder = file.parent
     for key in document:
         if key not in TOP_LEVEL:
@@ -77,7 +134,7 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
     gateway = GatewaySettings()
     if "gateway" in document:
         gateway = _convert(document["gateway"], GatewaySettings, "gateway", problems) or gateway
-    backends = _backends(document.get("backends"), folder, problems)
+    backends = _backends(document.get("backends"), folder, problems, check_start)
     websocket = _listener(document, "websocket", WebSocketSettings, folder, problems)
     http = _listener(document, "http", HttpSettings, folder, problems)
     audit = None
@@ -85,10 +142,15 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
         audit = _convert(document["audit"], AuditSettings, "audit", problems)
         audit = audit and resolve_audit(audit, folder, problems)
     middleware = _middleware(document.get("middleware"), folder, problems)
-    admin = None
+    admin, admin_table = None, None
     if "admin" in document:
         admin_table = _convert(document["admin"], AdminTable, "admin", problems)
         admin = admin_table and resolve_admin(admin_table, problems)
+    if check_start:
+        for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
+            reason = table and host_problem(table.host)
+            if reason:
+                problems.append((f"{name}.host", reason))
     if problems:
         return None
     return Config(
@@ -103,7 +165,9 @@ def _structure(document: dict[str, Any], file: Path, problems: list[Problem]) ->
     )
 
 
-def _backends(raw: Any, folder: Path, problems: list[Problem]) -> tuple[BackendConfig, ...]:
+def _backends(
+    raw: Any, folder: Path, problems: list[Problem], check_start: bool
+) -> tuple[BackendConfig, ...]:
     if raw is None:
         problems.append(("backends", "missing: add at least one [[backends]] table"))
         return ()
@@ -116,6 +180,9 @@ def _backends(raw: Any, folder: Path, problems: list[Problem]) -> tuple[BackendC
         backend = _convert(table, kind, key, problems)
         if backend is not None:
             backends.append(resolve_backend(backend, key, folder, problems))
+            missing = check_start and command_problem(backends[-1], key)
+            if missing:
+                problems.append(missing)
     problems.extend(_duplicate_names(raw if isinstance(raw, list) else []))
     return tuple(backends)
 

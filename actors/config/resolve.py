@@ -7,9 +7,10 @@ Problems are appended to `problems` as (key, reason), the key as written in the 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
-import shutil
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,10 @@ import attrs
 
 from actors.config.admin_schema import NEEDS_TOKEN, AdminSettings, AdminTable
 from actors.config.backend_schema import BackendConfig, StdioBackend
-from actors.config.errors import ConfigProblem, Problem
+from actors.config.commands import CommandNotFoundError, locate_command, python_entry_problem, shown_path
+from actors.config.errors import Problem
 from actors.config.listener_schema import AuthTable, JwtAuth
-from actors.config.schema import AuditSettings, Config, MiddlewareSpec, MiddlewareTable
+from actors.config.schema import AuditSettings, MiddlewareSpec, MiddlewareTable
 
 
 def resolve_backend(backend: BackendConfig, key: str, folder: Path, problems: list[Problem]) -> BackendConfig:
@@ -38,36 +40,57 @@ def resolve_backend(backend: BackendConfig, key: str, folder: Path, problems: li
         return attrs.evolve(backend, headers=headers)
     cwd = (folder / backend.cwd.expanduser()).resolve()
     if not cwd.is_dir():
-        problems.append((f"{key}.cwd", f"no such directory: {cwd}"))
+        what = "is not a directory" if cwd.exists() else "does not exist"
+        problems.append((f"{key}.cwd", f"{shown_path(backend.cwd, cwd)} {what}"))
     return attrs.evolve(backend, cwd=cwd, headers=headers)
 
 
 def resolve_command(backend: BackendConfig) -> str | None:
-    """The program to run for `backend`, or None when it cannot be found (or it is not a stdio backend).
-
-    A command with a slash is a path, relative to the backend's cwd. A bare name is looked up first beside the
-    gateway's own interpreter (so `python` and console scripts of this environment win), then on PATH.
-    """
+    """The program to run for `backend`, or None when it cannot be found (or it is not a stdio backend);
+    commands.locate_command says why."""
     if not isinstance(backend, StdioBackend):
         return None
-    command = os.path.expanduser(backend.command)
-    if os.sep in command or (os.altsep and os.altsep in command):
-        candidate = Path(command) if os.path.isabs(command) else backend.cwd / command
-        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
-    here = os.path.dirname(sys.executable)
-    search = os.pathsep.join(p for p in (here, backend.env.get("PATH") or os.environ.get("PATH", "")) if p)
-    return shutil.which(command, path=search)
+    try:
+        return locate_command(backend)
+    except CommandNotFoundError:
+        return None
 
 
-def command_problems(config: Config) -> list[ConfigProblem]:
-    """`check`'s look before a start: every stdio backend's command must resolve to an executable."""
-    problems = []
-    for index, backend in enumerate(config.backends):
-        if isinstance(backend, StdioBackend) and resolve_command(backend) is None:
-            where = "on PATH" if os.sep not in backend.command else f"in {backend.cwd}"
-            reason = f"{backend.command!r} is not found {where}, or is not executable"
-            problems.append(ConfigProblem(str(config.path), f"backends[{index}].command", reason))
-    return problems
+def command_problem(backend: BackendConfig, key: str) -> Problem | None:
+    """`check`'s look before a start: what a start of this stdio backend would fail on, as (key, reason):
+    its program, and for a Python interpreter the script or `-m` module it is told to run."""
+    if not isinstance(backend, StdioBackend):
+        return None
+    try:
+        program = locate_command(backend)
+    except CommandNotFoundError as exc:
+        return f"{key}.command", str(exc)
+    entry = python_entry_problem(backend, program)
+    return None if entry is None else (f"{key}.args[{entry[0]}]", entry[1])
+
+
+def host_problem(host: str) -> str | None:
+    """Why a listener could not listen on `host` here, or None: the name resolved as a listener resolves it
+    and each address bound on a free port, so a gateway already serving the real port is no problem."""
+    try:
+        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, ValueError) as exc:  # ValueError: a NUL, a label too long for IDNA
+        return f"{host!r} does not resolve: {getattr(exc, 'strerror', None) or exc}"
+    for family, kind, protocol, _, address in addresses:
+        try:
+            probe = socket.socket(family, kind, protocol)
+        except OSError as exc:
+            if exc.errno == errno.EAFNOSUPPORT:  # an IPv6 address on an IPv4-only host: skipped, as trio does
+                continue
+            return f"cannot listen on {host!r} here: {exc.strerror or exc}"
+        try:
+            with probe:
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host!r} here: {exc.strerror or exc}"
+    return None
 
 
 def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> JwtAuth | None:
@@ -89,14 +112,16 @@ def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Proble
             secret_env=table.jwt_secret_env,
         )
     assert table.jwt_public_key_file is not None
-    key_file = folder / table.jwt_public_key_file.expanduser()
+    key_file = (folder / table.jwt_public_key_file.expanduser()).resolve()
+    shown = shown_path(table.jwt_public_key_file, key_file)
     try:
         pem = key_file.read_text(encoding="utf-8")
-    except OSError as exc:
-        problems.append((f"{key}.jwt_public_key_file", f"cannot read {key_file}: {exc.strerror or exc}"))
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        problems.append((f"{key}.jwt_public_key_file", f"cannot read {shown}: {reason}"))
         return None
     if "PUBLIC KEY" not in pem:
-        problems.append((f"{key}.jwt_public_key_file", f"{key_file} is not a PEM public key"))
+        problems.append((f"{key}.jwt_public_key_file", f"{shown} is not a PEM public key"))
         return None
     return JwtAuth(key=pem, algorithms=("RS256", "ES256"), audience=table.audience, issuer=table.issuer)
 
@@ -105,7 +130,7 @@ def resolve_audit(audit: AuditSettings, folder: Path, problems: list[Problem]) -
     """The audit file's path made absolute; it must not be a folder."""
     path = (folder / audit.path.expanduser()).resolve()
     if path.is_dir():
-        problems.append(("audit.path", f"{path} is a directory; name a file"))
+        problems.append(("audit.path", f"{shown_path(audit.path, path)} is a directory; name a file"))
     return attrs.evolve(audit, path=path)
 
 

@@ -1,28 +1,40 @@
 """Admission rules both network listeners apply before a connection or request reaches a session.
 
 In order: the path (404), Host (421), Origin (403), the bearer token when auth is on (401); then, for a
-new session, the listener's limit (503) and the client's share (429).
+new session, the client's share (429) and the listener's limit (503). A listener that can end an idle
+session to make room (Streamable HTTP) is asked first; a refusal carries Retry-After.
 
 Host and Origin are parsed strictly: `127.0.0.1:1@evil.com` is no host, `http://localhost:3000` is not the
-listener's own origin. Sessions are counted per client (the token's subject, or the peer's address when
-there is no auth), so one client cannot take every slot.
+listener's own origin. Sessions are counted per client (`client_key`: the token's principal, or the peer's
+address when there is no auth, every loopback address as one), so one client cannot take every slot.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Final
 
 import attrs
+import orjson
 
 from actors.config import HttpSettings, JwtAuth, WebSocketSettings
-from actors.frontends.auth import Refused, check_bearer
+from actors.frontends.auth import Principal, Refused, check_bearer
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
 _ORIGIN: Final = re.compile(r"(?P<scheme>https?)://" + _HOST.pattern, re.ASCII)
 LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+LOOPBACK_CLIENT: Final = "loopback"  # 127.0.0.0/8, ::1 and their IPv4-mapped forms: one host, one client
+# A refused client may try again after this long: a busy session's call or stream usually ends by then,
+# and a client that retries sooner only adds load to a full listener.
+RETRY_AFTER_S: Final = 5
+
+# Ends the least recently active idle session of a client (None: of any client) to make room for a new
+# one, the limit reached named for the log ("max_sessions = 1000"); True when it ended one.
+MakeRoom = Callable[[str | None, str], bool]
 
 
 def parse_host(value: str) -> tuple[str, int | None] | None:
@@ -83,9 +95,9 @@ class Admission:
         )
         self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins
 
-    def check(self, path: str, host: str | None, headers: dict[str, str]) -> str | None:
-        """Path, Host, Origin, then the bearer token: its subject when auth is on, else None; Refused for a
-        connection or request that may not go on. `headers` has lower-case names."""
+    def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
+        """Path, Host, Origin, then the bearer token: its principal when auth is on, else None; Refused for
+        a connection or request that may not go on. `headers` has lower-case names."""
         if path != self.path:
             raise Refused(404, f"no MCP endpoint at {path}; try {self.path}")
         self.check_host(host)
@@ -112,16 +124,29 @@ class Admission:
                 return
         raise Refused(403, f"origin {origin} is not allowed")
 
-    def open_session(self, subject: str | None, address: str, open_now: int) -> str:
-        """Count one more session, with `open_now` open on this listener: the client it counts against, or
-        503 at the listener's limit, 429 when the client has its share."""
-        if open_now >= self.max_sessions:
-            raise Refused(503, f"the gateway is at its limit of {self.max_sessions} sessions")
-        client = client_key(subject, address)
+    def open_session(
+        self,
+        principal: Principal | None,
+        address: str,
+        open_now: int,
+        make_room: MakeRoom | None = None,
+    ) -> str:
+        """Count one more session, with `open_now` open on this listener: the client it counts against.
+        At the client's share, `make_room` may end one of the client's idle sessions first; at the
+        listener's limit, one of the client's own, else any client's. When it cannot: 429 (the client's
+        share) or 503 (the listener's limit), with Retry-After."""
+        client = client_key(principal, address)
         if self._sessions[client] >= self.per_client:
-            raise Refused(
-                429, f"this client already has {self.per_client} sessions (max_sessions_per_client)"
-            )
+            limit = f"max_sessions_per_client = {self.per_client}"
+            if make_room is None or not make_room(client, limit):
+                busy = " and each is busy" if make_room is not None else ""
+                reason = f"this client already has {self.per_client} sessions{busy} (max_sessions_per_client)"
+                raise _refusal(429, reason)
+            open_now -= 1
+        if open_now >= self.max_sessions:
+            limit = f"max_sessions = {self.max_sessions}"
+            if make_room is None or not (make_room(client, limit) or make_room(None, limit)):
+                raise _refusal(503, f"the gateway is at its limit of {self.max_sessions} sessions")
         self._sessions[client] += 1
         return client
 
@@ -131,6 +156,20 @@ class Admission:
             del self._sessions[client]
 
 
-def client_key(subject: str | None, peer_host: str) -> str:
-    """Whom a session is counted against: its token's subject, else the address it comes from."""
-    return f"subject:{subject}" if subject is not None else f"address:{peer_host}"
+def _refusal(status: int, reason: str) -> Refused:
+    retry = [(b"retry-after", str(RETRY_AFTER_S).encode())]
+    return Refused(status, f"{reason}; try again in {RETRY_AFTER_S}s", retry)
+
+
+def client_key(principal: Principal | None, address: str) -> str:
+    """Whom a session is counted against: its token's principal (issuer and subject), else the address it
+    comes from, with every loopback address (127.0.0.0/8, ::1, IPv4-mapped or not) as one client."""
+    if principal is not None:
+        return "token:" + orjson.dumps([principal.issuer, principal.subject]).decode()
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
+    except ValueError:
+        return f"address:{address}"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return LOOPBACK_CLIENT if ip.is_loopback else f"address:{ip.compressed}"

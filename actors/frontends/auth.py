@@ -1,10 +1,12 @@
-"""Admission checks shared by the network frontends: bearer tokens (JWT) and the refusal they raise.
+"""Admission checks shared by the network frontends: bearer tokens (JWT), the principal a verified token
+names, and the refusal they raise.
 
 The token itself is never logged; only its subject is, once it is verified.
 """
 
 from __future__ import annotations
 
+import attrs
 import jwt
 
 from actors.config import JwtAuth
@@ -20,8 +22,16 @@ class Refused(Exception):
         self.headers = headers or []
 
 
-def check_bearer(headers: dict[str, str], auth: JwtAuth) -> str:
-    """The token's subject (or "-"), or Refused(401). `headers` has lower-case names."""
+@attrs.frozen
+class Principal:
+    """Who a verified token names: its issuer (`iss`, when it has one) and subject (`sub`, or "-")."""
+
+    issuer: str | None
+    subject: str
+
+
+def check_bearer(headers: dict[str, str], auth: JwtAuth) -> Principal:
+    """The token's principal, or Refused(401). `headers` has lower-case names."""
     challenge = [(b"www-authenticate", b'Bearer realm="mcp-gateway"')]
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -38,5 +48,8 @@ def check_bearer(headers: dict[str, str], auth: JwtAuth) -> str:
     except jwt.PyJWTError as exc:
         invalid = [(b"www-authenticate", b'Bearer realm="mcp-gateway", error="invalid_token"')]
         raise Refused(401, f"invalid bearer token: {exc}", invalid) from None
-    subject = claims.get("sub")
-    return subject if isinstance(subject, str) and subject else "-"
+    subject, issuer = claims.get("sub"), claims.get("iss")
+    return Principal(
+        issuer if isinstance(issuer, str) and issuer else None,
+        subject if isinstance(subject, str) and subject else "-",
+    )

@@ -46,5 +46,13 @@ def _stream(fd: int) -> trio.abc.HalfCloseableStream:
     return PipeStream(trio.lowlevel.FdStream(own))
 
 
+def stdin_is_a_file() -> bool:
+    """`< requests.jsonl`: the end of such a stdin is the end of the requests, not a client that quits."""
+    try:
+        return stat.S_ISREG(os.fstat(0).st_mode)
+    except OSError:
+        return False
+
+
 def open_stdio_transport(max_bytes: int) -> LineStream:
     return LineStream(_stream(0), _stream(1), max_bytes)

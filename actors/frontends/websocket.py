@@ -2,8 +2,10 @@
 
 The handshake is where a connection is refused, before any MCP message is read: a wrong path (404), a Host
 not allowed (421), an Origin not allowed (403), a missing or bad bearer token (401), a client that has its
-share of sessions (429), too many sessions (503). Whatever the WebSocket library raises on a peer's bytes
-ends that connection alone (actors.frontends.listening).
+share of sessions (429), too many sessions (503); both with Retry-After. A connection is always busy, so
+none is ended to make room; a client's share is counted by the same key as HTTP's (admission.client_key).
+Whatever the WebSocket library raises on a peer's bytes ends that connection alone
+(actors.frontends.listening).
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ class WebSocketListener(Listener[WebSocketSettings]):
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
         admission = self.endpoint.admission
         try:
-            subject = admission.check(path, _host_of(request), headers)
-            client = admission.open_session(subject, address, len(self._sessions))
+            principal = admission.check(path, _host_of(request), headers)
+            client = admission.open_session(principal, address, len(self._sessions))
         except Refused as refused:
             status, reason = refused.status, refused.reason
             logger.warning("refused {} from {}: HTTP {}: {}", path, peer, status, reason)
@@ -97,6 +99,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
             except ConnectionClosed:
                 return
             session_id, send_timeout = f"ws-{next(self._numbers)}", self.settings.send_timeout_s
+            subject = principal.subject if principal else None
             with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
                 await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)

@@ -72,6 +72,8 @@ class Call:
     log_to: Callable[[Notification], None] | None = attrs.field(default=None, repr=False)
     # who the call is for, as a modern backend is told in the request's _meta (None: nobody's, the gateway's)
     envelope: ModernEnvelope | None = attrs.field(default=None, repr=False)
+    # a legacy (initialize-era) session's call: a backend of both eras takes it over its legacy lane
+    from_legacy: bool = False
     # its asks go to a place of its own (a modern call's), not to a session's mailbox shared by its calls
     own_asks: bool = False
     trace: str | None = None  # the trace id of its traceparent: what its backend's requests name it by

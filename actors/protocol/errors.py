@@ -46,6 +46,16 @@ class MessageError(GatewayError):
         self.request_id = request_id
 
 
+class InexactIntegerError(MessageError):
+    """A frame holding an integer outside 64 bits, which the codec cannot carry exactly: refused, never
+    rounded to a float. `response` tells a peer's answer (its caller gets the error) from its request."""
+
+    def __init__(self, reason: str, request_id: int | str | None, *, response: bool) -> None:
+        super().__init__(RpcError(INVALID_PARAMS, f"Invalid params: {reason}"), request_id)
+        self.reason = reason
+        self.response = response
+
+
 class MessageTooLargeError(GatewayError):
     """A frame longer than max_message_bytes; the stream has skipped it and can go on."""
 

@@ -90,6 +90,7 @@ class Dispatcher:
     chain: MiddlewareChain | None = None  # made at initialize, when there is middleware
     modern_chains: dict[str | None, MiddlewareChain] = attrs.field(factory=dict)  # by modern clients' names
     listens: dict[RequestId, listen.Listen] = attrs.field(factory=dict)  # open subscriptions/listen requests
+    listen_holders: set[str] = attrs.field(factory=set)  # each listen's, from its start: counts and caps
     announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
     operating: trio.Event = attrs.field(factory=trio.Event)
     client_ready: trio.Event = attrs.field(factory=trio.Event)

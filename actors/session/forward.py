@@ -70,7 +70,7 @@ class Forwarder:
             reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope, trace=trace,
+                self.envelope, from_legacy=True, trace=trace,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs

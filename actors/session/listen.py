@@ -24,7 +24,7 @@ from actors.protocol.errors import rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
 from actors.session.fields import invalid_field
 from actors.session.forward import Forward
-from actors.session.resources import MAX_URI_CHARS, release_subscriptions
+from actors.session.resources import MAX_SUBSCRIPTIONS, MAX_URI_CHARS, release_subscriptions, watched
 from actors.session.settings import TOO_MANY_REQUESTS
 
 if TYPE_CHECKING:
@@ -60,9 +60,18 @@ async def listen(d: Dispatcher, request_id: RequestId, params: Params) -> Messag
     problem = _problem(wanted)
     if problem is not None:
         return ErrorResponse(request_id, problem)
-    if len(d.listens) >= MAX_LISTENS:
+    # Counted from the start (no await between the check and the count): listens sent together cannot
+    # all pass a check made before any of them is counted.
+    if len(d.listen_holders) >= MAX_LISTENS:
         message = f"Too many listens: this session has {MAX_LISTENS} open; cancel some"
         return ErrorResponse(request_id, rpc_error(TOO_MANY_REQUESTS, message, limit=MAX_LISTENS))
+    asked = len(dict.fromkeys(wanted.get("resourceSubscriptions", [])))
+    if asked and watched(d) + asked > MAX_SUBSCRIPTIONS:
+        message = (
+            f"Too many resource subscriptions: a session may watch at most {MAX_SUBSCRIPTIONS} resources, "
+            f"across its listens and resources/subscribe; it watches {watched(d)}"
+        )
+        return ErrorResponse(request_id, rpc_error(TOO_MANY_REQUESTS, message, limit=MAX_SUBSCRIPTIONS))
     view = d.catalog.value
     offered = {"tools"} | {
         feature
@@ -75,6 +84,7 @@ async def listen(d: Dispatcher, request_id: RequestId, params: Params) -> Messag
     entry = Listen(
         request_id=request_id, holder=f"{d.session}#listen-{next_call_id()}", lists=lists, resources={}
     )
+    d.listen_holders.add(entry.holder)
     try:
         for uri in wanted.get("resourceSubscriptions", []):
             await _subscribe(d, entry, uri)
@@ -91,6 +101,7 @@ async def listen(d: Dispatcher, request_id: RequestId, params: Params) -> Messag
     finally:
         if d.listens.get(request_id) is entry:  # not closed already (a later listen may reuse its id)
             del d.listens[request_id]
+        d.listen_holders.discard(entry.holder)
         release_subscriptions(d, entry.holder)  # its own holder: a second release finds nothing
     raise AssertionError("unreachable")  # pragma: no cover
 

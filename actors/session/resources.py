@@ -5,16 +5,12 @@ the client wrote it."""
 
 from __future__ import annotations
 
-import contextlib
 from functools import partial
 from typing import TYPE_CHECKING, Final
-
-import trio
 
 from actors.catalog import BackendStatus
 from actors.catalog.resource_routes import resource_route, with_public_uri
 from actors.protocol.codec import clip
-from actors.protocol.envelopes import Call, ReplySlot, next_call_id
 from actors.protocol.errors import RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 from actors.protocol.pages import page
@@ -58,7 +54,9 @@ async def subscribe(d: Dispatcher, request_id: RequestId, params: Params) -> Mes
     if isinstance(routed, ErrorResponse):
         return routed
     status, own, uri = routed
-    if len(d.subscriptions) >= MAX_SUBSCRIPTIONS and (status.name, own) not in d.subscriptions:
+    # Counted in the shared table from the moment a subscribe is asked for, across the session's listens
+    # too: subscribes sent together cannot all pass one check.
+    if (status.name, own) not in d.subscriptions and watched(d) >= MAX_SUBSCRIPTIONS:
         message = f"Too many subscriptions: this session has {MAX_SUBSCRIPTIONS}; unsubscribe from some"
         return ErrorResponse(request_id, rpc_error(TOO_MANY_REQUESTS, message, limit=MAX_SUBSCRIPTIONS))
     forward = Forward(status, "resources/subscribe", {**params, "uri": own})
@@ -85,18 +83,17 @@ async def unsubscribe(d: Dispatcher, request_id: RequestId, params: Params) -> M
     return Response(request_id, {})
 
 
+def watched(d: Dispatcher) -> int:
+    """The resources this session watches or is asking to, through resources/subscribe and every listen
+    (each counted in the shared table from the moment it is asked for)."""
+    table = d.settings.subscriptions
+    return table.held_by(d.session) + sum(table.held_by(holder) for holder in d.listen_holders)
+
+
 def release_subscriptions(d: Dispatcher, holder: str | None = None) -> None:
-    """At the end of the session (or of one of its listens, `holder`): unsubscribe at the backends from what
-    nobody else wants."""
-    view = d.catalog.value
-    for backend, uri in d.settings.subscriptions.drop_session(holder or d.session):
-        status = view.backends.get(backend)
-        if status is None or not status.ready:
-            continue  # down: it forgot its subscriptions, and will not be given this one again
-        assert status.calls is not None
-        call = Call(next_call_id(), "resources/unsubscribe", {"uri": uri}, d.session, ReplySlot())
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            status.calls.send_nowait(call)
+    """At the end of the session (or of one of its listens, `holder`): what nobody else wants is unsubscribed
+    at its backend, at once or, when its inbox is full, by the gateway's task (catalog/subscriptions.py)."""
+    d.settings.subscriptions.release(holder or d.session, d.catalog.value)
 
 
 def owner(

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # toolserver.py, with the demos
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo: mcp_gateway_examples
 import conformance_fixture_2026 as suite_2026
 from conformance_fixture_2026 import result_of
-from toolserver import (
+
+from mcp_gateway_examples.toolserver import (
     INVALID_PARAMS,
     Context,
     JsonObject,

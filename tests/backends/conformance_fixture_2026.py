@@ -20,8 +20,8 @@ from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # toolserver.py
-from toolserver import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo: mcp_gateway_examples
+from mcp_gateway_examples.toolserver import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     Context,

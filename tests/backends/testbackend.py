@@ -28,8 +28,8 @@ from typing import Final
 import orjson
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # toolserver.py, with the demos
-from toolserver import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo: mcp_gateway_examples
+from mcp_gateway_examples.toolserver import (
     Context,
     Json,
     JsonObject,

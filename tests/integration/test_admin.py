@@ -16,6 +16,8 @@ import trio
 from admin_support import AdminGateway, admin_gateway, backend_of, sample, with_admin
 from support import DEADLINE_S, ROOT, backend_entry, fast_restarts, write_config
 
+from actors.admin.app import MAX_EVENT_READERS
+
 SLOW_RESTART = {"backoff_initial_s": 30.0, "backoff_max_s": 30.0}  # down for the rest of the test
 
 
@@ -225,3 +227,27 @@ def test_a_non_loopback_admin_needs_a_token(tmp_path: Path) -> None:
     assert checked.returncode == 2
     assert checked.stderr.startswith(f"{config}: admin.token_env: required when host is not loopback")
     assert len(checked.stderr.splitlines()) == 1
+
+
+async def test_event_readers_past_the_cap_get_503_and_healthz_still_answers(
+    tmp_path: Path, log_file: Path
+) -> None:
+    config = with_admin(write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo")]))
+    async with admin_gateway(config, log_file) as gateway:
+        host, port = gateway.url.removeprefix("http://").rsplit(":", 1)
+        request = f"GET /events HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        readers = []
+        try:
+            with trio.fail_after(DEADLINE_S):
+                for _ in range(MAX_EVENT_READERS):  # readers that read nothing past the answer's start
+                    reader = await trio.open_tcp_stream(host, int(port))
+                    readers.append(reader)
+                    await reader.send_all(request)
+                    assert (await reader.receive_some(64)).startswith(b"HTTP/1.1 200")
+            refused = await gateway.get("/events")
+            assert refused.status_code == 503 and "too many event streams" in refused.json()["error"]
+            assert refused.headers["retry-after"] == "10"
+            assert (await gateway.get("/healthz")).status_code == 200
+        finally:
+            for reader in readers:
+                await reader.aclose()

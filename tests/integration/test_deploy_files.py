@@ -83,6 +83,9 @@ def test_the_unit_restarts_reloads_and_stops_as_the_gateway_expects() -> None:
     assert service["ProtectSystem"] == "strict" and service["PrivateTmp"] == "yes"
     assert service["StateDirectory"] == service["LogsDirectory"] == "mcp-gateway"  # writable under strict
     assert service["WorkingDirectory"] == "/var/lib/mcp-gateway"
+    # control files go only in a folder of the user's alone (runtime/control.py); /tmp is private here
+    assert service["RuntimeDirectoryMode"] == "0700"
+    assert service["Environment"] == f"XDG_RUNTIME_DIR=/run/{service['RuntimeDirectory']}"
 
 
 def systemd_analyze_verify(unit: Path) -> list[str]:
@@ -189,7 +192,8 @@ def test_every_file_the_dockerfile_copies_exists_and_reaches_the_build() -> None
     copies = [args for keyword, args in dockerfile_instructions(DOCKERFILE.read_text()) if keyword == "COPY"]
     sources = [source for args in copies for source in args.split()[:-1] if not source.startswith("--")]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert {"pyproject.toml", project["readme"], "actors"} <= set(sources)  # what `pip install .` reads
+    packages = {"actors", "mcp_gateway_examples"}  # what `pip install .` reads, the demo backends included
+    assert {"pyproject.toml", project["readme"], *packages} <= set(sources)
     assert ("config/docker.toml" in sources) and any(args.endswith(f" {CONFIG_PATH}") for args in copies)
     for source in sources:
         path = ROOT / source
@@ -212,8 +216,8 @@ def test_the_images_config_serves_its_demo_backends_behind_auth(monkeypatch: pyt
     config = load_config(DOCKER_CONFIG)
     for listener in (config.websocket, config.http):
         assert listener is not None and listener.host == "0.0.0.0" and listener.auth is not None
-    copied_to = "/opt/mcp-gateway/examples/"  # COPY examples /opt/mcp-gateway/examples
-    for backend in config.backends:
-        script = backend.args[0]  # type: ignore[union-attr]
-        assert script.startswith(copied_to) and (ROOT / "examples" / script.removeprefix(copied_to)).exists()
+    for backend in config.backends:  # the demo backends come with the package `pip install /src` installs
+        module = backend.args[1]  # type: ignore[union-attr]
+        assert backend.args[0] == "-m" and module.startswith("mcp_gateway_examples.")  # type: ignore[union-attr]
+        assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
     assert config.gateway.shutdown_s < 10  # `docker stop` waits 10 s before SIGKILL

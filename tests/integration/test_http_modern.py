@@ -396,3 +396,46 @@ async def test_the_python_sdk_pinned_to_2026_uses_the_http_front(tmp_path: Path)
                 prompt = await client.get_prompt("greet", {"who": "Ada"})
                 assert prompt.messages[0].content.text == "[t] Hello, Ada!"  # type: ignore[union-attr]
         assert steps == [1, 2]
+
+
+@pytest.mark.parametrize("repeated", ["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Mcp-Param-Region"])
+async def test_an_mcp_header_sent_twice_is_refused_not_read_by_its_last_copy(
+    tmp_path: Path, repeated: str
+) -> None:
+    """A proxy in front would check one copy and the gateway route on the other (issue #25)."""
+    fixture = {"name": "fixture", "command": sys.executable, "args": [str(FIXTURE)]}
+    config = with_http(write_config(tmp_path / "g.toml", [fixture]))
+    body = modern(1, "tools/call", {"name": "test_custom_header_tool", "arguments": {"region": "eu"}})
+    headers = [*standard_headers(body, Mcp_Param_Region="eu").items()]
+    first = next(value for name, value in headers if name.lower() == repeated.lower())
+    async with running(config) as gateway, httpx2.AsyncClient() as http:
+        url = gateway.http_url
+        assert url is not None
+        served = await http.post(url, content=orjson.dumps(body), headers=headers)
+        assert served.status_code == 200, served.text  # once each: served
+        for twice in ([*headers, (repeated, first)], [*headers, (repeated.upper(), "other")]):
+            refused = await http.post(url, content=orjson.dumps(body), headers=twice)
+            assert refused.status_code == 400, refused.text
+            assert repeated.lower() in refused.json()["error"]["message"]
+
+
+async def test_a_session_id_sent_twice_is_refused(tmp_path: Path) -> None:
+    async with running(config_with(tmp_path)) as gateway, httpx2.AsyncClient() as http:
+        url = gateway.http_url
+        assert url is not None
+        accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        legacy = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
+        opened = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": legacy}, headers=accept
+        )
+        session_id = opened.headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        twice = [*accept.items(), ("mcp-session-id", session_id), ("mcp-session-id", "another")]
+        refused = await http.post(url, json=ping, headers=twice)
+        assert refused.status_code == 400 and "mcp-session-id" in refused.json()["error"]["message"]
+        once = await http.post(url, json=ping, headers={**accept, "mcp-session-id": session_id})
+        assert once.status_code == 200

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import mcp_types as types
+import orjson
 import pytest
 from support import (
     RawClient,
@@ -406,3 +407,42 @@ async def test_a_url_elicitation_a_legacy_backend_requires_is_a_round_and_the_re
     await gateway.request(3, "tools/call", modern(retry, **capable))
     again = (await gateway.answer_to(3))["result"]
     assert again["resultType"] == "input_required"  # called again as new: this backend asks every time
+
+
+async def test_listens_sent_together_are_capped_at_64_per_session(gateway: RawClient) -> None:
+    """The cap is counted from each listen's start: 100 sent in one write cannot all pass it."""
+    wanted = {"notifications": {"toolsListChanged": True}}
+    listen = {"jsonrpc": "2.0", "method": "subscriptions/listen", "params": modern(wanted)}
+    lines = [orjson.dumps({**listen, "id": f"L{n}"}) for n in range(100)]
+    await gateway.send_line(b"\n".join(lines))
+    acknowledged, refused = set(), set()
+    while len(acknowledged) + len(refused) < 100:
+        message = await gateway.receive()
+        if message.get("method") == "notifications/subscriptions/acknowledged":
+            acknowledged.add(subscription(message))
+        elif "error" in message:
+            assert "Too many listens" in message["error"]["message"]
+            refused.add(message["id"])
+    assert len(acknowledged) == 64 and len(refused) == 36
+
+
+def watching(uris: list[str]) -> dict[str, Any]:
+    return modern({"notifications": {"resourceSubscriptions": uris}})
+
+
+async def test_a_session_watches_at_most_1024_resources_across_its_listens(gateway: RawClient) -> None:
+    many = [f"test://alpha/items/{n}" for n in range(1000)]
+    await gateway.request("A", "subscriptions/listen", watching(many))
+    ack = await gateway.receive()
+    assert len(ack["params"]["notifications"]["resourceSubscriptions"]) == 1000
+    more = [f"test://alpha/items/x{n}" for n in range(25)]
+    await gateway.request("B", "subscriptions/listen", watching(more))
+    error = (await gateway.answer_to("B"))["error"]
+    assert error["data"]["limit"] == 1024 and "it watches 1000" in error["message"]
+    await gateway.notify("notifications/cancelled", {"requestId": "A"})  # its 1000 are released
+    await gateway.request("C", "subscriptions/listen", watching(more))
+    ack = await gateway.receive_until(
+        lambda message: message.get("method") == "notifications/subscriptions/acknowledged"
+    )
+    assert subscription(ack[-1]) == "C"
+    assert len(ack[-1]["params"]["notifications"]["resourceSubscriptions"]) == 25

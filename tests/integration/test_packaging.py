@@ -1,6 +1,7 @@
 """Installing as a package: the wheel alone (no extras), in a fresh venv, runs `mcp-gateway`, imports every
-module of `actors` and checks configs with each kind of backend; config/stdio.toml, the editors' config,
-has the default backends and no listener.
+module of `actors` and checks configs with each kind of backend; the default configs, copied where the
+systemd recipe puts them, check and serve the demo backends (shipped in the wheel) from another folder;
+config/stdio.toml, the editors' config, has the default backends and no listener.
 
 The wheel tests are marked `slow` (about 20 s: a wheel build and an install of the runtime dependencies,
 from pip's cache once it is warm); they run by default, and `-m "not slow"` leaves them out."""
@@ -8,6 +9,7 @@ from pip's cache once it is warm); they run by default, and `-m "not slow"` leav
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from support import ROOT
+import trio
+from mcp import Client, StdioServerParameters
+from support import DEADLINE_S, LEGACY_ERA, ROOT
 
 from actors.cli import main
 
@@ -44,9 +48,10 @@ url = "http://127.0.0.1:9/mcp"
 """
 
 
-def run(args: list[str | Path], cwd: Path) -> str:
+def run(args: list[str | Path], cwd: Path, extra_env: dict[str, str] | None = None) -> str:
     """Run a step outside the repository (so `actors` can only come from the venv); its stdout."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(extra_env or {})
     done = subprocess.run(
         [str(arg) for arg in args],
         cwd=cwd,
@@ -66,7 +71,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     The wheel is built from a copy, so the build leaves no build/ or *.egg-info in the repository."""
     work = tmp_path_factory.mktemp("packaging")
     source = work / "source"
-    shutil.copytree(ROOT / "actors", source / "actors", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("actors", "mcp_gateway_examples"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
     run(
@@ -93,17 +99,55 @@ def test_the_wheel_alone_runs_and_imports_every_module(venv: Path, tmp_path: Pat
     )
 
 
+def install_config(name: str, etc: Path, port: int | None = None) -> Path:
+    """config/NAME copied where the systemd recipe puts it (`install -D ... /etc/mcp-gateway/gateway.toml`),
+    with its listeners' ports set to `port` (0: any free one) so the test shares no port with anything."""
+    text = (ROOT / "config" / name).read_text(encoding="utf-8")
+    if port is not None:
+        text = re.sub(r"(?m)^port = \d+", f"port = {port}", text)
+    installed = etc / "mcp-gateway" / "gateway.toml"
+    installed.parent.mkdir(parents=True)
+    installed.write_text(text, encoding="utf-8")
+    return installed
+
+
 @pytest.mark.slow
 def test_the_stdio_config_serves_its_backends_from_the_wheel(venv: Path, tmp_path: Path) -> None:
-    """What an editor runs after `pipx install .`: the demo backends need nothing but the runtime
-    dependencies (they run on the gateway's own interpreter). A copy of the tree keeps data/ out of it."""
-    (tmp_path / "config").mkdir()
-    shutil.copy2(ROOT / "config" / "stdio.toml", tmp_path / "config" / "stdio.toml")
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    out = run(
-        [venv / "bin" / "mcp-gateway", "tools", "--config", tmp_path / "config" / "stdio.toml"], tmp_path
+    """What an editor runs after `pipx install .`: the demo backends come with the wheel and need nothing
+    but the runtime dependencies (they run on the gateway's own interpreter), started from any folder."""
+    config = install_config("stdio.toml", tmp_path / "etc")
+    env = {"HOME": str(tmp_path / "home")}  # the notes database goes to ~/.local/state
+    out = run([venv / "bin" / "mcp-gateway", "tools", "--config", config], Path("/"), env)
+    assert "search" in out and "utility__search" in out and "add_note" in out
+
+
+@pytest.mark.slow
+async def test_the_default_config_installed_as_the_recipe_says_checks_and_serves_from_another_folder(
+    venv: Path, tmp_path: Path
+) -> None:
+    """The systemd recipe: the wheel installed, config/gateway.toml copied to /etc/mcp-gateway, the gateway
+    started in another folder (/ here; the unit's WorkingDirectory in production). `check` passes, and
+    the demo backends serve: notes writes its database under HOME, not beside the config."""
+    config = install_config("gateway.toml", tmp_path / "etc", port=0)
+    home = tmp_path / "home"
+    checked = run([venv / "bin" / "mcp-gateway", "check", "--config", config], Path("/"), {"HOME": str(home)})
+    assert checked == f"{config}: ok (2 backends)\n"
+    params = StdioServerParameters(
+        command=str(venv / "bin" / "mcp-gateway"),
+        args=["serve", "--stdio", "--config", str(config)],
+        cwd="/",
+        env={"HOME": str(home), "PATH": os.environ.get("PATH", "")},
     )
-    assert "search" in out and "utility__search" in out
+    with trio.fail_after(DEADLINE_S):
+        async with Client(params, mode=LEGACY_ERA) as client:
+            listed = await client.list_tools()
+            assert {"add_note", "search", "utility__search", "calculate"} <= {t.name for t in listed.tools}
+            added = await client.call_tool("add_note", {"title": "installed", "body": "from /"})
+            assert not added.is_error
+            found = await client.call_tool("search", {"query": "installed"})
+            assert "installed" in str(found.content)
+    assert (home / ".local" / "state" / "mcp-gateway" / "notes.sqlite3").is_file()
+    assert not (config.parent / "notes.sqlite3").exists()
 
 
 def test_the_stdio_config_has_the_default_backends_and_no_listener(

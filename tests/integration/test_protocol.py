@@ -259,3 +259,16 @@ async def test_backend_log_messages_reach_the_client_at_its_level(tmp_path: Path
         await gateway.request(5, "logging/setLevel", {"level": "loud"})
         assert (await gateway.answer_to(5))["error"]["code"] == -32602
     assert "[backend=alpha] server log (testbackend): hello" in read_log(tmp_path / "gateway.log")
+
+
+async def test_an_integer_beyond_64_bits_is_refused_never_rounded(gateway: RawClient) -> None:
+    await gateway.initialize()
+    await gateway.send_line(
+        '{"jsonrpc":"2.0","id":5,"method":"tools/call",'
+        '"params":{"name":"echo","arguments":{"text":"x","n":123456789012345678901234567890}}}'
+    )
+    answer = await gateway.answer_to(5)
+    assert answer["error"]["code"] == -32602
+    assert "123456789012345678901234567890 is outside 64 bits" in answer["error"]["message"]
+    await gateway.request(6, "tools/call", {"name": "echo", "arguments": {"text": "still here"}})
+    assert (await gateway.answer_to(6))["result"]["structuredContent"] == {"text": "still here"}

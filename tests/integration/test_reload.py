@@ -25,7 +25,8 @@ from support import (
 )
 from trio_websocket import ConnectionRejected
 
-from actors.runtime.control import ControlFiles
+from actors.runtime.control import ControlFiles, config_key
+from actors.runtime.control_peers import read_outcome
 
 
 def entries(*extra: dict[str, Any], changed: bool = False) -> list[dict[str, Any]]:
@@ -91,11 +92,10 @@ async def test_the_reload_command_and_sighup_reach_the_gateway_serving_a_file(tm
         gateway_argv(path, log_file), stdin=-1, stdout=-1, env=environment
     )
     client = RawClient(process)
-    control = ControlFiles.for_config(path)
-    control = ControlFiles(tmp_path / control.pid_path.name, tmp_path / control.outcome_path.name)
+    control = ControlFiles(tmp_path, config_key(path), process.pid)
     try:
         await client.initialize()  # answered: the gateway runs, its pid file written before
-        assert control.running_pid() == process.pid
+        assert control.pid_path.is_file()
         write_config(path, [backend_entry("keep", "--only=echo"), backend_entry("more", "--only=add")])
         reload = [sys.executable, "-m", "actors", "reload", "--config", str(path)]
         done = await trio.run_process(reload, env=environment, capture_stdout=True, capture_stderr=True)
@@ -107,7 +107,8 @@ async def test_the_reload_command_and_sighup_reach_the_gateway_serving_a_file(tm
         )
         os.kill(process.pid, signal.SIGHUP)
         await wait_until_listed(client, lambda names: "add" not in names)
-        assert control.last_outcome()["lines"] == ["removed more; 1 backend untouched"]  # type: ignore[index]
+        outcome = read_outcome(control)
+        assert outcome is not None and outcome.lines == ("removed more; 1 backend untouched",)
 
         path.write_text("not toml [")
         refused = await trio.run_process(reload, env=environment, capture_stderr=True, check=False)
@@ -117,7 +118,7 @@ async def test_the_reload_command_and_sighup_reach_the_gateway_serving_a_file(tm
         with trio.fail_after(DEADLINE_S):
             await process.wait()
     assert process.returncode == 0
-    assert control.running_pid() is None  # the pid file went with the gateway
+    assert not control.pid_path.exists() and not control.outcome_path.exists()  # gone with the gateway
     log = read_log(log_file)
     assert "SIGHUP: reloading" in log and "reloaded" in log
 

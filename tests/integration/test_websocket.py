@@ -367,7 +367,7 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     from actors.config import JwtAuth
-    from actors.frontends.auth import Refused, check_bearer
+    from actors.frontends.auth import Principal, Refused, check_bearer
 
     for private, algorithm in (
         (rsa.generate_private_key(65537, 2048), "RS256"),
@@ -388,7 +388,9 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             "exp": int(time.time()) + 60,
         }
         good = jwt.encode(claims, private, algorithm=algorithm)
-        assert check_bearer({"authorization": f"Bearer {good}"}, auth) == "bob"
+        assert check_bearer({"authorization": f"Bearer {good}"}, auth) == Principal(
+            "https://issuer.example", "bob"
+        )
         for bad in (
             jwt.encode({**claims, "iss": "https://elsewhere.example"}, private, algorithm=algorithm),
             jwt.encode(claims, SECRET, algorithm="HS256"),  # HS256 is not an allowed algorithm here

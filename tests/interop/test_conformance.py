@@ -10,6 +10,7 @@ it cannot pass yet. The suite fails a listed check that passes, so the list only
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Final
 
@@ -78,3 +79,25 @@ async def test_the_2026_conformance_suite_passes_but_for_its_baseline(tmp_path: 
     assert len(scenarios) == 40, sorted(scenarios)
     failing = {name: result for name, result in scenarios.items() if result[0] != "✓" or result[2]}
     assert not failing, output[-6000:]  # the baseline is empty: every scenario passes whole
+
+
+async def test_scripts_conformance_passes_two_runs_back_to_back_on_one_gateway(node: Path) -> None:
+    """scripts/conformance as a fresh clone's user runs it (after scripts/setup-interop, which `node` did):
+    its own gateway and config, and a second run of the suite that finds the first run's sessions, never
+    DELETEd, still there (issue #24: the second run was refused with 429)."""
+    with trio.fail_after(2 * SUITE_DEADLINE_S):
+        done = await trio.run_process(
+            [sys.executable, str(ROOT / "scripts" / "conformance.py"), "--suite", "2025", "--runs", "2"],
+            cwd=ROOT,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    output = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 0, output
+    runs = [line for line in output.splitlines() if line.startswith(("PASS ", "FAIL "))]
+    assert len(runs) == 2, output
+    for run, line in enumerate(runs, 1):
+        assert line.startswith(f"PASS conformance 0.1.16 (2025-11-25), run {run} of 2: 32/32 scenarios"), (
+            output
+        )

@@ -28,6 +28,22 @@ async def expect(page: Page, condition: str, what: str, shot: Path) -> None:
         raise AssertionError(f"the status page never showed {what}; screenshot: {kept}") from exc
 
 
+AXIS_TEXT = (
+    "[...document.querySelectorAll('article[data-backend=\"{}\"] figure')].map((figure) =>"
+    " [...figure.querySelectorAll('.y-axis span, .x-axis span')].map((e) => e.textContent).join('|'))"
+)
+
+
+async def expect_axes(page: Page, backend: str) -> None:
+    """Each chart has a scale with its unit (top, half, 0) and a time axis."""
+    rate, latency = await page.evaluate(AXIS_TEXT.format(backend))
+    for axes, unit in ((rate, "calls/s"), (latency, "ms")):
+        top, half, zero, *times = axes.split("|")
+        assert top.endswith(" " + unit) and half.endswith(" " + unit) and zero == f"0 {unit}", axes
+        assert float(top.split()[0]) == 2 * float(half.split()[0]) > 0, axes
+        assert times == ["\u22122 min", "\u22121 min", "now"], axes  # a minus sign
+
+
 async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path) -> None:
     chromium_or_skip()
     config = write_config(
@@ -49,6 +65,7 @@ async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path)
             tree = await page.evaluate('document.getElementById("tree").textContent')
             assert "gateway page-test" in tree and "stdio: 1 session(s)" in tree, tree
             assert await page.evaluate('document.getElementById("ready").textContent') == "ready"
+            await expect_axes(page, "alpha")
 
             alpha_pid = backend_of(await gateway.status(), "alpha")["pid"]
             assert await page.evaluate(f'document.body.textContent.includes("{alpha_pid}")')

@@ -11,10 +11,12 @@ the gateway session its `Mcp-Session-Id` names.
 A POST of the 2026-07-28 era needs no session: modern.py serves it (ladder.py says which POSTs are). That
 era is POST only: a GET or DELETE under a modern MCP-Protocol-Version header gets 405.
 
-Refusals come before any message reaches a session: wrong path 404, Host not allowed 421, Origin not
+Refusals come before any message reaches a session: an MCP header (Mcp-Session-Id, MCP-Protocol-Version,
+Mcp-Method, Mcp-Name, Mcp-Param-*) sent twice 400, wrong path 404, Host not allowed 421, Origin not
 allowed 403, bad or missing token 401, body too large 413, body not arrived within body_timeout_s 408, a
-client that has its share of sessions 429, unknown or expired session 404 (the client
-initializes again), unsupported MCP-Protocol-Version 400. Session ids and tokens are never logged; a
+client whose share of sessions are all busy 429 and a listener whose sessions are all busy 503 (both with
+Retry-After; an idle one is ended to make room first: sessions.py), unknown or expired session 404 (the
+client initializes again), unsupported MCP-Protocol-Version 400. Session ids and tokens are never logged; a
 session is logged by its number (http-N).
 """
 
@@ -30,10 +32,17 @@ from loguru import logger
 
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
-from actors.frontends.auth import Refused
+from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
-from actors.frontends.http.responses import JSON_HEADERS, error_body, refused_id, respond
+from actors.frontends.http.param_headers import request_headers
+from actors.frontends.http.responses import (
+    JSON_HEADERS,
+    RequestRefused,
+    error_body,
+    refused_id,
+    respond,
+)
 from actors.frontends.http.sessions import SESSION_HEADER, HttpSession, HttpSessions
 from actors.frontends.http.sse import (
     SSE_HEADERS,
@@ -48,6 +57,7 @@ from actors.frontends.http.sse import (
 )
 from actors.frontends.http.transport import EventStream, RequestStream
 from actors.protocol import codec
+from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
 
@@ -82,11 +92,13 @@ class HttpApp:
             return
         if scope["type"] != "http":  # lifespan: nothing to do
             return
-        headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
-        }
+        headers, repeated = request_headers(scope["headers"])
         self._requests += 1
         try:
+            if repeated is not None:
+                raise Refused(
+                    400, f"the {clip(repeated)} header comes more than once; send each MCP header once"
+                )
             await self._serve(scope, headers, receive, send)
         except Refused as refused:
             client = scope.get("client")
@@ -108,18 +120,18 @@ class HttpApp:
                 self._no_requests = trio.Event()
 
     async def _serve(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        subject = self.admission.check(scope["path"], headers.get("host"), headers)
+        principal = self.admission.check(scope["path"], headers.get("host"), headers)
         method = scope["method"]
         if method in ("GET", "DELETE") and modern_header(headers):
             raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
         if method == "POST":
             client = scope.get("client")
             address = str(client[0]) if client else "?"
-            await self._post(headers, subject, address, receive, send)
+            await self._post(headers, principal, address, receive, send)
         elif method == "GET":
-            await self._get(headers, subject, receive, send)
+            await self._get(headers, principal, receive, send)
         elif method == "DELETE":
-            entry = self.sessions.find(headers, subject)
+            entry = self.sessions.find(headers, principal)
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
@@ -128,7 +140,12 @@ class HttpApp:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
 
     async def _post(
-        self, headers: dict[str, str], subject: str | None, address: str, receive: Receive, send: Send
+        self,
+        headers: dict[str, str],
+        principal: Principal | None,
+        address: str,
+        receive: Receive,
+        send: Send,
     ) -> None:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
@@ -149,15 +166,18 @@ class HttpApp:
             )
             return
         if is_modern_post(headers, message):
-            await self.modern.serve(headers, message, body, (subject, address), receive, send)
+            await self.modern.serve(headers, message, body, (principal, address), receive, send)
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
         if isinstance(message, Request) and message.method == "initialize":
-            session_id, entry = self.sessions.open(subject, address)
+            try:
+                session_id, entry = self.sessions.open(principal, address)
+            except Refused as refused:
+                raise RequestRefused(refused, message.id) from None
         else:
-            session_id, entry = headers.get(SESSION_HEADER, ""), self.sessions.find(headers, subject)
-        entry.busy += 1
+            session_id, entry = headers.get(SESSION_HEADER, ""), self.sessions.find(headers, principal)
+        self.sessions.enter(entry)
         try:
             with logger.contextualize(session=entry.label):
                 if not isinstance(message, Request):
@@ -181,8 +201,7 @@ class HttpApp:
                 )
                 await self._answer(session_id, entry, stream, message, extra, receive, send)
         finally:
-            entry.busy -= 1
-            entry.last_active = trio.current_time()
+            self.sessions.leave(entry)
 
     async def _answer(
         self,
@@ -217,13 +236,15 @@ class HttpApp:
                 answered = await self._pump(stream, 0, receive, send, prime=True)
         self._released(entry, stream, answered)
 
-    async def _get(self, headers: dict[str, str], subject: str | None, receive: Receive, send: Send) -> None:
+    async def _get(
+        self, headers: dict[str, str], principal: Principal | None, receive: Receive, send: Send
+    ) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
             raise Refused(406, "GET opens an SSE stream: Accept must allow text/event-stream")
-        entry = self.sessions.find(headers, subject)
+        entry = self.sessions.find(headers, principal)
         last_event_id = headers.get("last-event-id")
         stream, cursor = stream_to_read(entry.transport, last_event_id)
-        entry.busy += 1
+        self.sessions.enter(entry)
         try:
             with logger.contextualize(session=entry.label):
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -232,8 +253,7 @@ class HttpApp:
                 if isinstance(stream, RequestStream):
                     self._released(entry, stream, finished)
         finally:
-            entry.busy -= 1
-            entry.last_active = trio.current_time()
+            self.sessions.leave(entry)
 
     async def _pump(
         self, stream: EventStream, cursor: int, receive: Receive, send: Send, *, prime: bool

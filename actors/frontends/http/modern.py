@@ -22,7 +22,7 @@ import trio
 from loguru import logger
 
 from actors.catalog import CatalogView
-from actors.frontends.auth import Refused
+from actors.frontends.auth import Principal, Refused
 from actors.frontends.http import ladder
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.param_headers import DeclaredHeaders, param_mismatch
@@ -60,11 +60,11 @@ class ModernPosts:
         headers: Mapping[str, str],
         message: Message,
         frame: bytes,
-        client: tuple[str | None, str],
+        client: tuple[Principal | None, str],
         receive: Receive,
         send: Send,
     ) -> None:
-        """One modern POST, `message` as decoded from `frame`; `client` is (token subject, address)."""
+        """One modern POST, `message` as decoded from `frame`; `client` is (token principal, address)."""
         refusal = ladder.refusal(headers, message)
         if refusal is None and isinstance(message, Request):
             refusal = self._catalog_refusal(await self._settled_view(), headers, message)

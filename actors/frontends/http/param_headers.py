@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
@@ -33,6 +33,9 @@ from actors.protocol.messages import RpcError
 SENTINEL_PREFIX: Final = "=?base64?"
 SENTINEL_SUFFIX: Final = "?="
 PARAM_PREFIX: Final = "Mcp-Param-"
+PARAM_PREFIX_LOWER: Final = PARAM_PREFIX.lower()
+# MCP headers a request may carry once: routing, the session, the era, and what mirrors the body
+ONCE_HEADERS: Final = frozenset({"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name"})
 X_MCP_HEADER: Final = "x-mcp-header"
 HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 MAX_PROPERTY_DEPTH: Final = 16  # nested `properties` followed; deeper declarations are ignored
@@ -60,6 +63,24 @@ def header_value(raw: str) -> str | None:
         return decoded.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
+    """An HTTP request's headers by lower-case name, and the name of the first MCP header that comes more
+    than once (None when none does). A proxy in front may check one copy while the gateway would read
+    another, so a request that repeats one is refused rather than read by the last copy."""
+    headers: dict[str, str] = {}
+    repeated = None
+    for name_bytes, value in raw:
+        name = name_bytes.decode("latin-1").lower()
+        if (
+            repeated is None
+            and name in headers
+            and (name in ONCE_HEADERS or name.startswith(PARAM_PREFIX_LOWER))
+        ):
+            repeated = name
+        headers[name] = value.decode("latin-1")
+    return headers, repeated
 
 
 def bad_sentinel_error(header: str, sent: str) -> RpcError:

@@ -7,6 +7,13 @@ at once, and the client initializes again. Ids are secrets: the log calls a sess
 
 A modern (2026-07-28) POST gets a session of its own with no id (`open_one_request`), stopped once it is
 answered. Both kinds count alike against max_sessions and each client's max_sessions_per_client.
+
+Clients that never DELETE (SDKs that open a session per connection) do not lock themselves out: at the
+client's share, its least recently active idle session (no HTTP request open, no GET stream, no request
+unanswered or unread) is ended to make room, logged; at the listener's limit, its own least recently
+active idle session if it has one, else that of any client. The ended id gets 404 like any other, and
+its client initializes again. Only when every candidate is busy is the new session refused (429, 503,
+with Retry-After).
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
-from actors.frontends.auth import Refused
+from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.one_request import OneRequestTransport
+from actors.frontends.http.resting import Resting
 from actors.frontends.http.transport import HttpSessionTransport
 from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
@@ -40,26 +48,31 @@ VERSION_HEADER: Final = "mcp-protocol-version"
 class HttpSession:
     """One HTTP session: the gateway session, the transport the HTTP requests reach it by, and its use."""
 
-    label: str  # what the log calls it; the id itself is a secret
+    session_id: str = attrs.field(repr=False)  # a secret: never logged
+    label: str  # what the log calls it
     transport: HttpSessionTransport
     session: Session
-    subject: str | None
+    principal: Principal | None
     client: str  # whom it counts against in max_sessions_per_client
     last_active: float
     busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
+
+    def idle(self) -> bool:
+        """Nothing for its client is under way: no HTTP request open, no request unanswered or unread."""
+        return self.busy == 0 and self.transport.quiet()
 
 
 @attrs.define(eq=False, kw_only=True)
 class HttpSessions(Mapping[str, HttpSession]):
     """Owns: every HTTP session of one listener, by its id (read as a mapping), and the one-request
     sessions of modern POSTs; each one's count in the listener's admission.
-    Receives: `open` (an initialize), `find` (any other request), `end` (DELETE, a failed initialize),
-        `open_one_request` (a modern POST).
+    Receives: `open` (an initialize), `find` (any other request), `enter`/`leave` (each HTTP request for
+        a session), `end` (DELETE, a failed initialize), `open_one_request` (a modern POST).
     Sends: nothing; each session runs as a temporary task in the frontends' nursery (`serve_in`).
     Stops when: `expire_idle` is cancelled with the listener's run; the sessions themselves go on.
     Errors: Refused for an id that is missing (400), unknown or ended (404), a protocol version not
-        supported (400), and for a session over the limits (503, 429); a session's crash ends it alone,
-        and its id then gets 404.
+        supported (400), and for a session over the limits when no idle one can make room (429, 503); a
+        session's crash ends it alone, and its id then gets 404.
     """
 
     settings: HttpSettings
@@ -68,6 +81,7 @@ class HttpSessions(Mapping[str, HttpSession]):
     admission: Admission
     _by_id: dict[str, HttpSession] = attrs.field(factory=dict)
     _one_request: set[Session] = attrs.field(factory=set)  # the sessions of modern POSTs being served
+    _resting: Resting[HttpSession] = attrs.field(factory=Resting)  # those with no HTTP request open
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
     _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
@@ -110,13 +124,13 @@ class HttpSessions(Mapping[str, HttpSession]):
         for session in self.sessions():
             await session.done.wait()
 
-    def find(self, headers: dict[str, str], subject: str | None) -> HttpSession:
-        """The session a request names, for the subject its token names."""
+    def find(self, headers: dict[str, str], principal: Principal | None) -> HttpSession:
+        """The session a request names, for the principal its token names."""
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise Refused(400, "the Mcp-Session-Id header is required; send initialize first")
         entry = self._by_id.get(session_id)
-        if entry is None or entry.subject != subject:
+        if entry is None or entry.principal != principal:
             raise Refused(404, "unknown or expired session; initialize a new one")
         version = headers.get(VERSION_HEADER)
         if version is not None and version not in SUPPORTED_VERSIONS:
@@ -124,9 +138,10 @@ class HttpSessions(Mapping[str, HttpSession]):
             raise Refused(400, f"unsupported MCP-Protocol-Version {version}; supported: {supported}")
         return entry
 
-    def open(self, subject: str | None, address: str) -> tuple[str, HttpSession]:
-        """A new session and its id, running in the frontends' nursery."""
-        client = self.admission.open_session(subject, address, self._open_now())
+    def open(self, principal: Principal | None, address: str) -> tuple[str, HttpSession]:
+        """A new session and its id, running in the frontends' nursery; an idle session may be ended to
+        make room for it."""
+        client = self.admission.open_session(principal, address, self._open_now(), self._make_room)
         session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
@@ -135,42 +150,58 @@ class HttpSessions(Mapping[str, HttpSession]):
             transport=transport,
             catalog=self.catalog,
             settings=self.session_settings,
-            subject=subject,
+            subject=principal.subject if principal else None,
         )
         entry = HttpSession(
+            session_id=session_id,
             label=label,
             transport=transport,
             session=session,
-            subject=subject,
+            principal=principal,
             client=client,
             last_active=trio.current_time(),
         )
         self._by_id[session_id] = entry
+        self._resting.add(session_id, client, entry)
         self.nursery.start_soon(self._run, session_id, entry)
         return session_id, entry
 
     def open_one_request(
-        self, subject: str | None, address: str, frame: bytes, request_id: RequestId
+        self, principal: Principal | None, address: str, frame: bytes, request_id: RequestId
     ) -> tuple[Session, OneRequestTransport]:
         """A session for one modern request (`frame`), running in the frontends' nursery with no
-        initialize deadline; Refused (503, 429) past the limits."""
-        client = self.admission.open_session(subject, address, self._open_now())
+        initialize deadline; an idle session may be ended to make room; Refused (429, 503) past the
+        limits."""
+        client = self.admission.open_session(principal, address, self._open_now(), self._make_room)
         transport = OneRequestTransport(frame, request_id)
         session = Session(
             id=f"http-{next(self._numbers)}",
             transport=transport,
             catalog=self.catalog,
             settings=self._one_request_settings,
-            subject=subject,
+            subject=principal.subject if principal else None,
         )
         self._one_request.add(session)
         self.nursery.start_soon(self._run_one_request, session, client)
         return session, transport
 
+    def enter(self, entry: HttpSession) -> None:
+        """An HTTP request for `entry` has begun: it is busy until `leave`."""
+        entry.busy += 1
+        if entry.busy == 1:
+            self._resting.discard(entry.session_id, entry.client)
+
+    def leave(self, entry: HttpSession) -> None:
+        """An HTTP request for `entry` has ended (its response written, or its client gone)."""
+        entry.busy -= 1
+        entry.last_active = trio.current_time()
+        if entry.busy == 0 and self._by_id.get(entry.session_id) is entry:
+            self._resting.add(entry.session_id, entry.client, entry)
+
     def end(self, session_id: str, entry: HttpSession) -> None:
-        """Forget the id at once (later requests get 404); the session answers what it has in flight."""
-        if self._by_id.get(session_id) is entry:
-            del self._by_id[session_id]
+        """Forget the id at once (later requests get 404) and free its slot; the session answers what it
+        has in flight."""
+        self._forget(session_id, entry)
         entry.session.stop()
 
     async def expire_idle(self) -> None:
@@ -178,24 +209,52 @@ class HttpSessions(Mapping[str, HttpSession]):
         idle = self.settings.session_idle_s
         while True:
             await trio.sleep(max(0.01, min(idle / 4, 30.0)))
-            now = trio.current_time()
-            for session_id, entry in list(self._by_id.items()):
-                if entry.busy == 0 and now - entry.last_active >= idle:
-                    with logger.contextualize(session=entry.label):
-                        logger.info("no request for {}s; closing the session", idle)
-                    self.end(session_id, entry)
+            for session_id, entry in self._idle_since(trio.current_time() - idle):
+                with logger.contextualize(session=entry.label):
+                    logger.info("no request for {}s; closing the session", idle)
+                self.end(session_id, entry)
+
+    def _idle_since(self, moment: float) -> list[tuple[str, HttpSession]]:
+        """The sessions with no request since `moment`, oldest first."""
+        found = []
+        for session_id, entry in self._resting.oldest():
+            if entry.last_active > moment:
+                break
+            found.append((session_id, entry))
+        return found
+
+    def _make_room(self, client: str | None, limit: str) -> bool:
+        """End the least recently active idle session of `client` (None: of any client), `limit` being
+        reached; True when one was ended."""
+        found = next(((sid, entry) for sid, entry in self._resting.oldest(client) if entry.idle()), None)
+        if found is None:
+            return False
+        session_id, entry = found
+        with logger.contextualize(session=entry.label):
+            logger.info(
+                "ended to make room for a new session ({}): the least recently active idle one, {:.0f}s idle",
+                limit,
+                trio.current_time() - entry.last_active,
+            )
+        self.end(session_id, entry)
+        return True
 
     async def _run(self, session_id: str, entry: HttpSession) -> None:
-        with logger.contextualize(
-            session=entry.label, **({"subject": entry.subject} if entry.subject else {})
-        ):
+        subject = entry.principal.subject if entry.principal else None
+        with logger.contextualize(session=entry.label, **({"subject": subject} if subject else {})):
             logger.info("session opened")
             try:
                 await entry.session.run_temporary()
             finally:
-                self.admission.close_session(entry.client)
-                if self._by_id.get(session_id) is entry:
-                    del self._by_id[session_id]
+                self._forget(session_id, entry)
+
+    def _forget(self, session_id: str, entry: HttpSession) -> None:
+        """The id leaves the table and the session's slot is freed, once, whichever way it ends."""
+        if self._by_id.get(session_id) is not entry:
+            return
+        del self._by_id[session_id]
+        self._resting.discard(session_id, entry.client)
+        self.admission.close_session(entry.client)
 
     async def _run_one_request(self, session: Session, client: str) -> None:
         try:

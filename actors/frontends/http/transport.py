@@ -167,6 +167,11 @@ class HttpSessionTransport(FilingTransport):
         """The client is done (DELETE, idle): the reader sees the end of the stream."""
         self._inbound_send.close()
 
+    def quiet(self) -> bool:
+        """No request is unanswered and no request's stream waits for a reader: ending the session now
+        would lose its client nothing."""
+        return not self._requests and len(self._streams) == 1  # the standalone stream alone
+
     def open_request(self, request_id: RequestId, progress_token: RequestId | None) -> RequestStream | None:
         """A stream for the answer to `request_id`, or None while a request with that id is in flight."""
         key = _id_key(request_id)

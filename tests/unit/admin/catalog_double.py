@@ -10,18 +10,20 @@ from actors.admin.history import StateHistory
 from actors.admin.meters import Meters
 from actors.admin.status import FrontendInfo, StatusModel
 from actors.catalog import Catalog, CatalogEvent
-from actors.protocol.envelopes import BackendCommand, BackendReady
+from actors.protocol.envelopes import BackendCommand, BackendReady, Call, ReplySlot
+from actors.protocol.errors import BackendExitedError
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
 from actors.runtime.watch import Watch
 
 
-def make_catalog(*names: str) -> Catalog:
+def make_catalog(*names: str, expose_stderr: bool = False) -> Catalog:
     _, inbox = trio.open_memory_channel[CatalogEvent](1)
     return Catalog(
         order=list(names),
         request_timeouts_s=dict.fromkeys(names, 60.0),
         rule="prefix-on-collision",
         inbox=inbox,
+        expose_stderr=expose_stderr,
     )
 
 
@@ -40,6 +42,11 @@ def restarting(name: str, why: str) -> ChildRestarting:
     return ChildRestarting(name, RuntimeError(why), 0.5)
 
 
+def crashed(name: str, why: str, *stderr: str) -> ChildRestarting:
+    """Its process ended with these last stderr lines."""
+    return ChildRestarting(name, BackendExitedError(why, " | ".join(stderr)), 0.5)
+
+
 def failed(name: str, why: str) -> ChildFailed:
     return ChildFailed(name, RuntimeError(why), 6)
 
@@ -55,3 +62,8 @@ def make_model(catalog: Catalog, *, required: frozenset[str] = frozenset()) -> S
         required=required,
         started_at=0.0,
     )
+
+
+def in_flight(*methods: str) -> list[Call]:
+    """What a backend's in-flight table holds: one call per method given."""
+    return [Call(n, method, None, "s", ReplySlot()) for n, method in enumerate(methods, start=1)]

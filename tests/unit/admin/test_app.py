@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 import trio
-from catalog_double import make_catalog, make_model, ready, tell
+import trio.testing
+from catalog_double import crashed, make_catalog, make_model, ready, tell
 
-from actors.admin.app import AdminApp
+from actors.admin.app import MAX_EVENT_READERS, SLOW_READER_S, AdminApp
 from actors.admin.exposition import make_registry
 from actors.admin.rates import RateSampler
+from actors.catalog import Catalog
 from actors.runtime.watch import Watch
 
 
-def make_app(token: str | None = None, *, loopback: bool = True) -> tuple[AdminApp, Watch[float]]:
-    catalog = make_catalog("alpha")
-    tell(catalog, ready("alpha", "add"))
+def make_app(
+    token: str | None = None, *, loopback: bool = True, catalog: Catalog | None = None
+) -> tuple[AdminApp, Watch[float]]:
+    if catalog is None:
+        catalog = make_catalog("alpha")
+        tell(catalog, ready("alpha", "add"))
     model = make_model(catalog)
     changed = Watch(0.0)
     app = AdminApp(
@@ -123,3 +129,104 @@ async def test_the_event_stream_sends_at_once_then_at_each_change_until_the_clie
         await arrived.wait()
         assert len(events) == 2
         gone.set()  # the app returns once the client is gone
+
+
+async def test_status_shows_backend_stderr_only_to_a_reader_with_the_token() -> None:
+    for token, headers, shown in ((None, {}, False), ("t0ken", {"authorization": "Bearer t0ken"}, True)):
+        catalog = make_catalog("alpha")
+        tell(catalog, crashed("alpha", "process 7 exited with code 1", "ERROR: key sk-1"))
+        app, _ = make_app(token, catalog=catalog)
+        app.model.history.record(catalog.view())
+        status, _, body = await get(app, "/status", **headers)
+        assert status == 200 and (b"sk-1" in body) is shown
+
+
+def events_scope() -> dict[str, Any]:
+    return {"type": "http", "method": "GET", "path": "/events", "headers": [(b"host", b"127.0.0.1")]}
+
+
+def disconnect_on(gone: trio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI receive whose client goes away once `gone` is set."""
+
+    async def receive() -> dict[str, Any]:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def test_event_readers_are_capped_and_a_reader_leaving_makes_room() -> None:
+    app, _ = make_app()
+    gone = trio.Event()
+    started: list[int] = []
+
+    receive = disconnect_on(gone)
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message["status"])
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(MAX_EVENT_READERS):
+            nursery.start_soon(app, events_scope(), receive, send)
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == [200] * MAX_EVENT_READERS
+        status, headers, body = await get(app, "/events")
+        assert status == 503 and "too many event streams" in orjson.loads(body)["error"]
+        assert headers["retry-after"] == "10"
+        gone.set()
+    status, _, _ = await get(app, "/healthz")
+    assert status == 200
+    admitted: list[int] = []
+
+    async def leave() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def note(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            admitted.append(message["status"])
+
+    await app(events_scope(), leave, note)  # every earlier reader has left: room again
+    assert admitted == [200]
+
+
+async def test_a_reader_that_takes_no_event_is_dropped(autojump_clock: trio.testing.MockClock) -> None:
+    app, _ = make_app()
+    blocked = trio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("body", b"").startswith(b"event: status"):
+            blocked.set()
+            await trio.sleep_forever()  # the reader's socket is full: it reads nothing
+
+    began = trio.current_time()
+    with trio.fail_after(SLOW_READER_S * 10):
+        await app(events_scope(), receive, send)  # returns: the stream was dropped
+    assert blocked.is_set() and trio.current_time() - began >= SLOW_READER_S
+
+
+async def test_each_change_is_encoded_once_for_every_reader() -> None:
+    app, changed = make_app()
+    gone = trio.Event()
+    bodies: list[bytes] = []
+
+    receive = disconnect_on(gone)
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("body", b"").startswith(b"event: status"):
+            bodies.append(message["body"])
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(app, events_scope(), receive, send)
+        await trio.testing.wait_all_tasks_blocked()
+        changed.publish(1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        first, change = bodies[:3], bodies[3:]
+        assert len(change) == 3 and change[0] is change[1] is change[2]  # one encoding, sent three times
+        assert first[0] is not first[1]  # the whole snapshot is each reader's own
+        gone.set()

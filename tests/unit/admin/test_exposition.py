@@ -29,8 +29,9 @@ async def test_every_family_from_the_meters_and_the_view() -> None:
     tell_catalog(catalog, ready("alpha", "add"))
     tell_catalog(catalog, restarting("beta", "gone"))
     alpha = model.meters.backend("alpha")
-    alpha.starts, alpha.bytes_in, alpha.bytes_out, alpha.inflight = 3, 100, 40, lambda: 1
+    alpha.starts, alpha.bytes_in, alpha.bytes_out = 3, 100, 40
     call = Call(1, "tools/call", {"name": "add"}, "s", ReplySlot())
+    alpha.inflight_calls = lambda: [call]
     alpha.answered(call, None, -0.003)
     alpha.answered(call, RpcError(-32001, "slow"), -0.003)
     alpha.answered(Call(2, "prompts/get", {"name": "p"}, "s", ReplySlot()), None, 0.0)
@@ -59,3 +60,24 @@ async def test_every_family_from_the_meters_and_the_view() -> None:
 
     alpha.answered(call, None, -0.003)  # a scrape reads the meters as they are now
     assert value(render(registry).decode(), "mcp_gateway_calls_total", **add) == 3
+
+
+async def test_a_backend_answering_with_any_integer_code_adds_one_series_not_one_per_code() -> None:
+    catalog = make_catalog("alpha")
+    model = make_model(catalog)
+    tell_catalog(catalog, ready("alpha", "add"))
+    alpha = model.meters.backend("alpha")
+    call = Call(1, "tools/call", {"name": "add"}, "s", ReplySlot())
+    for code in range(10_000, 11_000):
+        alpha.answered(call, RpcError(code, "odd"), 0.0)
+    alpha.answered(call, RpcError(-32602, "bad"), 0.0)
+    text = render(make_registry(model)).decode()
+    codes = {
+        labels["code"]
+        for (name, labels_set) in samples(text)
+        if name == "mcp_gateway_call_errors_total"
+        for labels in (dict(labels_set),)
+    }
+    assert codes == {"other", "-32602"}
+    add = {"backend": "alpha", "method": "tools/call", "tool": "add"}
+    assert value(text, "mcp_gateway_call_errors_total", **add, code="other") == 1000

@@ -6,7 +6,15 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from actors.admin.meters import LATENCY_BUCKETS_S, BackendMeter, CallStats, Meters
+from actors.admin.meters import (
+    LATENCY_BUCKETS_S,
+    MAX_TOOLS_PER_BACKEND,
+    OTHER_CODE,
+    OTHER_TOOL,
+    BackendMeter,
+    CallStats,
+    Meters,
+)
 from actors.protocol.envelopes import Call, ReplySlot
 from actors.protocol.messages import RpcError
 
@@ -53,7 +61,8 @@ def test_restarts_are_the_starts_after_the_first_and_a_run_end_forgets_the_proce
     meter = BackendMeter("alpha")
     assert meter.restarts == 0
     meter.run_started()
-    meter.pid, meter.ready_since, meter.inflight = 41, 1.0, lambda: 3
+    meter.pid, meter.ready_since = 41, 1.0
+    meter.inflight_calls = lambda: [Call(n, "tools/call", None, "s", ReplySlot()) for n in range(3)]
     assert meter.restarts == 0 and meter.inflight() == 3
     meter.run_ended()
     assert (meter.pid, meter.ready_since, meter.inflight()) == (None, None, 0)
@@ -67,3 +76,19 @@ def test_meters_are_made_once_per_name() -> None:
     assert meters.backend("a") is meters.backend("a") and meters.backend("a") is not meters.backend("b")
     assert meters.frontend("stdio") is meters.frontend("stdio")
     assert set(meters.backends) == {"a", "b"} and set(meters.frontends) == {"stdio"}
+
+
+def test_error_codes_the_gateway_does_not_know_fold_into_other() -> None:
+    stats = CallStats()
+    for code in (-32602, -32042, 7, -1, 2**62, -32099, -32602):  # a backend may answer with any integer
+        stats.observe(0.001, RpcError(code, "no"))
+    assert stats.errors == {-32602: 2, -32042: 1, OTHER_CODE: 4}
+
+
+async def test_a_backend_cannot_grow_the_tool_series_past_its_bound() -> None:
+    meter = BackendMeter("alpha")
+    for number in range(MAX_TOOLS_PER_BACKEND + 50):
+        meter.answered(tool_call(f"tool{number}"), None, 0.0)
+    meter.answered(tool_call("tool0"), None, 0.0)  # a tool counted by name goes on being counted so
+    assert len(meter.tools) == MAX_TOOLS_PER_BACKEND + 1
+    assert meter.tools[OTHER_TOOL].count == 50 and meter.tools["tool0"].count == 2

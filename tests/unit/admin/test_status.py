@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from catalog_double import failed, make_catalog, make_model, ready, restarting, tell
+import orjson
+from catalog_double import crashed, failed, in_flight, make_catalog, make_model, ready, restarting, tell
 
 from actors.admin.history import HISTORY_LENGTH
 
@@ -45,7 +46,8 @@ async def test_the_tree_has_frontends_backends_and_what_the_meters_know() -> Non
     tell(catalog, ready("alpha", "add", "echo"))
     meter = model.meters.backend("alpha")
     meter.run_started()
-    meter.pid, meter.ready_since, meter.inflight = 4242, -5.0, lambda: 2
+    meter.pid, meter.ready_since = 4242, -5.0
+    meter.inflight_calls = lambda: in_flight("tools/call", "tools/call")
     status = model.status()
     assert status["gateway"]["name"] == "gw" and status["gateway"]["ready"] is False
     assert status["frontends"] == [
@@ -79,3 +81,66 @@ async def test_the_history_keeps_changes_and_the_last_error_after_recovery() -> 
         tell(catalog, restarting("alpha", f"crash {number}"))
         history.record(catalog.view())
     assert len(history.of("alpha")) == HISTORY_LENGTH
+
+
+async def test_the_status_says_which_eras_each_backend_is_connected_in() -> None:
+    catalog = make_catalog("alpha", "beta")
+    model = make_model(catalog)
+    tell(catalog, ready("alpha", "echo"))
+    meter = model.meters.backend("alpha")
+    meter.run_started()
+    meter.eras = "modern+legacy"  # a legacy lane beside its modern connection
+    alpha, beta = model.status()["backends"]
+    assert alpha["eras"] == "modern+legacy" and beta["eras"] is None  # beta has no run yet
+    meter.run_ended()
+    assert model.status()["backends"][0]["eras"] is None
+
+
+CHATTY_CRASH = (
+    "INFO:server:listening on stdio",
+    "WARNING:server:cache almost full",
+    "2026-11-25 13:00:00 DEBUG tick",
+    "Traceback (most recent call last):",
+    "RuntimeError: boom",
+)
+
+
+async def test_the_last_error_shows_only_warning_or_worse_stderr_lines_marked_stderr() -> None:
+    catalog = make_catalog("alpha")
+    model = make_model(catalog)
+    tell(catalog, ready("alpha"))
+    tell(catalog, crashed("alpha", "process 7 exited with code 1", *CHATTY_CRASH))
+    model.history.record(catalog.view())
+    (alpha,) = model.status(stderr=True)["backends"]
+    assert alpha["last_error"]["reason"] == (
+        "process 7 exited with code 1; stderr: WARNING:server:cache almost full | "
+        "Traceback (most recent call last): | RuntimeError: boom"
+    )
+    assert alpha["history"][-1]["reason"] == alpha["last_error"]["reason"]
+    tell(catalog, crashed("alpha", "process 8 exited with code 0", "INFO:server:bye"))
+    model.history.record(catalog.view())
+    assert model.status(stderr=True)["backends"][0]["last_error"]["reason"] == "process 8 exited with code 0"
+
+
+async def test_stderr_is_left_out_of_the_status_unless_the_reader_may_see_it() -> None:
+    for expose, stderr, shown in ((False, False, False), (False, True, True), (True, False, True)):
+        catalog = make_catalog("alpha", expose_stderr=expose)
+        model = make_model(catalog)
+        tell(catalog, crashed("alpha", "process 7 exited with code 1", "ERROR: key sk-123 rejected"))
+        model.history.record(catalog.view())
+        (alpha,) = model.status(stderr=stderr)["backends"]
+        assert ("sk-123" in orjson.dumps(alpha).decode()) is shown, (expose, stderr)
+        assert alpha["last_error"]["reason"].startswith("process 7 exited with code 1")
+
+
+async def test_a_modern_backends_listen_is_listening_not_a_call_in_flight() -> None:
+    catalog = make_catalog("alpha")
+    model = make_model(catalog)
+    tell(catalog, ready("alpha"))
+    meter = model.meters.backend("alpha")
+    meter.inflight_calls = lambda: in_flight("subscriptions/listen")
+    (alpha,) = model.status()["backends"]
+    assert alpha["inflight"] == 0 and alpha["listening"] is True
+    meter.inflight_calls = lambda: in_flight("subscriptions/listen", "tools/call")
+    (alpha,) = model.status()["backends"]
+    assert alpha["inflight"] == 1 and alpha["listening"] is True

@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 import pytest
+from catalog_double import crashed, make_catalog, ready, tell
 
 from actors.admin.status_command import StatusError, _where, duration, format_tree
+from actors.cli import format_catalog
 
 TREE = {
     "gateway": {
@@ -95,3 +97,40 @@ def test_where_the_config_says_the_admin_listener_is(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MCP_GATEWAY_ADMIN_TOKEN", "t")
         assert _where(url) == ("http://h:1", "t")
+
+
+def test_the_tree_says_which_eras_a_backend_is_connected_in() -> None:
+    """A backend of both eras with a legacy lane beside its modern connection (issue #24)."""
+    alpha = {**TREE["backends"][0], "eras": "modern+legacy", "last_error": None}
+    tree = {**TREE, "backends": [alpha]}
+    line = format_tree(tree).splitlines()[-1]
+    facts = "ready, pid 11, up 1m 1s, 1 restart, 4 tools, 2 in flight, eras modern+legacy"
+    assert line == f"    └── alpha (required): {facts}"
+
+
+async def test_the_tools_command_says_which_eras_each_ready_backend_is_connected_in() -> None:
+    catalog = make_catalog("alpha", "beta")
+    tell(catalog, ready("alpha", "echo"))
+    lines = format_catalog(catalog.view(), {"alpha": "modern", "beta": "legacy"}).splitlines()
+    assert "backend alpha: ready, 1 tools, eras modern" in lines
+    beta = next(line for line in lines if line.startswith("backend beta: "))
+    assert "eras" not in beta  # not ready: no run to speak of
+
+
+def test_a_listening_backend_says_listening_and_what_a_backend_wrote_is_escaped() -> None:
+    alpha = {**TREE["backends"][0], "inflight": 0, "listening": True}  # type: ignore[index]
+    alpha["last_error"] = {"at": 0.0, "reason": "exited; stderr: ERROR \x1b]0;pwned\x07\x1b[2J"}
+    tree = {**TREE, "backends": [alpha]}
+    lines = format_tree(tree).splitlines()
+    assert lines[-2].endswith("1 restart, 4 tools, listening")
+    assert lines[-1].endswith("last error: exited; stderr: ERROR \\x1b]0;pwned\\x07\\x1b[2J")
+    assert "\x1b" not in format_tree(tree)
+
+
+def test_the_tools_command_escapes_what_a_backend_wrote() -> None:
+    catalog = make_catalog("alpha", "beta")
+    tell(catalog, ready("alpha", "add\x1b[8m"))
+    tell(catalog, crashed("beta", "process 7 exited with code 1", "ERROR \x1b]0;pwned\x07"))
+    printed = format_catalog(catalog.view())
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "add\\x1b[8m" in printed and "ERROR \\x1b]0;pwned\\x07" in printed

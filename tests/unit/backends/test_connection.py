@@ -115,3 +115,43 @@ async def test_a_call_made_after_the_table_emptied_is_swept_at_its_own_deadline(
         reply = await later.reply_to.wait()  # type: ignore[union-attr]
         assert reply.error is not None and reply.error.code == REQUEST_TIMEOUT
         assert trio.current_time() == 5.0
+
+
+@attrs.define
+class FeedingTransport(RecordingTransport):
+    """Gives the link the frames put in `incoming`, then nothing more."""
+
+    incoming: list[bytes] = attrs.field(factory=list)
+
+    async def receive(self) -> bytes | None:
+        if self.incoming:
+            return self.incoming.pop(0)
+        await trio.sleep_forever()
+        return None
+
+
+async def test_an_answer_with_an_integer_beyond_64_bits_fails_its_call_and_a_request_is_refused() -> None:
+    transport = FeedingTransport()
+    link = BackendLink(
+        name="alpha",
+        transport=transport,  # type: ignore[arg-type]
+        on_notification=lambda _: None,
+        cancel_scope=trio.CancelScope(),
+    )
+    rounded = call(1)
+    link.frame_for(rounded)
+    transport.incoming += [
+        b'{"jsonrpc":"2.0","id":1,"result":{"n":18446744073709551616}}',
+        b'{"jsonrpc":"2.0","id":"b7","method":"sampling/createMessage","params":{"n":-9223372036854775809}}',
+    ]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.read, nursery)
+        reply = await rounded.reply_to.wait()  # type: ignore[union-attr]
+        await transport.wrote.wait()
+        nursery.cancel_scope.cancel()
+    assert reply.error is not None and reply.error.data == {"backend": "alpha"}
+    assert "backend 'alpha' answered tools/call" in reply.error.message
+    assert "18446744073709551616 is outside 64 bits" in reply.error.message
+    assert link.inflight == {}
+    (refusal,) = transport.sent
+    assert refusal["id"] == "b7" and refusal["error"]["code"] == -32602  # type: ignore[index]

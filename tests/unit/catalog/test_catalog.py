@@ -105,9 +105,23 @@ def test_tools_changed_and_failed_states() -> None:
 def test_unchanged_tools_keep_their_version() -> None:
     catalog = new_catalog()
     catalog.apply(ready("first", "a"))
+    catalog.apply(ready("second"))
     version = catalog.view().tools_version
-    catalog.apply(ListChanged("first", "tools", tools("a")))
+    catalog.apply(ChildRestarting("second", RuntimeError("gone"), 1.0))  # it had no tools
     assert catalog.view().tools_version == version
+
+
+def test_a_change_a_backend_announced_moves_the_version_even_when_the_list_came_back_the_same() -> None:
+    """A list changed and changed back between two listings: a direct client would have heard of it."""
+    catalog = new_catalog()
+    catalog.apply(ready("first", "a"))
+    versions = catalog.view()
+    catalog.apply(ListChanged("first", "tools", tools("a")))
+    assert catalog.view().tools_version == versions.tools_version + 1
+    catalog.apply(ListChanged("first", "prompts", ()))
+    view = catalog.view()
+    assert view.prompts_version == versions.prompts_version + 1
+    assert view.tools_version == versions.tools_version + 1  # told once: the kinds are reset per view
 
 
 async def test_actor_publishes_each_change() -> None:

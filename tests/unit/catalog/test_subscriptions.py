@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import trio
 import trio.testing
 
-from actors.catalog.subscriptions import Subscriptions
+from actors.catalog import BackendState, BackendStatus, CatalogView
+from actors.catalog.subscriptions import RELEASE_SEND_S, Subscriptions, unsubscribe_at
+from actors.protocol.envelopes import BackendCommand, Call, ReplySlot
+from actors.runtime.watch import Watch
 
 
 class FakeBackend:
@@ -112,3 +116,58 @@ async def test_only_confirmed_subscriptions_are_renewed_or_released() -> None:
     assert table.uris_of("b") == ["taken"] and backend.asked == 2
     assert not table.remove("b", "taken", "s1")
     assert table.drop_session("s2") == [("b", "taken")]
+
+
+def view_with(backend: str, calls: trio.MemorySendChannel[BackendCommand]) -> CatalogView:
+    status = BackendStatus(name=backend, state=BackendState.READY, request_timeout_s=30.0, calls=calls)
+    return CatalogView(backends={backend: status})
+
+
+async def confirmed(table: Subscriptions, holder: str, *uris: str) -> None:
+    async def yes() -> str:
+        return "ok"
+
+    for uri in uris:
+        await table.subscribe("b", uri, holder, yes, ok)
+
+
+async def test_an_ended_holder_costs_only_what_it_held_and_leaves_nothing_behind() -> None:
+    table = Subscriptions()
+    await confirmed(table, "s1", "u1", "u2")
+    await confirmed(table, "s2", "u2")
+    assert table.held_by("s1") == 2 and table.held_by("s2") == 1
+    assert sorted(table.drop_session("s1")) == [("b", "u1")]  # u2 is still s2's
+    assert table.held_by("s1") == 0 and table.uris_of("b") == ["u2"]
+    assert table.drop_session("s2") == [("b", "u2")]
+    assert table._interests == {} and table._held == {}
+
+
+async def test_an_unsubscribe_for_a_full_inbox_is_queued_and_sent_once_there_is_room(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    table = Subscriptions()
+    calls, inbox = trio.open_memory_channel[BackendCommand](1)
+    view = view_with("b", calls)
+    watch = Watch(view)
+    await confirmed(table, "s1", "u1", "u2")
+    calls.send_nowait(Call(1, "tools/call", {}, "s9", ReplySlot()))  # the backend is busy: its inbox is full
+    table.release("s1", view)
+    assert inbox.statistics().current_buffer_used == 1  # neither unsubscribe fitted; none was dropped
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(table.send_released, partial(unsubscribe_at, watch))
+        await trio.sleep(RELEASE_SEND_S * 3)  # still full: retried, not given up
+        sent = [await inbox.receive() for _ in range(3)]
+        nursery.cancel_scope.cancel()
+    unsubscribed = sorted(c.params["uri"] for c in sent[1:])  # type: ignore[union-attr,index]
+    assert {c.method for c in sent[1:]} == {"resources/unsubscribe"} and unsubscribed == ["u1", "u2"]  # type: ignore[union-attr]
+
+
+async def test_a_key_wanted_again_before_its_queued_unsubscribe_keeps_its_subscription() -> None:
+    table = Subscriptions()
+    calls, _inbox = trio.open_memory_channel[BackendCommand](0)  # never room
+    view = view_with("b", calls)
+    await confirmed(table, "s1", "u1")
+    table.release("s1", view)
+    assert list(table._released) == [("b", "u1")]  # queued: the backend had no room
+    await confirmed(table, "s2", "u1")
+    assert table._released == {}  # nothing left to unsubscribe

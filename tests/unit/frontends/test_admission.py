@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Final
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.frontends.admission import Admission, client_key, parse_host, parse_origin
-from actors.frontends.auth import Refused
+from actors.frontends.admission import (
+    LOOPBACK_CLIENT,
+    RETRY_AFTER_S,
+    Admission,
+    client_key,
+    parse_host,
+    parse_origin,
+)
+from actors.frontends.auth import Principal, Refused
+
+ALICE: Final = Principal(None, "alice")
+BOB: Final = Principal(None, "bob")
 
 
 @pytest.mark.parametrize(
@@ -108,21 +119,99 @@ def test_the_path_comes_first_and_auth_only_when_configured() -> None:
 
 def test_sessions_are_counted_per_client() -> None:
     gate = admission(max_sessions=10)
-    alice = client_key("alice", "10.0.0.1")
-    assert gate.open_session("alice", "10.0.0.1", 0) == alice
-    gate.open_session("alice", "10.0.0.2", 0)  # the subject counts, not the address
-    assert refusal(gate.open_session, "alice", "10.0.0.1", 0) == 429
+    alice = client_key(ALICE, "10.0.0.1")
+    assert gate.open_session(ALICE, "10.0.0.1", 0) == alice
+    gate.open_session(ALICE, "10.0.0.2", 0)  # the principal counts, not the address
+    assert refusal(gate.open_session, ALICE, "10.0.0.1", 0) == 429
     gate.open_session(None, "10.0.0.1", 0)  # the same address without a token is another client
     gate.close_session(alice)
-    gate.open_session("alice", "10.0.0.1", 0)
-    assert refusal(gate.open_session, "alice", "10.0.0.1", 0) == 429
+    gate.open_session(ALICE, "10.0.0.1", 0)
+    assert refusal(gate.open_session, ALICE, "10.0.0.1", 0) == 429
 
 
 def test_a_listener_at_its_limit_refuses_before_counting() -> None:
     gate = admission()
-    assert refusal(gate.open_session, "bob", "10.0.0.1", 3) == 503
-    gate.open_session("bob", "10.0.0.1", 2)
-    gate.open_session("bob", "10.0.0.1", 2)  # the 503 did not count against bob
+    assert refusal(gate.open_session, BOB, "10.0.0.1", 3) == 503
+    gate.open_session(BOB, "10.0.0.1", 2)
+    gate.open_session(BOB, "10.0.0.1", 2)  # the 503 did not count against bob
+
+
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "127.0.0.2", "127.255.0.9", "::1", "::ffff:127.0.0.3", "0:0:0:0:0:0:0:1"]
+)
+def test_every_loopback_address_is_one_client(address: str) -> None:
+    assert client_key(None, address) == LOOPBACK_CLIENT
+
+
+def test_an_address_is_one_client_in_every_spelling() -> None:
+    assert client_key(None, "::ffff:10.0.0.1") == client_key(None, "10.0.0.1") == "address:10.0.0.1"
+    assert client_key(None, "2001:DB8:0::1") == client_key(None, "2001:db8::1")
+    assert client_key(None, "10.0.0.1") != client_key(None, "10.0.0.2")
+    assert client_key(None, "?") == "address:?"  # no address known: one client, never a crash
+
+
+def test_with_a_token_the_client_is_its_issuer_and_subject_never_the_address() -> None:
+    assert client_key(ALICE, "10.0.0.1") == client_key(ALICE, "127.0.0.1")
+    assert client_key(ALICE, "10.0.0.1") != client_key(BOB, "10.0.0.1")
+    assert client_key(Principal("https://a.example", "alice"), "?") != client_key(
+        Principal("https://b.example", "alice"), "?"
+    )
+    # no spelling of an issuer and a subject stands for another pair
+    assert client_key(Principal("a", "b c"), "?") != client_key(Principal("a b", "c"), "?")
+    assert client_key(Principal(None, "loopback"), "?") != LOOPBACK_CLIENT
+
+
+def test_loopback_aliases_share_one_clients_sessions() -> None:
+    gate = admission(max_sessions=10)
+    gate.open_session(None, "127.0.0.1", 0)
+    gate.open_session(None, "127.0.0.2", 1)
+    assert refusal(gate.open_session, None, "::1", 2) == 429
+    gate.open_session(None, "10.0.0.1", 2)  # another host has its own share
+
+
+def test_a_refusal_says_when_to_try_again() -> None:
+    gate = admission(max_sessions=10)
+    for _ in range(2):
+        gate.open_session(ALICE, "10.0.0.1", 0)
+    with pytest.raises(Refused) as refused:
+        gate.open_session(ALICE, "10.0.0.1", 2)
+    assert refused.value.status == 429
+    assert (b"retry-after", str(RETRY_AFTER_S).encode()) in refused.value.headers
+    with pytest.raises(Refused) as full:
+        gate.open_session(BOB, "10.0.0.1", 10)
+    assert full.value.status == 503 and full.value.headers == refused.value.headers
+
+
+def test_at_its_share_a_client_makes_room_by_ending_one_of_its_own_sessions() -> None:
+    gate = admission(max_sessions=10)
+    alice = client_key(ALICE, "?")
+    asked: list[str | None] = []
+
+    def make_room(client: str | None, limit: str) -> bool:
+        asked.append(client)
+        assert limit == "max_sessions_per_client = 2"
+        gate.close_session(alice)  # the listener ended one of alice's idle sessions
+        return True
+
+    gate.open_session(ALICE, "?", 0)
+    gate.open_session(ALICE, "?", 1)
+    assert gate.open_session(ALICE, "?", 2, make_room) == alice
+    assert asked == [alice]  # one of its own, and the listener's total went down with it
+    assert refusal(gate.open_session, ALICE, "?", 2, lambda client, limit: False) == 429  # all busy
+
+
+def test_a_full_listener_makes_room_from_the_clients_own_idle_sessions_first_then_anyones() -> None:
+    gate = admission(max_sessions=3)
+    asked: list[str | None] = []
+
+    def make_room(client: str | None, limit: str) -> bool:
+        asked.append(client)
+        assert limit == "max_sessions = 3"
+        return client is None  # bob has no idle session of his own; someone else has
+
+    gate.open_session(BOB, "?", 3, make_room)
+    assert asked == [client_key(BOB, "?"), None]
+    assert refusal(gate.open_session, BOB, "?", 3, lambda client, limit: False) == 503
 
 
 @given(st.text(max_size=80))

@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.protocol import codec
-from actors.protocol.errors import INVALID_REQUEST, PARSE_ERROR, MessageError
+from actors.protocol.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    InexactIntegerError,
+    MessageError,
+)
 from actors.protocol.messages import Batch, ErrorResponse, Notification, Request, Response, RpcError
 
 
@@ -130,3 +136,52 @@ def test_the_id_of_an_oversized_message_is_read_only_when_certain(
     head: bytes, tail: bytes, expected: object
 ) -> None:
     assert codec.find_request_id(head, tail) == expected
+
+
+# --- integers beyond 64 bits: refused, never rounded ------------------------------------------------------
+
+
+@given(st.integers(min_value=codec.INTEGER_MIN, max_value=codec.INTEGER_MAX))
+def test_an_integer_within_64_bits_passes_exactly(value: int) -> None:
+    frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n":%d,"s":"%d"}}' % (value, value)
+    request = codec.decode(frame)
+    assert isinstance(request, Request) and request.params == {"n": value, "s": str(value)}
+    assert type(request.params["n"]) is int  # type: ignore[index]
+    assert orjson.loads(codec.encode(request))["params"]["n"] == value
+
+
+@given(
+    st.one_of(
+        st.integers(min_value=codec.INTEGER_MAX + 1, max_value=10**60),
+        st.integers(min_value=-(10**60), max_value=codec.INTEGER_MIN - 1),
+    )
+)
+def test_an_integer_beyond_64_bits_is_refused_with_the_request_id(value: int) -> None:
+    frame = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"deep":[{"n":%d}]}}' % value
+    with pytest.raises(InexactIntegerError) as caught:
+        codec.decode(frame)
+    assert caught.value.request_id == 9 and not caught.value.response
+    assert caught.value.error.code == INVALID_PARAMS
+    assert str(value)[:40] in caught.value.error.message and "outside 64 bits" in caught.value.error.message
+
+
+def test_an_answer_with_an_integer_beyond_64_bits_is_told_as_an_answer() -> None:
+    with pytest.raises(InexactIntegerError) as caught:
+        codec.decode(b'{"jsonrpc":"2.0","id":"c1","result":{"n":99999999999999999999}}')
+    assert caught.value.request_id == "c1" and caught.value.response
+
+
+def test_long_digit_runs_in_strings_and_floats_are_not_integers() -> None:
+    frame = b'{"jsonrpc":"2.0","id":1,"result":{"s":"123456789012345678901234","f":12345678901234567890.5}}'
+    assert codec.decode(frame) == Response(1, {"s": "123456789012345678901234", "f": 12345678901234567890.5})
+
+
+def test_in_a_batch_only_the_element_with_an_inexact_integer_is_refused() -> None:
+    batch = codec.decode(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},'
+        b'{"jsonrpc":"2.0","id":2,"method":"x","params":{"n":-9223372036854775809}}]'
+    )
+    assert isinstance(batch, Batch)
+    first, second = batch.items
+    assert first == Request(1, "ping")
+    assert isinstance(second, ErrorResponse) and second.id == 2 and second.error.code == INVALID_PARAMS

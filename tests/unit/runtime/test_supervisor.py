@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 import trio
 import trio.testing
 
+from actors.config import StdioBackend
+from actors.gateway import restart_policy
 from actors.runtime.supervisor import (
     ChildEvent,
     ChildFailed,
@@ -169,3 +171,12 @@ async def test_failure_before_started_counts_as_a_crash(autojump_clock: trio.tes
     )
     assert [type(e) for e in events] == [ChildRestarting, ChildFailed]
     assert attempts["c"] == 2
+
+
+def test_the_default_backoff_is_what_the_readme_says() -> None:
+    """README, Supervision: 0.5 s doubling to 30 s, reset after a 120 s run, failed past 5 restarts in 60 s
+    (a backend's policy from an empty [backends.restart], as the gateway builds it)."""
+    policy = restart_policy(StdioBackend(name="a", command="python"))
+    assert [policy.backoff_s(attempt) for attempt in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    assert (policy.stable_after_s, policy.max_restarts, policy.window_s) == (120.0, 5, 60.0)
+    assert sum(policy.backoff_s(attempt) for attempt in range(1, policy.max_restarts + 1)) == 15.5

@@ -1,6 +1,9 @@
 """A demo MCP server: notes kept in SQLite. Needs only Trio, orjson and the standard library.
 
-    python examples/notes.py [--db PATH]      (default: notes.sqlite3 in the current directory)
+    python -m mcp_gateway_examples.notes [--db PATH]
+
+The database defaults to $XDG_STATE_HOME/mcp-gateway/notes.sqlite3 ($XDG_STATE_HOME: ~/.local/state), so it
+lands somewhere writable whichever folder the server is started in (a config's folder may be read-only).
 
 Tools: add_note, list_notes, get_note, search, delete_note. Logs go to stderr.
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,7 +20,16 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 import trio
-from toolserver import Context, JsonObject, ToolServer, object_schema, setup_logging, text_result, tool_hints
+
+from mcp_gateway_examples.toolserver import (
+    Context,
+    JsonObject,
+    ToolServer,
+    object_schema,
+    setup_logging,
+    text_result,
+    tool_hints,
+)
 
 log = logging.getLogger("notes")
 
@@ -336,14 +349,20 @@ LIST_SCHEMA: Final = object_schema(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="A demo MCP server: notes in SQLite, on stdio.")
-    parser.add_argument("--db", default="notes.sqlite3", help="the SQLite file (default: ./notes.sqlite3)")
+    parser.add_argument("--db", default=None, help=f"the SQLite file (default: {default_db()})")
     return parser.parse_args(argv)
+
+
+def default_db() -> Path:
+    """Where the notes live when --db is not given: the user's state folder (XDG), never the current one."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    return Path(state) / "mcp-gateway" / "notes.sqlite3"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging()
-    path = Path(args.db).expanduser()
+    path = Path(args.db).expanduser() if args.db else default_db()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         store = NoteStore(path)

@@ -1,6 +1,6 @@
 """A demo MCP server: small text and number utilities. Needs only Trio, orjson and the standard library.
 
-    python examples/utility.py
+    python -m mcp_gateway_examples.utility
 
 Tools: search (regex over lines), word_count, uuid, now, hash, calculate. Logs go to stderr.
 """
@@ -20,7 +20,15 @@ from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import trio
-from toolserver import Context, JsonObject, ToolServer, object_schema, text_result, tool_hints
+
+from mcp_gateway_examples.toolserver import (
+    Context,
+    JsonObject,
+    ToolServer,
+    object_schema,
+    text_result,
+    tool_hints,
+)
 
 log = logging.getLogger("utility")
 
