@@ -119,13 +119,7 @@ async def test_a_second_ask_of_a_parked_modern_call_never_reaches_another_client
     clients = ClientDirectory()
     b_send, b_inbox = trio.open_memory_channel[ToClient](4)
     clients.join("b", b_send)
-    link = BackendLink(
-        name="alpha",
-        transport=_Frames(),  # type: ignore[arg-type]
-        on_notification=lambda _: None,
-        cancel_scope=trio.CancelScope(),
-        clients=clients,
-    )
+    link = link_to(clients)
     table = Bridges()  # no nursery: gathering happens at once
     first_round = ReplySlot()
     bridged = table.open(
@@ -160,6 +154,17 @@ async def test_a_second_ask_of_a_parked_modern_call_never_reaches_another_client
         b_inbox.receive_nowait()  # B's client was asked nothing
 
 
+def link_to(clients: ClientDirectory) -> BackendLink:
+    """A backend link whose frames to the backend are kept (`link.transport.sent`)."""
+    return BackendLink(
+        name="alpha",
+        transport=_Frames(),  # type: ignore[arg-type]
+        on_notification=lambda _: None,
+        cancel_scope=trio.CancelScope(),
+        clients=clients,
+    )
+
+
 class _Frames:
     """A transport that keeps what the link writes."""
 
@@ -178,13 +183,7 @@ async def test_a_call_that_ends_leaves_its_trace_behind_so_a_late_ask_is_refused
     b_send, b_inbox = trio.open_memory_channel[ToClient](4)
     clients.join("a", a_send)
     clients.join("b", b_send)
-    link = BackendLink(
-        name="alpha",
-        transport=_Frames(),  # type: ignore[arg-type]
-        on_notification=lambda _: None,
-        cancel_scope=trio.CancelScope(),
-        clients=clients,
-    )
+    link = link_to(clients)
     link.track(call(1, a_send, params=traced(TRACE_A)))
     link.track(call(2, b_send, params=traced(TRACE_B)))
     assert link.cancel_frame(Cancel(1, "cancelled by the client")) is not None  # A's call is gone
@@ -236,13 +235,7 @@ async def test_a_cancelled_call_lingers_until_its_backend_answers_it_or_linger_s
     b_send, b_inbox = trio.open_memory_channel[ToClient](4)
     clients.join("a", a_send)
     clients.join("b", b_send)
-    link = BackendLink(
-        name="alpha",
-        transport=_Frames(),  # type: ignore[arg-type]
-        on_notification=lambda _: None,
-        cancel_scope=trio.CancelScope(),
-        clients=clients,
-    )
+    link = link_to(clients)
     sample = {"messages": [], "maxTokens": 5}
     async with trio.open_nursery() as nursery:
         for answered_late in (True, False):
