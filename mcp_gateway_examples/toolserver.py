@@ -46,6 +46,7 @@ SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-
 
 READ_CHUNK: Final = 65536
 LOG_LEVEL_ENV: Final = "TOOLSERVER_LOG_LEVEL"
+TRACE_KEYS: Final = ("traceparent", "tracestate")  # W3C trace context, carried in _meta
 
 ToolHandler = Callable[["Context", JsonObject], Awaitable[JsonObject]]
 MethodHandler = Callable[["Context", JsonObject], Awaitable[JsonObject]]
@@ -211,6 +212,9 @@ class Context:
     method: str
     progress_token: str | int | None = None
     replied: bool = False
+    # the W3C trace context (traceparent, tracestate) the request came with: what this server sends while
+    # serving it carries it on, as the official Python SDK's servers do
+    trace_context: JsonObject | None = None
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send notifications/progress for this request; a no-op when the caller gave no progressToken."""
@@ -233,7 +237,12 @@ class Context:
         timeout_s: float | None = None,
         request_id: RequestId | None = None,
     ) -> JsonObject:
-        """Send a request to the client and wait for its answer: {"result": ...} or {"error": ...}."""
+        """Send a request to the client and wait for its answer: {"result": ...} or {"error": ...}. It
+        carries the request's trace context in its _meta (unless the server's `trace_context` is off)."""
+        if self.trace_context and self.server.trace_context:
+            params = dict(params or {})
+            meta = params.get("_meta")
+            params["_meta"] = {**self.trace_context, **(meta if isinstance(meta, dict) else {})}
         return await self.server.request_client(method, params, timeout_s, request_id)
 
     async def reply(self, result: JsonObject) -> None:
@@ -270,6 +279,7 @@ class ToolServer:
         self.instructions = instructions
         self.page_size: int | None = None  # paginate tools/list when set
         self.exit_on_eof = True  # False: keep running after stdin ends (a misbehaving server)
+        self.trace_context = True  # False: requests sent while serving one carry no trace context
         self.client_info: JsonObject = {}
         self.client_capabilities: JsonObject = {}
         self.extra_capabilities: JsonObject = {}  # beside tools, for servers that add methods of their own
@@ -553,7 +563,7 @@ class ToolServer:
     async def _run_request(
         self, scope: trio.CancelScope, request_id: RequestId, method: str, params: Json
     ) -> None:
-        ctx = Context(self, request_id, method, _progress_token(params))
+        ctx = Context(self, request_id, method, _progress_token(params), trace_context=_trace_context(params))
         try:
             with scope:
                 reply = await self._answer(ctx, params)
@@ -629,6 +639,15 @@ def _progress_token(params: Json) -> str | int | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if _is_id(token) else None
+
+
+def _trace_context(params: Json) -> JsonObject | None:
+    """The request's W3C trace context keys (traceparent, tracestate), when it has any."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    context = {key: meta[key] for key in TRACE_KEYS if isinstance(meta.get(key), str)}
+    return context or None
 
 
 def _encode(message: JsonObject) -> bytes:

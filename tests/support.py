@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+import mcp_types as types
 import orjson
 import trio
 from mcp import Client, StdioServerParameters
@@ -140,6 +141,32 @@ async def sdk_client(
     with trio.fail_after(SESSION_DEADLINE_S):
         async with Client(params, mode=mode, message_handler=handler, **options) as client:
             yield client
+
+
+def sampler(
+    name: str,
+    entered: trio.Event | None = None,
+    release: trio.Event | None = None,
+    prompts: list[str] | None = None,
+) -> Any:
+    """A sampling callback that answers `{name} answers {prompt}` as model `model-of-{name}`, after `release`
+    when given; it sets `entered` when called and notes each prompt in `prompts`."""
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        prompt = params.messages[0].content.text  # type: ignore[union-attr]
+        if prompts is not None:
+            prompts.append(prompt)
+        if entered is not None:
+            entered.set()
+        if release is not None:
+            await release.wait()
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"{name} answers {prompt}"),
+            model=f"model-of-{name}",
+        )
+
+    return sample
 
 
 async def progress_and_sampling(client: Client, sampled: str) -> None:

@@ -2,8 +2,8 @@
 comes after them: the client's answer relayed back under the backend's own id, the backend's withdrawals,
 and the completion notices of URL elicitations.
 
-A request goes to one session only, never a guess between two: the one whose calls are in flight on this
-backend, else the only session connected (roots/list: only a session that is alone).
+A request goes to the call it belongs to (ask_owner.py), else, when it is no call's, to the only session
+connected; never a guess between two clients (roots/list: a modern call's own, else a session alone).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.backends.ask_owner import can_ask, owner_of
 from actors.backends.input import elicitation_problem, is_name
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.codec import clip, is_id, shown
-from actors.protocol.envelopes import Ask, MailTarget, ReplySlot, Withdraw, next_call_id
+from actors.protocol.envelopes import Ask, Call, MailTarget, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Notification, Request, RequestId, Response, RpcError
 
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
     from actors.backends.connection import BackendLink
 
 MAX_ELICITATIONS: Final = 1024  # URL elicitations remembered per run, awaiting their completion notice
+MAX_ENDED_TRACES: Final = 1024  # trace ids of ended calls remembered per run (about 60 KB)
+# A call the gateway gave up (cancelled, timed out) may still run at its backend and ask: for this long it
+# still owns what nothing else names, so such a request is refused rather than given to another client
+LINGER_S: Final = 30.0
+MAX_LINGERING: Final = 256  # given-up calls remembered per run; past it the oldest is forgotten
 
 
 @attrs.define(eq=False)
@@ -44,12 +50,43 @@ class ClientRequests:
     asked_roots: bool = False  # it has asked for roots in this run, so it wants to hear of changes
     _asked: dict[RequestId, tuple[int, MailTarget, trio.CancelScope]] = attrs.field(factory=dict)
     _elicitations: OrderedDict[str, MailTarget] = attrs.field(factory=OrderedDict)
+    _ended: OrderedDict[str, None] = attrs.field(factory=OrderedDict)  # trace ids of calls ended lately
+    _lingering: OrderedDict[int, tuple[Call, float]] = attrs.field(factory=OrderedDict)  # id -> (call, until)
 
-    def take(self, request: Request, nursery: trio.Nursery) -> None:
+    def given_up(self, call: Call) -> None:
+        """The gateway gave up a call its backend may still be working on (a cancel, a timeout): for LINGER_S
+        it still owns what the backend asks (ask_owner.py), unless the backend answers it first."""
+        if can_ask(call):
+            self._lingering[call.call_id] = (call, trio.current_time() + LINGER_S)
+            while len(self._lingering) > MAX_LINGERING:
+                self._lingering.popitem(last=False)
+
+    def answered_late(self, call_id: object) -> None:
+        """The backend answered a call the gateway had given up: it is done there."""
+        if type(call_id) is int:
+            self._lingering.pop(call_id, None)  # type: ignore[call-overload]
+
+    def _still_lingering(self) -> list[Call]:
+        now = trio.current_time()
+        while self._lingering and next(iter(self._lingering.values()))[1] <= now:
+            self._lingering.popitem(last=False)  # insertion order is deadline order: one LINGER_S for all
+        return [call for call, _ in self._lingering.values()]
+
+    def call_ended(self, call: Call) -> None:
+        """A call left the in-flight table: a request naming its trace from now on is refused, never given to
+        another call's client. The last MAX_ENDED_TRACES are remembered."""
+        if call.trace is not None:
+            self._ended[call.trace] = None
+            if len(self._ended) > MAX_ENDED_TRACES:
+                self._ended.popitem(last=False)
+
+    def take(self, request: Request, nursery: trio.Nursery, streamed_on: object = None) -> None:
+        """A backend's request for a client; `streamed_on`: the id of the call on whose response stream it
+        came (HTTP), else None."""
         if request.method == "roots/list":
-            self._answer_roots(request, nursery)
+            self._answer_roots(request, nursery, streamed_on)
         else:
-            self._ask_client(request, nursery)
+            self._ask_client(request, nursery, streamed_on)
 
     def withdraw_all(self, reason: str) -> None:
         """The run is over: its questions to clients will never be wanted now."""
@@ -58,58 +95,51 @@ class ClientRequests:
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 target.send_nowait(Withdraw(ask_id, f"backend '{self.link.name}' is unavailable: {reason}"))
 
-    def _addressee(self, method: str) -> tuple[MailTarget | None, str]:
-        """The session a backend's request is for. roots/list: the one modern call in flight (it asks its
-        own client, for itself), else only a session that is alone, since the backend's roots are every
-        session's. Else the one whose calls are in flight here; with none, the only session connected.
-        Never a guess between two sessions: a sampling or elicitation request shown to the wrong user is
-        worse than an error."""
+    def _addressee(self, request: Request, streamed_on: object = None) -> tuple[MailTarget | None, str]:
+        """Where a backend's request goes: the place for asks of the call it belongs to (ask_owner.py),
+        even when that call's client is gone (the request is then refused there, never rerouted). A request
+        that is no call's goes to the only session connected. roots/list is the exception: the backend's
+        roots are every session's, so unless it belongs to a modern call (which asks its own client, for
+        itself), only a session that is alone answers it."""
+        owner = owner_of(
+            request.params, self.link.inflight, streamed_on, self._ended, self._still_lingering()
+        )
+        if request.method == "roots/list":
+            if owner.call is not None and owner.call.own_asks:
+                return owner.call.asks_to, ""
+            alone = "{} client sessions are connected and roots come only from a client alone"
+            return self._only_session(alone)
+        if owner.call is not None:
+            return owner.call.asks_to, ""
+        if owner.why_not:
+            return None, owner.why_not
+        return self._only_session("no call is in progress on it and {} client sessions are connected")
+
+    def _only_session(self, why_not_many: str) -> tuple[MailTarget | None, str]:
+        """The only session connected, or why there is none to take the request (`why_not_many` with the
+        number of sessions connected, when there are several)."""
         only = self.clients.only() if self.clients is not None else None
-        connected = len(self.clients) if self.clients is not None else 0
-        # A call parked while its client answers a round (session/bridge.py) is waiting on its own asks, so
-        # a new one comes from another call.
-        callers = {
-            id(c.asks_to): c.asks_to
-            for c in self.link.inflight.values()
-            if c.asks_to is not None and not getattr(c.asks_to, "parked", False)
-        }
-        if method == "roots/list":
-            bridged = [target for target in callers.values() if hasattr(target, "parked")]
-            if len(callers) == 1 and bridged:
-                return bridged[0], ""  # a modern client's call: its own roots, for this call
-            if only is not None:
-                return only, ""
-            return None, (
-                "no client session is connected"
-                if connected == 0
-                else f"{connected} client sessions are connected and roots come only from a client alone"
-            )
-        if len(callers) == 1:
-            return next(iter(callers.values())), ""
-        if len(callers) > 1:
-            return None, f"calls from {len(callers)} client sessions are in progress on it; it is ambiguous"
         if only is not None:
             return only, ""
-        return None, (
-            "no client session is connected"
-            if connected == 0
-            else f"no call is in progress on it and {connected} client sessions are connected"
-        )
+        connected = len(self.clients) if self.clients is not None else 0
+        if connected == 0:
+            return None, "no client session is connected"
+        return None, why_not_many.format(connected)
 
-    def _answer_roots(self, request: Request, nursery: trio.Nursery) -> None:
+    def _answer_roots(self, request: Request, nursery: trio.Nursery, streamed_on: object) -> None:
         """roots/list by the backend's `roots` key: refused ("none", the capability was not offered), the
         operator's URIs, or the one client session's answer ("client")."""
         self.asked_roots = True
         if isinstance(self.roots, tuple):
             nursery.start_soon(self.link.send, Response(request.id, {"roots": fixed_roots(self.roots)}))
         elif self.roots == "client":
-            self._ask_client(request, nursery)
+            self._ask_client(request, nursery, streamed_on)
         else:
             logger.debug("refused its roots/list: the gateway offers it no roots")
             error = RpcError(METHOD_NOT_FOUND, "the gateway offers no roots to this server")
             nursery.start_soon(self.link.send, ErrorResponse(request.id, error))
 
-    def _ask_client(self, request: Request, nursery: trio.Nursery) -> None:
+    def _ask_client(self, request: Request, nursery: trio.Nursery, streamed_on: object) -> None:
         if request.params is not None and not isinstance(request.params, dict):
             self._refuse(request, "its params are not an object", nursery, INVALID_PARAMS)
             return
@@ -121,7 +151,7 @@ class ClientRequests:
         if request.id in self._asked:
             self._refuse(request, f"its id {shown(request.id)} is in use by its request pending", nursery)
             return
-        target, why_not = self._addressee(request.method)
+        target, why_not = self._addressee(request, streamed_on)
         if target is None:
             self._refuse(request, why_not, nursery)
             return

@@ -107,6 +107,8 @@ class BackendLink:
     # an error answer to take before its caller gets it; True when taken (and answered) there
     on_error: Callable[[Call, RpcError], bool] | None = None
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # the backend's, across runs
+    # the id of the call on whose response stream a request of the backend came (HTTP), else None
+    stream_of: Callable[[object], object] | None = None
     client_requests: ClientRequests = attrs.field(init=False)
     # call id -> deadline of the calls the sweep answers, oldest first: one timeout for every call, so
     # insertion order is deadline order and the sweep looks only at the front
@@ -162,8 +164,10 @@ class BackendLink:
 
     def cancel_frame(self, cancel: Cancel) -> bytes | None:
         """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""
-        if self._forget(cancel.call_id) is None:
+        call = self._forget(cancel.call_id)
+        if call is None:
             return None
+        self.client_requests.given_up(call)  # the backend may go on with it a while
         return _cancelled(cancel.call_id, cancel.reason)
 
     def _forget(self, call_id: object) -> Call | None:
@@ -171,7 +175,10 @@ class BackendLink:
         if not _is_call_id(call_id):
             return None
         self._deadlines.pop(call_id, None)  # type: ignore[call-overload]
-        return self.inflight.pop(call_id, None)  # type: ignore[call-overload]
+        call = self.inflight.pop(call_id, None)  # type: ignore[call-overload]
+        if call is not None and call.trace is not None:
+            self.client_requests.call_ended(call)
+        return call
 
     async def sweep(self) -> None:
         """One timer for every call: wakes at the oldest call's deadline, answers the calls past theirs with
@@ -186,6 +193,8 @@ class BackendLink:
                     break
                 del self._deadlines[call_id]
                 call = self.inflight.pop(call_id)
+                self.client_requests.call_ended(call)
+                self.client_requests.given_up(call)
                 error = timed_out(self.name, call.method, self.request_timeout_s)
                 self._answered(call, error, deadline)
                 answer(call, Reply(error=error))
@@ -240,6 +249,8 @@ class BackendLink:
     def _dispatch(
         self, message: Request | Notification | Response | ErrorResponse, nursery: trio.Nursery
     ) -> None:
+        # the call on whose response stream a request came, told once, whatever the request (HTTP)
+        streamed_on = self.stream_of(message.id) if self.stream_of and isinstance(message, Request) else None
         match message:
             case Response(id=request_id, result=result):
                 self._settle(request_id, Reply(result=result))
@@ -256,7 +267,7 @@ class BackendLink:
             case Request(id=request_id, method="ping"):
                 nursery.start_soon(self.send, Response(request_id, {}))
             case Request(method=method) if method in CLIENT_METHODS:
-                self.client_requests.take(message, nursery)
+                self.client_requests.take(message, nursery, streamed_on)
             case Request(id=request_id, method=method):
                 error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {clip(method)} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
@@ -265,6 +276,7 @@ class BackendLink:
         deadline = self._deadlines.get(request_id)  # type: ignore[arg-type]  # a timed call's: a client's
         call = self._forget(request_id)
         if call is None:
+            self.client_requests.answered_late(request_id)  # a call given up: done at the backend now
             self.drop(f"dropped a response to unknown or cancelled request id {shown(request_id)}")
             return
         if reply.error is None and not isinstance(reply.result, dict):  # every MCP result is an object

@@ -29,7 +29,7 @@ from loguru import logger
 
 from actors.backends.era import DISCOVER
 from actors.backends.http_headers import ParamHeaders, modern_headers
-from actors.backends.sse import TooLargeError, answers, sse_events
+from actors.backends.sse import StreamOrigins, TooLargeError, is_answer, read_event, sse_events
 from actors.framing.transport import receive_or_end
 from actors.protocol.eras import is_modern_request
 
@@ -63,6 +63,7 @@ class HttpBackendTransport:
         self.modern = False  # MCP 2026-07-28: set by the backend actor once the probe said so
         self.param_headers: ParamHeaders = {}  # a modern backend's tools' x-mcp-header declarations
         self._posts: dict[Any, trio.CancelScope] = {}  # a modern backend's requests in flight, by id
+        self.origins = StreamOrigins()  # the server's requests that came on a call's response stream
 
     @classmethod
     async def connect(
@@ -253,8 +254,10 @@ class HttpBackendTransport:
             last_id = event_id or last_id
             if not data:
                 continue
-            if request_id is not None and answers(data, request_id):
-                answered = True
+            if request_id is not None:
+                message = read_event(data)
+                answered = is_answer(message, request_id)
+                self.origins.note(message, request_id)
             await self._push(data)
             if answered:
                 break

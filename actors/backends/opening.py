@@ -73,6 +73,8 @@ def link_over(
         clients=backend.clients,
         roots=backend.roots,
         meter=backend.meter,
+        # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
+        stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
     )
 
 

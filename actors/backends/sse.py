@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import orjson
+
+MAX_ORIGINS: Final = 1024  # server requests noted with the stream they came on and not yet looked up
 
 
 class TooLargeError(Exception):
@@ -37,10 +40,50 @@ async def sse_events(response: httpx2.Response, max_bytes: int) -> AsyncIterator
             event_id = value
 
 
-def answers(data: bytes, request_id: Any) -> bool:
-    """Whether an event's data is the response to `request_id`."""
+def read_event(data: bytes) -> dict[str, Any] | None:
+    """An event's data as a JSON object, else None (the backend link says what is wrong with it)."""
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(message, dict) and "method" not in message and message.get("id") == request_id
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def is_answer(message: dict[str, Any] | None, request_id: Any) -> bool:
+    return message is not None and "method" not in message and message.get("id") == request_id
+
+
+def request_id_of(message: dict[str, Any] | None) -> int | str | None:
+    """The id of a request (not a notification, not a response), when it is one an id can be."""
+    if message is None or "method" not in message:
+        return None
+    request_id = message.get("id")
+    return request_id if isinstance(request_id, str) or type(request_id) is int else None
+
+
+class StreamOrigins:
+    """The server's requests that came on the response stream of one of the gateway's requests: each one's
+    id -> the id of the request whose stream it came on (the call it belongs to: backends/ask_owner.py).
+    At most MAX_ORIGINS, the oldest forgotten first; an entry is freed when it is looked up."""
+
+    def __init__(self) -> None:
+        self._origins: OrderedDict[int | str, Any] = OrderedDict()
+
+    def note(self, message: dict[str, Any] | None, stream_of: Any) -> None:
+        asked = request_id_of(message)
+        if asked is None:
+            return
+        self._origins[asked] = stream_of
+        self._origins.move_to_end(asked)
+        while len(self._origins) > MAX_ORIGINS:
+            self._origins.popitem(last=False)
+
+    def pop(self, asked: object) -> object:
+        """The id of the request on whose stream `asked` came; None when it came on the standalone stream or
+        is not known."""
+        if isinstance(asked, str) or type(asked) is int:
+            return self._origins.pop(asked, None)  # type: ignore[call-overload]
+        return None
+
+    def __len__(self) -> int:
+        return len(self._origins)

@@ -74,6 +74,9 @@ class Call:
     envelope: ModernEnvelope | None = attrs.field(default=None, repr=False)
     # a legacy (initialize-era) session's call: a backend of both eras takes it over its legacy lane
     from_legacy: bool = False
+    # its asks go to a place of its own (a modern call's), not to a session's mailbox shared by its calls
+    own_asks: bool = False
+    trace: str | None = None  # the trace id of its traceparent: what its backend's requests name it by
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -106,7 +109,8 @@ ToClient = Ask | Withdraw | Notification
 
 class MailTarget(Protocol):
     """Where a backend puts what it has for the client of a call: the session's mailbox (a channel's send
-    end), or a modern call's own place for asks (session/modern.py)."""
+    end), or a modern call's own place for asks (session/bridge.py, session/modern.py; `Call.own_asks`).
+    A target whose client is gone refuses what it is sent (raises, or answers the Ask with an error)."""
 
     def send_nowait(self, value: Any) -> None: ...
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from actors.protocol.eras import CACHEABLE_METHODS, SERVER_INFO_KEY
+from actors.protocol.eras import CACHEABLE_METHODS, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY
 
 COMPLETE: Final = "complete"
 INPUT_REQUIRED: Final = "input_required"
 PUBLIC: Final = "public"  # may be shared across authorization contexts
 PRIVATE: Final = "private"  # may be reused only within the same one
 MAX_TTL_MS: Final = 2**53 - 1  # the largest integer every JSON peer reads exactly (a JavaScript safe integer)
+# What only 2026-07-28 puts on a result or a notification, and a client of the handshake era never gets
+# (the trace keys and any other `_meta` key travel in either era).
+MODERN_RESULT_FIELDS: Final = frozenset({"ttlMs", "cacheScope"})
+MODERN_META_KEYS: Final = frozenset({SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY})
 CacheHint = tuple[int | None, str | None]  # (ttlMs, cacheScope) a peer gave; None where it gave none
 
 
@@ -75,3 +79,27 @@ def merge_cache_hints(
 
 def _is_ttl(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TTL_MS
+
+
+def legacy_result(result: Any) -> Any:
+    """A (modern) peer's result or notification params as a client of the handshake era gets them: without
+    `resultType: "complete"`, the caching hints and the era's `_meta` keys (the server's identity, a listen's
+    id), `_meta` dropped once empty; everything else kept. An `input_required` result is kept whole: it is
+    for the gateway's shim (session/shim.py), which never shows it to the client. Copies, never edits; a
+    result with nothing to strip (every legacy backend's) is returned as it is."""
+    if not isinstance(result, dict) or result.get("resultType") == INPUT_REQUIRED:
+        return result
+    meta = result.get("_meta")
+    modern_meta = isinstance(meta, dict) and not MODERN_META_KEYS.isdisjoint(meta)
+    if "resultType" not in result and MODERN_RESULT_FIELDS.isdisjoint(result) and not modern_meta:
+        return result
+    legacy = {key: value for key, value in result.items() if key not in MODERN_RESULT_FIELDS}
+    if legacy.get("resultType") == COMPLETE:
+        del legacy["resultType"]
+    if modern_meta:
+        kept = {key: value for key, value in meta.items() if key not in MODERN_META_KEYS}  # type: ignore[union-attr]
+        if kept:
+            legacy["_meta"] = kept
+        else:
+            del legacy["_meta"]
+    return legacy

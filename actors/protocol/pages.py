@@ -1,7 +1,11 @@
 """Pages of the aggregated lists, with cursors of the gateway's own.
 
-A cursor is opaque to clients: the list's version and an offset. It stays valid while that list does not
-change; after a change it is refused with -32602 and the client lists from the start.
+A cursor is opaque to clients: the list's version and an offset. It is good while that list does not
+change. A cursor that is not good (minted before the list changed, as it does when a backend restarts, or
+by another gateway process, or never minted at all) starts the listing again: the answer is the first page.
+No SDK retries a paged listing refused with -32602 (the TypeScript SDK's listTools hands the error to its
+caller), and the gateway cannot tell a stale cursor from a made-up one, which earns nothing more. A cursor
+that is not a string, or longer than any cursor the gateway makes, is a malformed request: -32602.
 """
 
 from __future__ import annotations
@@ -9,10 +13,12 @@ from __future__ import annotations
 import base64
 from typing import Any, Final
 
+from loguru import logger
+
 from actors.protocol.errors import INVALID_PARAMS, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 
-MAX_CURSOR_CHARS: Final = 64  # ours are about 20; a longer one is not ours and is not decoded
+MAX_CURSOR_CHARS: Final = 64  # ours are about 20; a longer one is no gateway's: refused, never decoded
 
 
 def page(
@@ -24,12 +30,15 @@ def page(
     if cursor is not None and not isinstance(cursor, str):
         message = "Invalid params: cursor must be a string"
         return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
+    if cursor is not None and len(cursor) > MAX_CURSOR_CHARS:
+        message = f"Invalid params: cursor is longer than {MAX_CURSOR_CHARS} characters: not a cursor of ours"
+        return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
     if cursor is not None:
         offset = read_cursor(cursor, version)
         if offset is None or offset > len(items):
-            message = f"Invalid params: unknown cursor, or the {key} changed since; list from the start"
-            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
-        start = offset
+            logger.debug("a cursor of {} that is not good now (stale or unknown): the first page", key)
+        else:
+            start = offset
     end = start + size
     result: dict[str, Any] = {key: items[start:end]}
     if end < len(items):

@@ -63,7 +63,9 @@ class BridgedCall:
         asks), the client's retries (`Bridges.resume`).
     Sends: input_required or the backend's answer to the current target; the client's answers to the asks;
         a Cancel to the backend when the client is gone for good.
-    Stops when: the backend answers a target, the call fails, or no retry comes within ttl_s.
+    Stops when: the backend answers a target, the call fails, its client cancels it or its session ends
+        while a request of it is in flight (Forwarder.stop), or no retry comes within ttl_s; then it leaves
+        the table and its timers are cancelled.
     Errors: an ask the client did not declare the capability for fails the call with -32021 (D7)."""
 
     table: Bridges
@@ -80,14 +82,11 @@ class BridgedCall:
     pending: dict[str, Ask] = attrs.field(factory=dict)  # asks the client has not answered, by key
     answered: Reply | None = None  # the backend's answer, come while no request waited for it
     round: int = 0  # the round a retry's state must name
+    client: str = ""  # whose it is, as Bridges caps calls per client
     gathering: bool = False
     closed: bool = False
-
-    @property
-    def parked(self) -> bool:
-        """Waiting for the client's retry: its backend's handler waits for the answers to its asks, so a new
-        ask from that backend is another call's (backends/client_requests.py)."""
-        return self.target is None and not self.closed
+    _gather: trio.CancelScope | None = None  # the timer of the asks being gathered
+    _expiry: trio.CancelScope | None = None  # the timer of the round the client is to retry
 
     # --- the backend's side ---------------------------------------------------------------------------
 
@@ -139,7 +138,7 @@ class BridgedCall:
         self.pending[key] = ask
         if self.target is not None and not self.gathering:
             self.gathering = True
-            self.table.after(self.table.gather_s, self._ask_client)
+            self._gather = self.table.after(self.table.gather_s, self._ask_client)
 
     def _wrapped(self, result: dict[str, Any]) -> Reply:
         """A modern backend's input_required, its requestState sealed inside the gateway's, bound like a
@@ -201,7 +200,9 @@ class BridgedCall:
         result = {"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state}
         target.fill(Reply(result=result))
         waited_round = self.round
-        self.table.after(self.table.ttl_s, lambda: self._expire(waited_round))
+        if self._expiry is not None:
+            self._expiry.cancel()  # the round before: retried, so its timer has nothing left to do
+        self._expiry = self.table.after(self.table.ttl_s, lambda: self._expire(waited_round))
 
     def attach(
         self, target: Target, responses: dict[str, Any], capabilities: dict[str, Any]
@@ -254,10 +255,14 @@ class BridgedCall:
                 self.backend.calls.send_nowait(Cancel(self.call_id, reason))
 
     def close(self, reason: str) -> None:
+        """The call is over: open asks are refused, it leaves the table, its timers are cancelled."""
         if self.closed:
             return
         self.closed = True
-        self.table.calls.pop(self.handle, None)
+        self.table.forget(self)
+        for timer in (self._gather, self._expiry):
+            if timer is not None:
+                timer.cancel()
         for ask in self.pending.values():
             answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
         self.pending.clear()

@@ -136,8 +136,7 @@ class Dispatcher:
         finally:
             self.forwarder.background = None  # closed: what cannot be sent at once waits for the flush
             for entry in self.inflight.entries.values():  # still owed (a crash answers them): the backends
-                if entry.forwarded is not None:  # stop working on them
-                    self.forwarder.cancel(*entry.forwarded, "the client session ended")
+                self.forwarder.abandon(entry, "the client session ended")  # stop working on them
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
             release_subscriptions(self)
@@ -294,7 +293,7 @@ class Dispatcher:
             assert outcome is not None
             if isinstance(outcome, Resume):
                 assert call is not None
-                return await modern.resumed(self, request, call)
+                return await modern.resumed(self, request, call, entry)
             if not isinstance(outcome, Forward):
                 return outcome
             answer = await shim.forwarded(self, outcome, request.id, entry)

@@ -14,12 +14,14 @@ from typing import Final
 import attrs
 import trio
 
+from actors.backends.ask_owner import with_trace
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
+from actors.protocol.modern_results import legacy_result
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
 from actors.session.fields import progress_token
@@ -59,6 +61,7 @@ class Forwarder:
 
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
+        params, trace = with_trace(forward.method, params)  # what its backend asks while serving it names it
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
         notify_to = self.outbox if token is not None else None
@@ -67,19 +70,23 @@ class Forwarder:
             reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope, from_legacy=True,
+                self.envelope, from_legacy=True, trace=trace,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
         # reach it alone.
-        bridged = self.bridges.open_for(modern, self.subject, reply_to) if self.bridges else None
+        bridged = (
+            self.bridges.open_for(modern, self.subject, reply_to, self.session) if self.bridges else None
+        )
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
-            modern.log, modern.envelope,
+            modern.log, modern.envelope, own_asks=True, trace=trace,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id
+            if entry is not None:
+                entry.bridge = bridged
         return call
 
     def now(self, entry: InFlight, forward: Forward) -> None:
@@ -140,7 +147,9 @@ class Forwarder:
                 entry.forwarded = None
         if reply.error is not None:
             return ErrorResponse(request_id, reply.error)
-        result = reply.result
+        result = (
+            reply.result if entry is not None and entry.modern is not None else legacy_result(reply.result)
+        )
         if forward.rewrite is not None and isinstance(result, dict):
             result = forward.rewrite(result)
         return Response(request_id, result)
@@ -167,12 +176,23 @@ class Forwarder:
         self.commands.send(backend.calls, Cancel(call_id, reason), self.background)
 
     def stop(self, entry: InFlight, reason: str) -> None:
-        """Give up on a request now: the backend is told (if it has the call), and the entry is answered with
-        SHUTTING_DOWN unless the client cancelled it. A task serving it is cancelled and answers itself."""
-        if entry.forwarded is not None:
-            self.cancel(*entry.forwarded, reason)
-            entry.forwarded = None
+        """Give up on a request now: the backend is told (if it has the call), a bridged call it is a request
+        of ends (session/bridge.py), and the entry is answered with SHUTTING_DOWN unless the client cancelled
+        it. A task serving it is cancelled and answers itself."""
+        self.abandon(entry, reason)
         if entry.scope is not None:
             entry.scope.cancel()
         else:
             entry.fill(Reply(error=SHUTTING_DOWN))
+
+    def abandon(self, entry: InFlight, reason: str) -> None:
+        """The backend stops working on the request's call (if it has it), and a bridged call the request is
+        of ends: the client gave it up, so nothing of it is kept for a retry."""
+        bridge, entry.bridge = entry.bridge, None
+        if entry.forwarded is not None:
+            self.cancel(*entry.forwarded, reason)
+            entry.forwarded = None
+        elif bridge is not None and bridge.backend is not None and bridge.call_id and not bridge.closed:
+            self.cancel(bridge.backend, bridge.call_id, reason)
+        if bridge is not None:
+            bridge.close(reason)

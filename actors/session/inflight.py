@@ -21,8 +21,10 @@ import trio
 from actors.catalog import BackendStatus
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
+from actors.protocol.modern_results import legacy_result
 
 if TYPE_CHECKING:
+    from actors.session.bridge import BridgedCall
     from actors.session.forward import Forward
     from actors.session.modern import ModernCall
 
@@ -87,6 +89,7 @@ class InFlight:
     rewrite: Rewrite | None = None  # applied to a successful result before the client sees it
     modern: ModernCall | None = None  # a request of the 2026-07-28 era: its answer is encoded for that era
     forward: Forward | None = None  # what was forwarded: a modern backend's input_required calls it again
+    bridge: BridgedCall | None = None  # the bridged call it is a request of: stopping it ends that call
     done: bool = False
 
     def fill(self, reply: Reply) -> None:
@@ -112,8 +115,7 @@ class InFlight:
             result = reply.result
             if self.rewrite is not None and isinstance(result, dict):
                 result = self.rewrite(result)
-            if self.modern is not None:
-                result = self.modern.result(result)
+            result = self.modern.result(result) if self.modern is not None else legacy_result(result)
             message = Response(self.request_id, result)
         self.table.answers.deliver(message)
 

@@ -8,6 +8,7 @@ import attrs
 
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
+from actors.protocol.modern_results import legacy_result
 from actors.protocol.versions import LOG_LEVELS
 from actors.session.fields import invalid_field
 
@@ -34,7 +35,7 @@ def for_client(d: Dispatcher, event: BackendEvent) -> Notification | None:
     if not d.client_ready.is_set():
         return None
     note = event.notification
-    params = note.params if note.params is not None else {}
+    params = legacy_result(note.params) if note.params is not None else {}  # a modern backend's _meta keys
     source = f"backend {event.backend}"
     if not isinstance(params, dict):
         d.drop(note.method, "its params are not an object", source)
@@ -44,7 +45,7 @@ def for_client(d: Dispatcher, event: BackendEvent) -> Notification | None:
         if not isinstance(level, str):
             d.drop(note.method, "its level is not a string", source)
         elif LOG_SEVERITY.get(level, 0) >= d.log_level:
-            return note
+            return note if params is note.params else Notification(note.method, params)
     elif note.method == "notifications/resources/updated":
         uri = params.get("uri")
         if not isinstance(uri, str):

@@ -192,8 +192,11 @@ def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
     )
 
 
-def resume(d: Dispatcher, request_id: RequestId, call: ModernCall, target: Target) -> Message | None:
-    """A retry carrying a requestState: attached to the call it continues (None), or its refusal."""
+def resume(
+    d: Dispatcher, request_id: RequestId, call: ModernCall, target: Target, entry: InFlight | None = None
+) -> Message | None:
+    """A retry carrying a requestState: attached to the call it continues (None), or its refusal. The retry's
+    entry (`target` itself, or `entry` when a task waits for it) ends the call when it is stopped."""
     outcome = d.settings.bridges.resume(
         method=call.method,
         params=call.params,
@@ -205,8 +208,11 @@ def resume(d: Dispatcher, request_id: RequestId, call: ModernCall, target: Targe
     )
     if isinstance(outcome, RpcError):
         return call.encode(ErrorResponse(request_id, outcome))
-    if isinstance(target, InFlight) and not target.done and outcome.backend is not None:
-        target.forwarded = (outcome.backend, outcome.call_id)  # a cancel of the retry reaches the backend
+    holder = target if isinstance(target, InFlight) else entry
+    if holder is not None and not holder.done:
+        holder.bridge = outcome  # a cancel of the retry ends the call
+        if holder is target and outcome.backend is not None:
+            holder.forwarded = (outcome.backend, outcome.call_id)  # and reaches the backend
     return None
 
 
@@ -295,10 +301,13 @@ def list_hint(d: Dispatcher, method: str) -> tuple[int, str]:
     return merge_cache_hints(hints, per_caller_policy=d.subject is not None or bool(d.settings.middleware))
 
 
-async def resumed(d: Dispatcher, request: Request, call: ModernCall) -> Message:
-    """A retry served in a task: attached to its parked call through a slot, then its answer."""
+async def resumed(
+    d: Dispatcher, request: Request, call: ModernCall, entry: InFlight | None = None
+) -> Message:
+    """A retry served in a task: attached to its parked call through a slot, then its answer. Its entry (the
+    request's, in flight) ends the call when it is stopped."""
     slot = ReplySlot()
-    refused = resume(d, request.id, call, slot)
+    refused = resume(d, request.id, call, slot, entry)
     if refused is not None:
         return refused
     reply = await slot.wait()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -24,13 +26,15 @@ if TYPE_CHECKING:
 GATHER_S: Final = 0.05  # how long asks are gathered before the client is asked (D5)
 TTL_S: Final = 300.0  # how long a parked call waits for the client's retry
 MAX_PARKED: Final = 1024  # calls parked at once, gateway-wide; past it an ask is refused
+MAX_PARKED_PER_CLIENT: Final = 64  # of those, one client's (its principal, else its session): not all
 
 
 @attrs.define(eq=False, kw_only=True)
 class Bridges:
     """Owns: the gateway's parked calls, by handle, and the key their states are signed with.
     Receives: new bridged calls (`open`), retries (`resume`).
-    Sends: timers to the nursery the gateway gives it (without one, as in unit tests: at once).
+    Sends: timers to the nursery the gateway gives it (without one, as in unit tests: at once); each timer
+        runs under a scope its call cancels when it ends, so an ended call leaves no task behind.
     Stops when: the gateway does; parked calls then end with their backends."""
 
     key: RequestStateKey = attrs.field(factory=RequestStateKey)
@@ -38,6 +42,7 @@ class Bridges:
     ttl_s: float = TTL_S
     nursery: trio.Nursery | None = None
     calls: dict[str, BridgedCall] = attrs.field(factory=dict)
+    opened_by: Counter[str] = attrs.field(factory=Counter)  # client -> its calls in `calls`
 
     def open(
         self,
@@ -48,9 +53,13 @@ class Bridges:
         capabilities: dict[str, Any],
         responses: dict[str, Any],
         target: Target,
+        session: str = "",
     ) -> BridgedCall | None:
-        """A call to bridge, or None when too many are parked (its asks are then refused)."""
-        if len(self.calls) >= MAX_PARKED:
+        """A call to bridge, or None when too many are parked, gateway-wide or by its client: the principal
+        when there is one (its calls may come on many connections), else `session` (its asks are then
+        refused)."""
+        client = f"principal:{principal}" if principal is not None else f"session:{session}"
+        if len(self.calls) >= MAX_PARKED or self.opened_by[client] >= MAX_PARKED_PER_CLIENT:
             return None
         call = BridgedCall(
             table=self,
@@ -62,11 +71,22 @@ class Bridges:
             capabilities=capabilities,
             responses=responses,
             target=target,
+            client=client,
         )
         self.calls[call.handle] = call
+        self.opened_by[client] += 1
         return call
 
-    def open_for(self, call: ModernCall, principal: str | None, target: Target) -> BridgedCall | None:
+    def forget(self, call: BridgedCall) -> None:
+        """An ended call leaves the table (BridgedCall.close)."""
+        if self.calls.pop(call.handle, None) is call:
+            self.opened_by[call.client] -= 1
+            if not self.opened_by[call.client]:
+                del self.opened_by[call.client]
+
+    def open_for(
+        self, call: ModernCall, principal: str | None, target: Target, session: str = ""
+    ) -> BridgedCall | None:
         """The bridge of a modern call that may need the client's input (tools/call, prompts/get,
         resources/read): the reply-to and the place for asks of its call to the backend. None for other
         methods, or when too many calls are parked."""
@@ -79,6 +99,7 @@ class Bridges:
             capabilities=call.envelope.client_capabilities,
             responses=call.responses,
             target=target,
+            session=session,
         )
 
     def resume(
@@ -131,17 +152,21 @@ class Bridges:
             return RequestStateError("not this request's").to_rpc_error()
         return payload
 
-    def after(self, delay_s: float, action: Any) -> None:
+    def after(self, delay_s: float, action: Callable[[], None]) -> trio.CancelScope:
+        """Run `action` after `delay_s`, unless the scope returned is cancelled first."""
+        scope = trio.CancelScope()
         if self.nursery is None:
             if delay_s < self.ttl_s:
                 action()
-            return
-        self.nursery.start_soon(_later, delay_s, action)
+        else:
+            self.nursery.start_soon(_later, delay_s, action, scope)
+        return scope
 
 
-async def _later(delay_s: float, action: Any) -> None:
-    await trio.sleep(delay_s)
-    action()
+async def _later(delay_s: float, action: Callable[[], None], scope: trio.CancelScope) -> None:
+    with scope:
+        await trio.sleep(delay_s)
+        action()
 
 
 def subject_of(method: str, params: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
         [--exit-after-initialize] [--exit-on-discover] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
+        [--no-trace-context]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
 stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, client_view, send_raw.
@@ -567,6 +568,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bad-tools", action="store_true", help="list malformed tool entries too")
     parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin ends")
     parser.add_argument("--ignore-sigterm", action="store_true", help="with --ignore-stdin-eof")
+    parser.add_argument(
+        "--no-trace-context", action="store_true", help="send requests to the client without trace context"
+    )
     args = parser.parse_args(argv)
     if args.ignore_sigterm and not args.ignore_stdin_eof:
         parser.error("--ignore-sigterm needs --ignore-stdin-eof")
@@ -588,6 +592,7 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     server = ToolServer(args.name, VERSION, args.instructions)
     server.page_size = args.page_size
     server.exit_on_eof = not args.ignore_stdin_eof
+    server.trace_context = not args.no_trace_context
     only = set(_only(args)) or set(TOOLS)
     for name, (handler, description, input_schema, output_schema) in TOOLS.items():
         if name in only:

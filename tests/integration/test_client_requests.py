@@ -10,27 +10,9 @@ import mcp_types as types
 import trio
 from mcp import Client
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
+from support import DEADLINE_S, backend_entry, running, sampler, with_websocket, write_config
 
 ASK = "ask_client"
-
-
-def sampler(name: str, entered: trio.Event | None = None, release: trio.Event | None = None) -> Any:
-    """A sampling callback that answers with its client's name (after `release`, when given)."""
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        if entered is not None:
-            entered.set()
-        if release is not None:
-            await release.wait()
-        prompt = params.messages[0].content.text  # type: ignore[union-attr]
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text=f"{name} answers {prompt}"),
-            model=f"model-of-{name}",
-        )
-
-    return sample
 
 
 def sampling_request(text: str) -> dict[str, Any]:
@@ -180,7 +162,10 @@ async def test_roots_come_only_from_a_client_alone_and_a_change_of_client_is_ann
 
 async def test_a_request_that_could_be_for_either_of_two_sessions_is_refused(tmp_path: Path) -> None:
     config = with_websocket(
-        write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK},sleep")])
+        # a backend whose requests carry no trace context (as a TypeScript SDK server's): nothing says whose
+        write_config(
+            tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK},sleep", "--no-trace-context")]
+        )
     )
     async with running(config) as gateway:
         url = gateway.websocket_url
@@ -227,3 +212,32 @@ async def test_a_request_the_backend_withdraws_is_cancelled_at_the_client(tmp_pa
             assert answer["error"]["code"] == -32001
             with trio.fail_after(DEADLINE_S):
                 await cancelled.wait()
+
+
+async def test_two_clients_asking_at_once_through_one_backend_that_carries_trace_context(
+    tmp_path: Path,
+) -> None:
+    """The backend carries each call's trace context into what it asks while serving it (the test backend
+    does by default, as the Python SDK does): with A's and B's calls both asking on alpha at once, each
+    request names its call, so each client answers its own."""
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", f"--only={ASK}")]))
+    a_entered, b_answered = trio.Event(), trio.Event()
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        async with (
+            websocket_client(url, sampling_callback=sampler("A", a_entered, release=b_answered)) as a,
+            websocket_client(url, sampling_callback=sampler("B", b_answered)) as b,
+        ):
+            answers: dict[str, Any] = {}
+
+            async def a_asks() -> None:
+                answers["A"] = await ask(a, ASK, **sampling_request("from A"))
+
+            with trio.fail_after(DEADLINE_S):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(a_asks)
+                    await a_entered.wait()  # A's question is open at its client while B's call asks
+                    answers["B"] = await ask(b, ASK, **sampling_request("from B"))
+    assert answers["A"]["result"]["content"]["text"] == "A answers from A"
+    assert answers["B"]["result"]["content"]["text"] == "B answers from B"

@@ -224,6 +224,7 @@ async def test_a_backends_ask_becomes_input_required_and_the_retry_answers_it(ga
     first = (await gateway.answer_to(1))["result"]
     assert first["resultType"] == "input_required"
     ((key, asked),) = first["inputRequests"].items()
+    assert asked["params"].pop("_meta")["traceparent"]  # the call's trace context, carried by the backend
     assert asked == {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
     state = first["requestState"]
 

@@ -96,7 +96,7 @@ async def test_bad_params_get_invalid_params(gateway: RawClient) -> None:
     assert unknown["error"]["code"] == -32602 and "nope" in unknown["error"]["message"]
     await gateway.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": [1, 2]})
     assert (await gateway.answer_to(3))["error"]["code"] == -32602
-    await gateway.request(4, "tools/list", {"cursor": "no-such-page"})
+    await gateway.request(4, "tools/list", {"cursor": ["not", "a", "string"]})
     assert (await gateway.answer_to(4))["error"]["code"] == -32602
     await gateway.request(5, "no/such/method")
     assert (await gateway.answer_to(5))["error"]["code"] == -32601

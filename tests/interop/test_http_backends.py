@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from support import (
     backend_entry,
     progress_and_sampling,
     running,
+    sampler,
     with_http,
     write_config,
 )
@@ -83,7 +86,9 @@ async def test_a_gateway_behind_a_gateway_over_http_and_a_new_session_after_404(
                     assert list(inner.http_listener._sessions) != [session_id]
 
 
-async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path) -> None:
+@asynccontextmanager
+async def server_everything(node: Path) -> AsyncIterator[str]:
+    """The reference server-everything over Streamable HTTP on a free port: its URL."""
     port = free_port()
     environment = {**os.environ, "PORT": str(port)}
     server = await trio.lowlevel.open_process(
@@ -97,7 +102,14 @@ async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path
                 chunk = await server.stderr.receive_some()
                 assert chunk, seen.decode()
                 seen += chunk
-        url = f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.kill()
+        await server.wait()
+
+
+async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path) -> None:
+    async with server_everything(node) as url:
         config = with_http(write_config(tmp_path / "g.toml", [{"name": "everything", "url": url}]))
         async with running(config) as gateway:
             assert gateway.http_url is not None
@@ -113,6 +125,41 @@ async def test_server_everything_over_streamable_http(tmp_path: Path, node: Path
                     assert "sampled at the far end" in sampled.content[0].text  # type: ignore[union-attr]
                     prompts = [prompt.name for prompt in (await client.list_prompts()).prompts]
                     assert prompts
-    finally:
-        server.kill()
-        await server.wait()
+
+
+async def test_each_sampling_request_of_an_http_backend_goes_to_the_client_whose_call_streamed_it(
+    tmp_path: Path, node: Path
+) -> None:
+    """Two clients' calls at once on one HTTP backend: the TypeScript SDK sends a tool's sampling request on
+    the response stream of the POST of that call, and that stream alone says whose it is (the server sends
+    no trace context)."""
+    a_asked, b_answered = trio.Event(), trio.Event()
+    async with server_everything(node) as url:
+        config = with_http(write_config(tmp_path / "g.toml", [{"name": "everything", "url": url}]))
+        async with running(config) as gateway:
+            assert gateway.http_url is not None
+            answers: dict[str, str] = {}
+            with trio.fail_after(DEADLINE_S):
+                async with (
+                    Client(
+                        streamable_http_client(gateway.http_url),
+                        mode="legacy",
+                        sampling_callback=sampler("A", a_asked, b_answered),
+                    ) as a,
+                    Client(
+                        streamable_http_client(gateway.http_url),
+                        mode="legacy",
+                        sampling_callback=sampler("B", b_answered),
+                    ) as b,
+                ):
+
+                    async def call(name: str, client: Client) -> None:
+                        result = await client.call_tool("trigger-sampling-request", {"prompt": name})
+                        answers[name] = result.content[0].text  # type: ignore[union-attr]
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(call, "A", a)
+                        await a_asked.wait()  # A's question is open while B calls and is asked
+                        await call("B", b)
+    assert "A answers" in answers["A"] and "B answers" not in answers["A"]
+    assert "B answers" in answers["B"] and "A answers" not in answers["B"]

@@ -13,6 +13,10 @@ from actors.protocol.envelopes import Ask, Call, ReplySlot, ToClient, Withdraw
 from actors.protocol.errors import URL_ELICITATION_REQUIRED
 from actors.protocol.messages import ErrorResponse, Notification, Request, RpcError
 
+SAMPLE, ELICIT, ROOTS = (
+    Request(9, m) for m in ("sampling/createMessage", "elicitation/create", "roots/list")
+)
+
 
 def session_channel() -> tuple[trio.MemorySendChannel[ToClient], trio.MemoryReceiveChannel[ToClient]]:
     return trio.open_memory_channel[ToClient](4)
@@ -36,32 +40,41 @@ async def test_the_addressee_is_the_session_calling_then_the_only_one_connected_
     clients = ClientDirectory()
     backend = link(clients)
     (a, _a_inbox), (b, _b_inbox) = session_channel(), session_channel()
-    target, why = backend.client_requests._addressee("sampling/createMessage")
+    target, why = backend.client_requests._addressee(SAMPLE)
     assert target is None and why == "no client session is connected"
     clients.join("a", a)
-    assert backend.client_requests._addressee("sampling/createMessage") == (a, "")  # the only session
+    assert backend.client_requests._addressee(SAMPLE) == (
+        a,
+        "",
+    )  # the only session
     clients.join("b", b)
-    target, why = backend.client_requests._addressee("sampling/createMessage")
+    target, why = backend.client_requests._addressee(SAMPLE)
     assert target is None and "2 client sessions are connected" in why
     backend.inflight[1] = call_from(1, b)
-    assert backend.client_requests._addressee("sampling/createMessage") == (b, "")  # the one calling
+    assert backend.client_requests._addressee(SAMPLE) == (
+        b,
+        "",
+    )  # the one calling
     backend.inflight[2] = call_from(2, b)
-    assert backend.client_requests._addressee("elicitation/create") == (b, "")  # two calls, one session
+    assert backend.client_requests._addressee(ELICIT) == (
+        b,
+        "",
+    )  # two calls, one session
     backend.inflight[3] = call_from(3, a)
-    target, why = backend.client_requests._addressee("sampling/createMessage")
+    target, why = backend.client_requests._addressee(SAMPLE)
     assert target is None and "ambiguous" in why
     backend.inflight.clear()
     # roots/list goes only to a session that is alone: the backend's roots are every session's.
     backend.inflight[1] = call_from(1, b)
-    target, why = backend.client_requests._addressee("roots/list")
+    target, why = backend.client_requests._addressee(ROOTS)
     assert target is None and "2 client sessions are connected" in why  # not even the one calling
     clients.leave("b")
-    assert backend.client_requests._addressee("roots/list") == (
+    assert backend.client_requests._addressee(ROOTS) == (
         a,
         "",
     )  # alone now, though b's call is still in flight
     clients.leave("a")
-    target, why = backend.client_requests._addressee("roots/list")
+    target, why = backend.client_requests._addressee(ROOTS)
     assert target is None and why == "no client session is connected"
 
 

@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.protocol.eras import CACHEABLE_METHODS, SERVER_INFO_KEY
-from actors.protocol.modern_results import MAX_TTL_MS, cache_hint_of, merge_cache_hints, modern_result
+from actors.protocol.eras import CACHEABLE_METHODS, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY
+from actors.protocol.modern_results import (
+    MAX_TTL_MS,
+    cache_hint_of,
+    legacy_result,
+    merge_cache_hints,
+    modern_result,
+)
 
 SERVER = {"name": "gateway", "version": "1.0"}
 
@@ -116,3 +122,28 @@ def test_merged_hints_are_never_laxer_than_any_contributor(
         assert contributions and not per_caller_policy and all(s == "public" for _, s in contributions)
     else:
         assert scope == "private"
+
+
+def test_a_legacy_client_gets_results_without_the_modern_eras_fields_and_everything_else_kept() -> None:
+    server_info = {"name": "b", "version": "1"}
+    modern = {
+        "contents": [{"uri": "x:/a", "text": "t"}],
+        "resultType": "complete",
+        "ttlMs": 5,
+        "cacheScope": "public",
+        "_meta": {SERVER_INFO_KEY: server_info, SUBSCRIPTION_ID_KEY: 3, "traceparent": "t", "com.x/k": 1},
+    }
+    assert legacy_result(modern) == {
+        "contents": [{"uri": "x:/a", "text": "t"}],
+        "_meta": {"traceparent": "t", "com.x/k": 1},
+    }
+    assert modern["ttlMs"] == 5  # copied, never edited
+    assert legacy_result({"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: {}}}) == {
+        "content": []
+    }
+    legacy = {"content": [], "_meta": {"com.x/k": 1}}
+    assert legacy_result(legacy) is legacy  # a legacy peer's result: nothing to strip, not even copied
+    asking = {"resultType": "input_required", "inputRequests": {}, "requestState": "s", "_meta": {}}
+    assert legacy_result(asking) is asking  # for the shim, which lives the round out with the client
+    for odd in (None, [], "x", {"_meta": "not an object"}, {"resultType": 7}):
+        assert legacy_result(odd) == odd

@@ -13,7 +13,7 @@ import trio.testing
 from actors.catalog import BackendState, BackendStatus
 from actors.protocol.envelopes import Ask, BackendCommand, Cancel, Reply, ReplySlot, Withdraw
 from actors.session.bridge import MAX_PENDING, BridgedCall
-from actors.session.parked import Bridges
+from actors.session.parked import GATHER_S, MAX_PARKED_PER_CLIENT, Bridges
 
 PARAMS = {"name": "tool", "arguments": {"x": 1}}
 FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
@@ -26,6 +26,10 @@ def ask(request_id: str, method: str = "elicitation/create", params: dict[str, A
 
 
 BACKEND: dict[str, BackendStatus] = {}
+OPEN: dict[str, Any] = {
+    "method": "tools/call", "params": PARAMS, "principal": None, "capabilities": {}, "responses": {},
+    "target": ReplySlot(),
+}  # fmt: skip
 
 
 @asynccontextmanager
@@ -189,3 +193,47 @@ async def test_a_backend_flooding_one_call_with_asks_is_refused_past_the_cap(aut
         assert len(call.pending) == MAX_PENDING
         assert all(item.reply_to.filled for item in flood[MAX_PENDING:])  # refused at once
         assert not any(item.reply_to.filled for item in flood[:MAX_PENDING])
+
+
+async def test_every_round_keeps_one_timer_and_an_ended_call_leaves_no_entry_and_no_task(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    async def round_of(slot: ReplySlot) -> str:
+        await trio.testing.wait_all_tasks_blocked()  # the gathering timer is asleep
+        mock_clock.jump(GATHER_S)  # the asks gathered go out
+        state: str = (await input_required(slot))["requestState"]
+        await trio.testing.wait_all_tasks_blocked()
+        return state
+
+    async with bridges() as (table, _):
+        assert table.nursery is not None
+        nursery = table.nursery
+        first = ReplySlot()
+        call = opened(table, first)
+        call.send_nowait(ask("one"))
+        state = await round_of(first)
+        assert len(nursery.child_tasks) == 1  # the round's expiry; the gathering timer has run and ended
+        for n in range(3):  # rounds retried: each new round's timer replaces the one before
+            retry = ReplySlot()
+            assert resume(table, state, {"one" if n == 0 else f"r{n}": {"action": "accept"}}, retry) is call
+            call.send_nowait(ask(f"r{n + 1}"))
+            state = await round_of(retry)
+            assert len(nursery.child_tasks) == 1
+        call.close("the client cancelled its request")
+        await trio.testing.wait_all_tasks_blocked()
+        assert (table.calls, dict(table.opened_by), len(nursery.child_tasks)) == ({}, {}, 0)
+
+
+async def test_one_client_cannot_take_every_parked_call(autojump_clock: Any) -> None:
+    async with bridges() as (table, _):
+        kept = [table.open(**OPEN, session="greedy") for _ in range(MAX_PARKED_PER_CLIENT)]
+        assert all(kept) and table.open(**OPEN, session="greedy") is None  # past its share: its asks refused
+        assert table.open(**OPEN, session="another") is not None  # others are not starved
+        for call in kept:
+            assert call is not None
+            call.close("done")
+        assert table.open(**OPEN, session="greedy") is not None and table.opened_by["session:greedy"] == 1
+        # A principal's calls count together, whatever connection (one-request HTTP sessions) they come on.
+        signed = {**OPEN, "principal": "alice"}
+        assert all(table.open(**signed, session=f"post-{n}") for n in range(MAX_PARKED_PER_CLIENT))
+        assert table.open(**signed, session="one-more-post") is None

@@ -10,6 +10,7 @@ import attrs
 import trio
 import trio.testing
 
+from actors.backends.ask_owner import trace_id
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.middleware import Middleware
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Cancel, ListChanged, Reply
@@ -170,7 +171,8 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         await h.inbox.send(Request("c", "tools/call", {"name": "two__echo", "arguments": {"text": "hi"}}))
         call = await h.backend.receive()
         assert isinstance(call, Call)
-        assert call.params == {"name": "echo", "arguments": {"text": "hi"}}
+        assert call.params is not None and trace_id(call.params) is not None  # its own trace: ask_owner.py
+        assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {"text": "hi"}, "_meta": {}}
         call.reply_to.fill(Reply(result={"content": [], "isError": False}))
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})
 
@@ -186,7 +188,8 @@ async def test_the_reader_takes_a_request_now_only_where_the_idle_dispatcher_wou
         assert not d.take_now(Notification("notifications/roots/list_changed"))
         assert d.take_now(Request("c", "tools/call", {"name": "two__echo", "arguments": {}}))
         call = h.backend.receive_nowait()  # forwarded at once, as from the inbox
-        assert isinstance(call, Call) and call.params == {"name": "echo", "arguments": {}}
+        assert isinstance(call, Call) and call.params is not None
+        assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {}, "_meta": {}}
         assert d.take_now(Request("c", "tools/call", {"name": "echo"}))  # a duplicate: refused, as the
         assert error_code(await h.outbox.receive()) == INVALID_REQUEST  # dispatcher would refuse it
         assert d.take_now(Request(3, "tools/list"))
@@ -222,7 +225,7 @@ async def test_bad_tool_calls() -> None:
         await h.initialize()
         assert error_code(await h.ask(1, "tools/call", {"name": "nope"})) == INVALID_PARAMS
         assert error_code(await h.ask(2, "tools/call", {"arguments": {}})) == INVALID_PARAMS
-        assert error_code(await h.ask(3, "tools/list", {"cursor": "bogus"})) == INVALID_PARAMS
+        assert error_code(await h.ask(3, "tools/list", {"cursor": "x" * 65})) == INVALID_PARAMS
         assert error_code(await h.ask(4, "completion/nothing")) == METHOD_NOT_FOUND
 
 
@@ -321,7 +324,7 @@ async def test_end_of_input_lets_in_flight_requests_finish() -> None:
                 raise AssertionError(f"unexpected {extra}")
 
 
-async def test_tools_list_pages_with_an_opaque_cursor_valid_while_the_list_stands() -> None:
+async def test_tools_list_pages_with_an_opaque_cursor_and_a_stale_one_starts_again() -> None:
     calls, _ = trio.open_memory_channel[BackendCommand](1)
     async with dispatcher() as harness:
         harness.publish(BackendReady("one", tuple(tool(f"t{n:03}") for n in range(250)), calls))
@@ -341,8 +344,12 @@ async def test_tools_list_pages_with_an_opaque_cursor_valid_while_the_list_stand
         stale = first.result["nextCursor"]
         harness.publish(BackendReady("one", (tool("only"),), calls))  # the list changes
         assert await harness.outbox.receive() == Notification("notifications/tools/list_changed")
-        assert error_code(await harness.ask("stale", "tools/list", {"cursor": stale})) == INVALID_PARAMS
-        for bad in ("not base64!", "", 42, "OTk5OjA="):  # the last: a well-formed cursor of another list
-            assert (
-                error_code(await harness.ask(f"bad-{bad}", "tools/list", {"cursor": bad})) == INVALID_PARAMS
-            )
+        fresh = await harness.ask("fresh", "tools/list", {})
+        assert isinstance(fresh, Response)
+        # A stale cursor, or one the gateway cannot read (it cannot tell them apart): the first page again.
+        for unknown in (stale, "not base64!", "", "OTk5OjA=", "\x00\n\u202e"):  # 4th: another list's
+            again = await harness.ask("stale", "tools/list", {"cursor": unknown})
+            assert isinstance(again, Response) and again.result == fresh.result
+        for bad in (42, ["c"], "x" * 65):  # not a string, or longer than any of ours
+            error = await harness.ask(f"bad-{bad}", "tools/list", {"cursor": bad})
+            assert error_code(error) == INVALID_PARAMS

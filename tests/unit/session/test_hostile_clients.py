@@ -406,6 +406,19 @@ async def test_backend_events_of_any_shape_are_dropped_not_raised() -> None:
         assert await h.ask(2, "ping") == Response(2, {})
 
 
+async def test_a_modern_backends_events_reach_a_legacy_client_without_that_eras_meta_keys() -> None:
+    async with dispatcher() as h:
+        await h.initialize()
+        meta = {"io.modelcontextprotocol/subscriptionId": 1, "io.modelcontextprotocol/serverInfo": {}, "k": 2}
+        params = {"level": "error", "data": "from a modern backend", "_meta": meta}
+        h.events.publish(BackendEvent("one", Notification("notifications/message", params)))
+        with trio.fail_after(DEADLINE_S):
+            note = await h.outbox.receive()
+        assert note == Notification(
+            "notifications/message", {"level": "error", "data": "from a modern backend", "_meta": {"k": 2}}
+        )
+
+
 # --- 4. the in-flight cap -------------------------------------------------------------------------------
 
 

@@ -10,10 +10,10 @@ import trio.testing
 from test_dispatch import dispatcher, tool
 
 from actors.middleware import Middleware
-from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Reply
+from actors.protocol.envelopes import Ask, BackendCommand, BackendReady, Call, Cancel, Reply, ReplySlot
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from actors.protocol.errors import RESOURCE_NOT_FOUND, RpcError
-from actors.protocol.messages import ErrorResponse, Request, Response
+from actors.protocol.messages import ErrorResponse, Notification, Request, Response
 from actors.runtime.supervisor import ChildRestarting
 from actors.session.settings import SessionState
 
@@ -185,3 +185,56 @@ async def test_middleware_makes_every_list_private() -> None:
         listed = await h.ask(1, "tools/list", modern())
         assert isinstance(listed, Response)
         assert (listed.result["ttlMs"], listed.result["cacheScope"]) == (5000, "private")
+
+
+async def test_a_bridged_call_its_client_cancels_or_leaves_keeps_nothing_in_the_gateways_table(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A modern call to a legacy backend is bridged (its place in the gateway's table of parked calls) from
+    the start. Its client's cancel ends it there and at the backend, in the first round or in a retry's;
+    a session that ends with one in flight ends it too."""
+    with trio.fail_after(60):  # virtual time: the session's drain_s passes at once
+        await _cancelled_in_either_round()
+        await _left_with_one_in_flight()
+
+
+async def _cancelled_in_either_round() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        table = h.actor.settings.bridges
+        await h.inbox.send(Request("x", "tools/call", modern({"name": "echo", "arguments": {}})))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and len(table.calls) == 1 and dict(table.opened_by) == {"session:s1": 1}
+        await h.inbox.send(Notification("notifications/cancelled", {"requestId": "x"}))
+        assert await h.backend.receive() == Cancel(call.call_id, "cancelled by the client")
+        assert (table.calls, dict(table.opened_by)) == ({}, {})
+
+        # A retry's cancel: the backend asks, the client gets its round, retries, then gives up.
+        asking = modern({"name": "echo", "arguments": {}})
+        asking["_meta"][CLIENT_CAPABILITIES_KEY] = {"roots": {}}
+        await h.inbox.send(Request("y", "tools/call", asking))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and call.asks_to is not None
+        call.asks_to.send_nowait(Ask(1, "one", "roots/list", None, ReplySlot(), "r1"))
+        round_one = await h.outbox.receive()
+        assert isinstance(round_one, Response) and round_one.result["resultType"] == "input_required"
+        state = round_one.result["requestState"]
+        retry = {**asking, "requestState": state, "inputResponses": {"r1": {"roots": []}}}
+        await h.inbox.send(Request("z", "tools/call", retry))
+        await trio.testing.wait_all_tasks_blocked()
+        await h.inbox.send(Notification("notifications/cancelled", {"requestId": "z"}))
+        assert await h.backend.receive() == Cancel(call.call_id, "cancelled by the client")
+        assert table.calls == {}
+
+
+async def _left_with_one_in_flight() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        table = h.actor.settings.bridges
+        await h.inbox.send(Request("x", "tools/call", modern({"name": "echo", "arguments": {}})))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and len(table.calls) == 1
+        await h.inbox.aclose()  # the client is gone; after drain_s the session stops what is left
+        assert await h.backend.receive() == Cancel(call.call_id, "the gateway is shutting down")
+        await h.actor.inflight.wait_empty()
+        assert table.calls == {}
