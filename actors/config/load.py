@@ -26,6 +26,7 @@ from actors.config.backend_schema import (
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
+from actors.config.policy_schema import PolicyTable, RuleTable
 from actors.config.resolve import (
     command_problem,
     host_problem,
@@ -36,6 +37,9 @@ from actors.config.resolve import (
     resolve_middleware,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
+from actors.limits import LimitSettings
+from actors.policy.context import SAMPLE
+from actors.policy.rules import MAX_RULES, Policy, compile_rule
 
 _T = TypeVar("_T")
 _Listener = TypeVar("_Listener", bound=ListenerSettings)
@@ -47,6 +51,8 @@ TOP_LEVEL: Final = {
     "audit": "[audit]",
     "middleware": "[[middleware]]",
     "admin": "[admin]",
+    "policy": "[policy]",
+    "limits": "[limits]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -146,6 +152,8 @@ def _structure(
     if "admin" in document:
         admin_table = _convert(document["admin"], AdminTable, "admin", problems)
         admin = admin_table and resolve_admin(admin_table, problems)
+    policy = _policy(document["policy"], problems) if "policy" in document else None
+    limits = _convert(document["limits"], LimitSettings, "limits", problems) if "limits" in document else None
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -162,6 +170,8 @@ def _structure(
         audit=audit,
         middleware=middleware,
         admin=admin,
+        policy=policy,
+        limits=limits,
     )
 
 
@@ -241,6 +251,33 @@ def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[Middle
         if spec is not None:
             specs.append(spec)
     return tuple(specs)
+
+
+def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
+    """[policy] with each rule compiled; a rule that does not is reported under its `when`."""
+    table = _convert(
+        {k: v for k, v in raw.items() if k != "rules"} if isinstance(raw, dict) else raw,
+        PolicyTable,
+        "policy",
+        problems,
+    )
+    if table is None:
+        return None
+    entries = _array_of_tables(raw.get("rules"), "policy.rules", problems)
+    if len(entries) > MAX_RULES:
+        problems.append(("policy.rules", f"{len(entries)} rules; at most {MAX_RULES}"))
+        return None
+    rules = []
+    for index, entry in enumerate(entries):
+        key = f"policy.rules[{index}]"
+        rule = _convert(entry, RuleTable, key, problems)
+        if rule is None:
+            continue
+        try:
+            rules.append(compile_rule(rule.effect, rule.when, rule.name or f"rules[{index}]", SAMPLE))
+        except ValueError as exc:
+            problems.append((f"{key}.when", str(exc)))
+    return Policy(table.default, tuple(rules))
 
 
 def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:

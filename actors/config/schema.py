@@ -18,6 +18,8 @@ from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
+from actors.limits import LimitSettings
+from actors.policy.rules import Policy
 
 
 class ToolNaming(enum.StrEnum):
@@ -90,6 +92,8 @@ class Config:
     audit: AuditSettings | None = None
     middleware: tuple[MiddlewareSpec, ...] = ()
     admin: AdminSettings | None = None  # [admin]: health, readiness, metrics and status (actors/admin/)
+    policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
+    limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.request_timeout_s

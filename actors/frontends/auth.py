@@ -6,6 +6,9 @@ The token itself is never logged; only its subject is, once it is verified.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 import jwt
 
@@ -28,6 +31,8 @@ class Principal:
 
     issuer: str | None
     subject: str
+    # the verified token's claims: what policy rules read (never logged); not part of who it is
+    claims: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 def check_bearer(headers: dict[str, str], auth: JwtAuth) -> Principal:
@@ -52,4 +57,5 @@ def check_bearer(headers: dict[str, str], auth: JwtAuth) -> Principal:
     return Principal(
         issuer if isinstance(issuer, str) and issuer else None,
         subject if isinstance(subject, str) and subject else "-",
+        claims,
     )

@@ -23,6 +23,7 @@ from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, Web
 from actors.frontends.auth import Refused
 from actors.frontends.listener import Listener
 from actors.frontends.listening import peer_host, peer_of
+from actors.policy import Caller, caller_of
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -102,17 +103,22 @@ class WebSocketListener(Listener[WebSocketSettings]):
             subject = principal.subject if principal else None
             with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
-                await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
+                caller = caller_of(principal, address, "websocket")
+                transport = WebSocketTransport(connection, send_timeout, stream)
+                await self._serve(session_id, transport, subject, caller)
         finally:
             admission.close_session(client)
 
-    async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
+    async def _serve(
+        self, session_id: str, transport: WebSocketTransport, subject: str | None, caller: Caller
+    ) -> None:
         session = Session(
             id=session_id,
             transport=transport,
             catalog=self.catalog,
             settings=self.session_settings,
             subject=subject,
+            caller=caller,
         )
         self._sessions[session] = transport
         try:

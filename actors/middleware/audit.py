@@ -57,15 +57,17 @@ CREATE TABLE IF NOT EXISTS calls (
     argument_bytes INTEGER NOT NULL,
     result_bytes INTEGER NOT NULL,
     arguments TEXT,               -- JSON, only with include_arguments = true; cut to max_argument_bytes
-    cut TEXT                      -- the fields cut to their cap, comma-separated ("tool,arguments")
+    cut TEXT,                     -- the fields cut to their cap, comma-separated ("tool,arguments")
+    decision TEXT,                -- the [policy]'s: allow or deny; NULL without a [policy]
+    rule TEXT                     -- the rule that decided (its name, "rules[N]" or "default")
 )
 """
 # Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
 # escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, decision, rule)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 Record = tuple[Any, ...]
@@ -130,6 +132,8 @@ def make_record(
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
+        call.decision,
+        cap_name(call.rule)[0],
     )
 
 
@@ -159,8 +163,9 @@ class AuditStore:
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
-        if "cut" not in columns:  # a file from before fields were capped
-            self._db.execute("ALTER TABLE calls ADD COLUMN cut TEXT")
+        for column in ("cut", "decision", "rule"):  # a file from before these were recorded
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
         first = self._db.execute("SELECT time FROM calls ORDER BY id LIMIT 1").fetchone()
         self._first_at = _timestamp(first[0]) if first is not None else None
 

@@ -37,6 +37,8 @@ class ToolCall:
     backend_tool: str | None  # the owner's own name for it
     arguments: Any
     started_at: float  # wall clock (time.time()) when the gateway received it
+    decision: str | None = None  # the [policy]'s word on it (allow, deny); None without a [policy]
+    rule: str | None = None  # the rule that decided: its name, "rules[N]" or "default"
 
 
 @attrs.define(slots=True)

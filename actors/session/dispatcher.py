@@ -24,6 +24,7 @@ from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
+from actors.policy import STDIO_CALLER, Caller
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.envelopes import Mail
 from actors.protocol.eras import is_modern_request
@@ -81,6 +82,7 @@ class Dispatcher:
     # the way backends answer into the outbox; the writer drains its overflow
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
+    caller: Caller = STDIO_CALLER  # who asks, as [policy] and [limits] see it (policy/context.caller_of)
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
@@ -137,6 +139,9 @@ class Dispatcher:
             self.forwarder.background = None  # closed: what cannot be sent at once waits for the flush
             for entry in self.inflight.entries.values():  # still owed (a crash answers them): the backends
                 self.forwarder.abandon(entry, "the client session ended")  # stop working on them
+                if entry.release is not None:  # and its caller's slot is free again
+                    entry.release()
+                    entry.release = None
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
             release_subscriptions(self)

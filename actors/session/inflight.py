@@ -91,6 +91,7 @@ class InFlight:
     forward: Forward | None = None  # what was forwarded: a modern backend's input_required calls it again
     bridge: BridgedCall | None = None  # the bridged call it is a request of: stopping it ends that call
     done: bool = False
+    release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
 
     def fill(self, reply: Reply) -> None:
         """The call's one answer, from the backend's connection: into the outbox under the client's id."""
@@ -145,6 +146,9 @@ class InFlightTable:
     def remove(self, entry: InFlight) -> None:
         entry.done = True
         entry.forwarded = None
+        if entry.release is not None:
+            entry.release()
+            entry.release = None
         if self.entries.get(entry.request_id) is entry:
             del self.entries[entry.request_id]
             if not self.entries and self._emptied is not None:

@@ -10,7 +10,7 @@ import trio
 
 from actors.protocol.envelopes import BackendEvent, Mail, Notify
 from actors.protocol.messages import Notification
-from actors.session import listen, logs
+from actors.session import guard, listen, logs
 from actors.session.lifecycle import CATALOG_CHANGED
 from actors.session.settings import SessionState
 
@@ -45,9 +45,11 @@ async def announce_list_changes(d: Dispatcher) -> None:
     told."""
     view = d.catalog.value
     versions = {
-        "tools": view.tools_version,
-        "prompts": view.prompts_version,
-        "resources": view.resources_version,
+        "tools": guard.seen_version(d, "tools", view.tools, view.tools_version),
+        "prompts": guard.seen_version(d, "prompts", view.prompts, view.prompts_version),
+        "resources": guard.seen_version(
+            d, "resources", view.resources + view.templates, view.resources_version
+        ),
     }
     for kind, current in versions.items():
         if d.announced.get(kind, 0) != current:

@@ -252,6 +252,11 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         method=call.method, params=call.params, state=call.state, principal=d.subject
     )
     if unwrapped is None:
+        gate = d.settings.policy
+        if gate is not None and gate.policy is not None:  # every round is judged by the rules in force
+            routed = handler(d, request.id, call.params)
+            if isinstance(routed, ErrorResponse):
+                return call.encode(routed)
         return RESUME  # a retry: it continues a call parked on a legacy backend's asks
     if isinstance(unwrapped, RpcError):
         return call.encode(ErrorResponse(request.id, unwrapped))
