@@ -261,7 +261,7 @@ def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
         "policy",
         problems,
     )
-    if table is None:
+    if not isinstance(raw, dict):
         return None
     entries = _array_of_tables(raw.get("rules"), "policy.rules", problems)
     if len(entries) > MAX_RULES:
@@ -277,7 +277,7 @@ def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
             rules.append(compile_rule(rule.effect, rule.when, rule.name or f"rules[{index}]", SAMPLE))
         except ValueError as exc:
             problems.append((f"{key}.when", str(exc)))
-    return Policy(table.default, tuple(rules))
+    return Policy(table.default, tuple(rules)) if table is not None else None
 
 
 def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:

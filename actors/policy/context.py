@@ -39,6 +39,7 @@ class Caller:
     key: str = attrs.field(init=False, eq=False)
     # Everything a rule can read of the caller, as one string: what cached decisions are keyed by.
     fingerprint: str = attrs.field(init=False, eq=False, repr=False)
+    engine: dict[str, Any] = attrs.field(init=False, eq=False, repr=False, factory=dict)  # see engine_context
 
     def __attrs_post_init__(self) -> None:
         variables = {
@@ -92,18 +93,34 @@ class Target:
     prompt: str = ""
     uri: str = ""
 
-    def variables(self) -> dict[str, Any]:
-        return {
+    def variables(self, keys: frozenset[str] | None = None) -> dict[str, Any]:
+        """`mcp` as rules see it; with `keys`, only those parts (what no rule reads is left out)."""
+        every = {
             "method": self.method,
             "backend": self.backend,
             "tool": {"name": self.tool, "target": self.backend if self.tool else ""},
             "prompt": {"name": self.prompt},
             "resource": {"uri": self.uri},
         }
+        return every if keys is None else {key: every[key] for key in keys}
 
 
 def context_of(caller: Caller, target: Target) -> dict[str, Any]:
     return {**caller.variables, "mcp": target.variables()}
+
+
+def engine_context(caller: Caller) -> Any:
+    """The caller's variables converted for the CEL engine once (converting claims costs far more than
+    running a rule); kept on the Caller, so a session pays it once. Each decision sets only `mcp`."""
+    context = caller.engine.get("context")
+    if context is None:
+        import cel  # the `policy` extra; only reached when a [policy] compiled
+
+        context = cel.Context()
+        for name, value in caller.variables.items():
+            context.add_variable(name, value)
+        caller.engine["context"] = context
+    return context
 
 
 SAMPLE: Final = context_of(Caller(), Target(method=""))  # every variable, empty: what `check` tries rules on

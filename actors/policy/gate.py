@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from actors.policy.context import Caller, Target, context_of
+from actors.policy.context import Caller, Target, engine_context
 from actors.policy.rules import ALLOWED_WITHOUT_POLICY, Decision, Policy
 
 MAX_CACHED: Final = 512  # filtered lists kept: (caller, list kind, version); a new caller's costs one pass
@@ -53,7 +53,9 @@ class PolicyGate:
         policy = self.policy
         if policy is None:
             return ALLOWED_WITHOUT_POLICY
-        decision = policy.evaluate(context_of(caller, target))
+        context = engine_context(caller)
+        context.add_variable("mcp", target.variables(policy.mcp_keys))
+        decision = policy.evaluate(context)
         method = target.method if target.method in METHODS else "other"
         self.decisions[(method, decision.word)] += 1
         return decision
@@ -81,10 +83,13 @@ class PolicyGate:
             self._visible.move_to_end(key)
             return cached
         shown = []
-        base = caller.variables
+        context, keys = engine_context(caller), policy.mcp_keys
         for item in items:
             target = target_of(item)
-            if target is not None and policy.evaluate({**base, "mcp": target.variables()}).allowed:
+            if target is None:
+                continue
+            context.add_variable("mcp", target.variables(keys))
+            if policy.evaluate(context).allowed:
                 shown.append(item)
         visible = self._visible[key] = tuple(shown)
         if len(self._visible) > MAX_CACHED:

@@ -1,0 +1,153 @@
+"""[policy] and [limits] through a real gateway (in this process): official SDK clients over real
+WebSockets and Streamable HTTP, tokens made by `mcp-gateway token`, real backend processes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from sdk_websocket import websocket_client
+from support import (
+    LEGACY_ERA,
+    Notifications,
+    backend_entry,
+    running,
+    tool_names,
+    with_http,
+    with_websocket,
+    write_config,
+)
+
+SECRET: Final = "policy-test-secret-that-is-long-enough"
+VARIABLE: Final = "POLICY_TEST_SECRET"
+AUTH: Final = {"jwt_secret_env": VARIABLE}
+TOOLS: Final = "--only=echo,add,pid,crash"
+RULES: Final = """
+[policy]
+default = "deny"
+[[policy.rules]]
+name = "everyone"
+when = 'mcp.tool.name in ["echo", "pid"]'
+[[policy.rules]]
+name = "admins"
+when = '"tools:admin" in scopes'
+[[policy.rules]]
+name = "bob never crashes"
+effect = "deny"
+when = 'principal.subject == "bob" && mcp.tool.name == "crash"'
+"""
+
+
+def token(config: Path, subject: str, *scopes: str) -> str:
+    """A token from the gateway's own command, as an operator would make it."""
+    env = {**os.environ, VARIABLE: SECRET}
+    argv = [sys.executable, "-m", "actors", "token", "--config", str(config), "--sub", subject]
+    argv += [arg for scope in scopes for arg in ("--scope", scope)]
+    made = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=True)
+    return made.stdout.strip()
+
+
+def bearer(value: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {value}")]
+
+
+def gateway_config(tmp_path: Path, *extra: str) -> Path:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", TOOLS)]), auth=AUTH)
+    config = with_http(config, auth=AUTH)
+    config.write_text(config.read_text() + "\n".join(extra))
+    return config
+
+
+def audit_rows(path: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(path) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM calls ORDER BY id")]
+
+
+def text_of(result: Any) -> str:
+    return result.content[0].text  # type: ignore[no-any-return]
+
+
+async def test_two_principals_see_and_call_different_tools_and_a_denied_call_never_reaches_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = gateway_config(tmp_path, RULES, '[audit]\npath = "audit.sqlite3"\n')
+    alice, bob = token(config, "alice", "tools:admin"), token(config, "bob", "tools:admin")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url, bearer(alice)) as client:
+            assert sorted(await tool_names(client)) == ["add", "crash", "echo", "pid"]
+            assert text_of(await client.call_tool("add", {"a": 1, "b": 2})) == "3"
+        async with websocket_client(gateway.websocket_url, bearer(bob)) as client:
+            assert sorted(await tool_names(client)) == ["add", "echo", "pid"]  # the deny rule wins
+            before = await client.call_tool("pid", {})
+            with pytest.raises(MCPError) as denied:
+                await client.call_tool("crash", {})
+            assert denied.value.error.code == -32602 and "Unknown tool: crash" in denied.value.error.message
+            after = await client.call_tool("pid", {})
+            assert after.structured_content == before.structured_content  # the crash never reached it
+    rows = audit_rows(tmp_path / "audit.sqlite3")
+    assert [(r["subject"], r["tool"], r["outcome"], r["decision"], r["rule"]) for r in rows] == [
+        ("alice", "add", "ok", "allow", "admins"),
+        ("bob", "pid", "ok", "allow", "everyone"),
+        ("bob", "crash", "rejected", "deny", "bob never crashes"),
+        ("bob", "pid", "ok", "allow", "everyone"),
+    ]
+
+
+async def test_a_caller_over_its_rate_gets_a_tool_error_and_a_new_session_does_not_refill_its_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = gateway_config(tmp_path, "[limits]\ncalls_per_s = 0.01\nburst = 2\n")
+    alice, bob = token(config, "alice"), token(config, "bob")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None and gateway.http_url is not None
+        async with websocket_client(gateway.websocket_url, bearer(alice)) as client:
+            for n in range(2):
+                assert text_of(await client.call_tool("echo", {"text": f"call {n}"})) == f"call {n}"
+            limited = await client.call_tool("echo", {"text": "one too many"})
+            assert limited.is_error and text_of(limited) == "rate limited, retry in 100 s"
+        async with websocket_client(gateway.websocket_url, bearer(alice)) as client:  # a new session
+            assert (await client.call_tool("echo", {"text": "again"})).is_error
+        http = httpx2.AsyncClient(headers=dict(bearer(alice)))
+        async with (  # the same principal on another listener: the same bucket
+            http,
+            Client(streamable_http_client(gateway.http_url, http_client=http), mode=LEGACY_ERA) as client,
+        ):
+            assert (await client.call_tool("echo", {"text": "over http"})).is_error
+        async with websocket_client(gateway.websocket_url, bearer(bob)) as client:
+            assert text_of(await client.call_tool("echo", {"text": "bob"})) == "bob"  # his own bucket
+    assert gateway.limiter.refusals == {"rate": 3}
+
+
+async def test_a_reload_swaps_the_rules_and_tells_sessions_whose_tools_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = gateway_config(tmp_path, RULES)
+    bob = token(config, "bob")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    seen = Notifications()
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(
+            gateway.websocket_url, bearer(bob), message_handler=seen.handle
+        ) as client:
+            assert sorted(await tool_names(client)) == ["echo", "pid"]
+            told = seen.count("notifications/tools/list_changed")
+            config.write_text(config.read_text().replace('["echo", "pid"]', '["echo", "add"]'))
+            outcome = await gateway.reload("a test")
+            assert outcome.ok and "new [policy]" in outcome.lines[0]
+            await seen.wait_for("notifications/tools/list_changed", told + 1)
+            assert sorted(await tool_names(client)) == ["add", "echo"]
+            with pytest.raises(MCPError):
+                await client.call_tool("pid", {})  # the old rules are gone whole
