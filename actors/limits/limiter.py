@@ -45,6 +45,9 @@ class LimitSettings:
     burst: int = attrs.field(default=10, validator=_at_least_one)  # calls at once after a quiet spell
     max_inflight: int = attrs.field(default=0, validator=_not_negative)  # calls in flight per key; 0: no cap
     per: LimitKey = LimitKey.PRINCIPAL
+    # the HTTP listener's requests (every POST, GET and DELETE) per caller; over it: 429 with Retry-After
+    http_requests_per_s: float = attrs.field(default=0.0, validator=_not_negative)  # 0: no limit
+    http_burst: int = attrs.field(default=20, validator=_at_least_one)
     max_keys: int = attrs.field(default=MAX_KEYS_DEFAULT, validator=_at_least_one)
 
 
@@ -64,7 +67,8 @@ class Limiter:
     settings: LimitSettings | None = None  # None: no [limits], every call goes
     rates: RateBuckets | None = attrs.field(init=False, default=None)
     caps: InFlightCaps | None = attrs.field(init=False, default=None)
-    refusals: Counter[str] = attrs.field(factory=Counter)  # rate | inflight -> count
+    requests: RateBuckets | None = attrs.field(init=False, default=None)  # the HTTP listener's
+    refusals: Counter[str] = attrs.field(factory=Counter)  # rate | inflight | http -> count
     admitted: int = 0
 
     def __attrs_post_init__(self) -> None:
@@ -80,6 +84,19 @@ class Limiter:
     def _build(self, s: LimitSettings | None) -> None:
         self.rates = RateBuckets(s.calls_per_s, s.burst, s.max_keys) if s and s.calls_per_s else None
         self.caps = InFlightCaps(s.max_inflight, s.max_keys) if s and s.max_inflight else None
+        self.requests = (
+            RateBuckets(s.http_requests_per_s, s.http_burst, s.max_keys)
+            if s and s.http_requests_per_s
+            else None
+        )
+
+    def admit_request(self, caller_key: str) -> int:
+        """An HTTP request counted against its caller: 0, or the whole seconds until it may come."""
+        wait_s = self.requests.admit(caller_key) if self.requests is not None else 0.0
+        if wait_s <= 0:
+            return 0
+        self.refusals["http"] += 1
+        return max(1, math.ceil(wait_s))
 
     @property
     def active(self) -> bool:

@@ -151,3 +151,66 @@ async def test_a_reload_swaps_the_rules_and_tells_sessions_whose_tools_changed(
             assert sorted(await tool_names(client)) == ["add", "echo"]
             with pytest.raises(MCPError):
                 await client.call_tool("pid", {})  # the old rules are gone whole
+
+
+PER_KIND: Final = """
+[policy]
+default = "deny"
+[[policy.rules]]
+when = 'mcp.tool.name in ["echo", "add"] || mcp.prompt.name == "greet"'
+[[policy.rules]]
+when = 'mcp.resource.uri.startsWith("test://alpha/")'
+"""
+
+
+@pytest.mark.parametrize("mode", [LEGACY_ERA, "2026-07-28"])
+async def test_every_list_is_filtered_and_paged_and_every_named_target_is_refused_in_both_eras(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    backend = backend_entry("alpha", TOOLS, "--prompts", "--resources")
+    config = with_http(write_config(tmp_path / "g.toml", [backend], page_size=1), auth=AUTH)
+    config.write_text(config.read_text() + PER_KIND)
+    bob = token(config, "bob")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    async with running(config) as gateway:
+        assert gateway.http_url is not None
+        http = httpx2.AsyncClient(headers=dict(bearer(bob)))
+        async with (
+            http,
+            Client(streamable_http_client(gateway.http_url, http_client=http), mode=mode) as client,
+        ):
+            first = await client.list_tools(cache_mode="bypass")
+            assert [tool.name for tool in first.tools] == ["echo"] and first.next_cursor is not None
+            second = await client.list_tools(cursor=first.next_cursor, cache_mode="bypass")
+            assert [tool.name for tool in second.tools] == ["add"] and second.next_cursor is None
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["greet"]
+            assert [str(r.uri) for r in (await client.list_resources()).resources] == ["test://alpha/readme"]
+            assert (await client.list_resource_templates()).resource_templates == []
+            with pytest.raises(MCPError) as prompt:
+                await client.get_prompt("summarize", {"text": "x"})
+            assert prompt.value.error.code == -32602
+            with pytest.raises(MCPError) as read:
+                await client.read_resource("test://shared")
+            assert "Resource not found" in read.value.error.message
+            with pytest.raises(MCPError):
+                await client.call_tool("crash", {})
+            assert text_of(await client.call_tool("echo", {"text": "allowed"})) == "allowed"
+    assert gateway.policy.decisions[("tools/call", "deny")] == 1
+
+
+async def test_over_the_http_request_limit_a_client_gets_429_with_retry_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = gateway_config(tmp_path, "[limits]\nhttp_requests_per_s = 0.1\nhttp_burst = 2\n")
+    alice, bob = token(config, "alice"), token(config, "bob")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    async with running(config) as gateway, httpx2.AsyncClient() as http:
+        assert gateway.http_url is not None
+        answers = [
+            await http.post(gateway.http_url, json=ping, headers=dict(bearer(alice))) for _ in range(3)
+        ]
+        assert all(answer.status_code != 429 for answer in answers[:2])  # the burst, at the bound
+        assert answers[2].status_code == 429 and answers[2].headers["retry-after"] == "10"
+        other = await http.post(gateway.http_url, json=ping, headers=dict(bearer(bob)))
+        assert other.status_code != 429  # bob's own bucket
