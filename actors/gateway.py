@@ -105,6 +105,7 @@ class Gateway:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
+        self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
 
     def stop(self, reason: str = "stopped") -> None:
         """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import httpx2
 import pytest
+from admin_support import sample
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from sdk_websocket import websocket_client
@@ -107,7 +108,7 @@ async def test_two_principals_see_and_call_different_tools_and_a_denied_call_nev
 async def test_a_caller_over_its_rate_gets_a_tool_error_and_a_new_session_does_not_refill_its_bucket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = gateway_config(tmp_path, "[limits]\ncalls_per_s = 0.01\nburst = 2\n")
+    config = gateway_config(tmp_path, "[limits]\ncalls_per_s = 0.01\nburst = 2\n[admin]\nport = 0\n")
     alice, bob = token(config, "alice"), token(config, "bob")
     monkeypatch.setenv(VARIABLE, SECRET)
     async with running(config) as gateway:
@@ -127,7 +128,12 @@ async def test_a_caller_over_its_rate_gets_a_tool_error_and_a_new_session_does_n
             assert (await client.call_tool("echo", {"text": "over http"})).is_error
         async with websocket_client(gateway.websocket_url, bearer(bob)) as client:
             assert text_of(await client.call_tool("echo", {"text": "bob"})) == "bob"  # his own bucket
-    assert gateway.limiter.refusals == {"rate": 3}
+        assert gateway.admin is not None
+        async with httpx2.AsyncClient() as http:
+            metrics = (await http.get(gateway.admin.listener.url + "/metrics")).text
+    assert sample(metrics, "mcp_gateway_limit_refusals_total", kind="rate") == 3
+    assert sample(metrics, "mcp_gateway_limit_refusals_total", kind="inflight") == 0
+    assert sample(metrics, "mcp_gateway_limit_admitted_total") == 3
 
 
 async def test_a_reload_swaps_the_rules_and_tells_sessions_whose_tools_changed(
