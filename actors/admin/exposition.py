@@ -110,7 +110,6 @@ class GatewayCollector(Collector):
             traffic.add_metric([name, "out"], meter.bytes_out)
         yield from (sessions, traffic)
 
-
     def _guards(self) -> Iterator[Metric]:
         meters = self.model.meters
         if meters.policy is not None and meters.policy.policy is not None:

@@ -17,6 +17,9 @@ from actors.policy.context import Caller, Target, engine_context
 from actors.policy.rules import ALLOWED_WITHOUT_POLICY, Decision, Policy
 
 MAX_CACHED: Final = 512  # filtered lists kept: (caller, list kind, version); a new caller's costs one pass
+# Decisions kept, by (caller, target): a rule is a pure function of what it sees, so the same caller naming
+# the same target gets the same answer until the rules change. Past the cap the table starts afresh.
+MAX_DECISIONS: Final = 8192
 METHODS: Final = frozenset(
     {
         "tools/list",
@@ -40,6 +43,7 @@ class PolicyGate:
     generation: int = 0  # bumped by every swap: part of each filtered list's version
     decisions: Counter[tuple[str, str]] = attrs.field(factory=Counter)  # (method, allow|deny) -> count
     _visible: OrderedDict[tuple[str, str, int], tuple[Item, ...]] = attrs.field(factory=OrderedDict)
+    _decided: dict[tuple[str, str, str, str, str, str], Decision] = attrs.field(factory=dict)
 
     def swap(self, policy: Policy | None) -> None:
         """A reload's new rules, in force from the next request on (one assignment: never half of each)."""
@@ -48,14 +52,21 @@ class PolicyGate:
         self.policy = policy
         self.generation += 1
         self._visible.clear()
+        self._decided.clear()
 
     def decide(self, caller: Caller, target: Target) -> Decision:
         policy = self.policy
         if policy is None:
             return ALLOWED_WITHOUT_POLICY
-        context = engine_context(caller)
-        context.add_variable("mcp", target.variables(policy.mcp_keys))
-        decision = policy.evaluate(context)
+        key = (caller.fingerprint, target.method, target.backend, target.tool, target.prompt, target.uri)
+        decision = self._decided.get(key)
+        if decision is None:
+            context = engine_context(caller)
+            context.add_variable("mcp", target.variables(policy.mcp_keys))
+            decision = policy.evaluate(context)
+            if len(self._decided) >= MAX_DECISIONS:
+                self._decided.clear()
+            self._decided[key] = decision
         method = target.method if target.method in METHODS else "other"
         self.decisions[(method, decision.word)] += 1
         return decision

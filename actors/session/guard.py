@@ -121,7 +121,10 @@ def seen_version(d: Dispatcher, kind: str, items: tuple[Item, ...], version: int
     def target_of(item: Item) -> Target | None:
         return _item_target(view, kind if kind != "resources" else _key_of(item), method, item)
 
-    shown = gate.visible(d.caller, f"seen:{kind}", version, items, target_of)
+    # tools and prompts: the very lists their list handlers filter, so this pass warms their cache
+    shown = gate.visible(
+        d.caller, "seen:resources" if kind == "resources" else kind, version, items, target_of
+    )
     names = tuple(item.get("name") or item.get("uri") or item.get("uriTemplate") for item in shown)
     return version + (hash(names) << 32)
 

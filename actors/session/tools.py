@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
     chain = d.chain_of(request_id)
-    tools = view.tools if chain is None else chain.tools(view.tools_version, view.tools)
+    tools, version = guard.visible(d, "tools", view.tools, view.tools_version)  # the policy's, then
+    tools = tools if chain is None else chain.tools(version, tools)  # the middleware's filter
     if isinstance(tools, RpcError):
         return ErrorResponse(request_id, tools)
-    tools, version = guard.visible(d, "tools", tools, view.tools_version)
     return page(request_id, params, "tools", tools, version, d.settings.page_size)
 
 
@@ -53,22 +53,24 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
     error = named_error(params)  # before the middleware sees the call
     if error is not None:
         return ErrorResponse(request_id, error)
-    name = params.get("name")
-    routes = view.routes
-    if isinstance(name, str) and chain.hides(view.tools_version, view.tools, name):
-        routes = {}  # filtered out for this client: as unknown as a name nobody has
-    route = routes.get(name) if isinstance(name, str) else None
+    name: str = params["name"]
+    routes, route = view.routes, view.routes.get(name)
     refused = None
     decision = guard.decide(d, guard.named_target("tools/call", "tool", name, route)) if route else None
-    if decision is not None and not decision.allowed:
+    if decision is not None and not decision.allowed:  # the audit names the rule; the client, no tool
         refused = CallOutcome(error=guard.unknown(request_id, "tool", name).error, rejected=True)
-    elif route is not None and _new_call(d, request_id):
+    else:
+        visible, version = guard.visible(d, "tools", view.tools, view.tools_version)
+        if chain.hides(version, visible, name):
+            routes = {}  # filtered out for this client: as unknown as a name nobody has
+        route = routes.get(name)
+    if refused is None and route is not None and _new_call(d, request_id):
         refusal = guard.limit_call(d, request_id, route.backend, name)
         if refusal is not None:
             refused = CallOutcome(result=guard.limited_result(refusal), rejected=True)
     call = ToolCall(
         chain.client,
-        name if isinstance(name, str) else "",
+        name,
         route.backend if route else None,
         route.own if route else None,
         params.get("arguments"),

@@ -152,3 +152,13 @@ def test_filtering_500_tools_is_computed_once_per_caller_and_list_version() -> N
     assert gate.visible(caller, "tools", 2, items, lambda item: None) == ()  # a new version: evaluated anew
     gate.swap(policy(("allow", "true")))
     assert gate.visible(caller, "tools", 2, items, lambda item: tool(item["name"])) == items  # new rules
+
+
+def test_a_decision_is_kept_per_caller_and_target_until_the_rules_change() -> None:
+    gate = PolicyGate(policy(("allow", 'mcp.tool.name == "echo"'), default=Default.DENY))
+    first = gate.decide(ALICE, tool("echo"))
+    assert gate.decide(ALICE, tool("echo")) is first  # kept: no rule ran again
+    assert not gate.decide(ALICE, tool("add")).allowed
+    assert gate.decisions == {("tools/call", "allow"): 2, ("tools/call", "deny"): 1}  # each one counted
+    gate.swap(policy(("deny", "true")))
+    assert not gate.decide(ALICE, tool("echo")).allowed  # the new rules alone
