@@ -256,6 +256,13 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         if gate is not None and gate.policy is not None:  # every round is judged by the rules in force
             routed = handler(d, request.id, call.params)
             if isinstance(routed, ErrorResponse):
+                d.settings.bridges.end(
+                    method=call.method,
+                    params=call.params,
+                    state=call.state,
+                    principal=d.subject,
+                    reason="the gateway's policy refused the retry",
+                )
                 return call.encode(routed)
         return RESUME  # a retry: it continues a call parked on a legacy backend's asks
     if isinstance(unwrapped, RpcError):

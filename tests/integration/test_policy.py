@@ -15,12 +15,14 @@ import pytest
 from admin_support import sample
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ElicitResult, PromptReference
 from sdk_websocket import websocket_client
 from support import (
     LEGACY_ERA,
     Notifications,
     backend_entry,
     running,
+    sdk_client,
     tool_names,
     with_http,
     with_websocket,
@@ -220,3 +222,57 @@ async def test_over_the_http_request_limit_a_client_gets_429_with_retry_after(
         assert answers[2].status_code == 429 and answers[2].headers["retry-after"] == "10"
         other = await http.post(gateway.http_url, json=ping, headers=dict(bearer(bob)))
         assert other.status_code != 429  # bob's own bucket
+
+
+async def test_a_retry_round_is_judged_by_the_rules_in_force_and_a_refused_one_ends_its_parked_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2026-07-28 client's call to a legacy backend that elicits: the client is answered input_required
+    and retries. Between the rounds a reload denies the tool: the retry is refused, the parked call ends."""
+    rules = '[policy]\n[[policy.rules]]\neffect = "deny"\nwhen = \'mcp.tool.name == "nothing"\'\n'
+    config = gateway_config(tmp_path, rules)
+    config.write_text(config.read_text().replace(TOOLS, "--only=ask_name,echo"))
+    alice = token(config, "alice")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+
+        async def elicit(context: Any, params: Any) -> ElicitResult:
+            config.write_text(config.read_text().replace('"nothing"', '"ask_name"'))
+            assert (await gateway.reload("a test")).ok
+            return ElicitResult(action="accept", content={"name": "Ada"})
+
+        async with websocket_client(
+            gateway.websocket_url, bearer(alice), mode="2026-07-28", elicitation_callback=elicit
+        ) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("ask_name", {})
+            assert (
+                refused.value.error.code == -32602 and "Unknown tool: ask_name" in refused.value.error.message
+            )
+            assert gateway.bridges.calls == {}  # the parked call ended with the refusal, not at its expiry
+            assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
+
+
+async def test_the_stdio_session_is_judged_as_the_stdio_listener(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha", TOOLS, "--prompts", "--resources")])
+    config.write_text(
+        config.read_text()
+        + "[policy]\n[[policy.rules]]\neffect = 'deny'\n"
+        + 'when = \'source.listener == "stdio" && (mcp.tool.name == "crash" || mcp.prompt.name == "greet"'
+        + ' || mcp.resource.uri == "test://shared")\'\n'
+    )
+    async with sdk_client(config, tmp_path / "gateway.log") as client:
+        assert sorted(await tool_names(client)) == ["add", "echo", "pid", "touch"]
+        with pytest.raises(MCPError) as completion:
+            await client.complete(
+                PromptReference(type="ref/prompt", name="greet"), {"name": "name", "value": "A"}
+            )
+        assert completion.value.error.code == -32602
+        with pytest.raises(MCPError) as subscribe:
+            await client.subscribe_resource("test://shared")
+        assert "Resource not found" in subscribe.value.error.message
+        answer = await client.complete(
+            PromptReference(type="ref/prompt", name="summarize"), {"name": "text", "value": "A"}
+        )
+        assert answer.completion.values  # an allowed ref still completes
