@@ -94,6 +94,19 @@ def refuse_completion(d: Dispatcher, request_id: RequestId, target: Target) -> E
     return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
 
 
+def refuse_round(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
+    """A later round of a call (a legacy client's, lived out by the gateway): judged by the rules in force,
+    refused as the first round would have been."""
+    decision = decide(d, target)
+    if decision is None or decision.allowed:
+        return None
+    if target.tool or target.prompt:
+        kind = "tool" if target.tool else "prompt"
+        return unknown(request_id, kind, target.tool or target.prompt)
+    message = f"Resource not found: {clip(target.uri)}"
+    return ErrorResponse(request_id, rpc_error(RESOURCE_NOT_FOUND, message, uri=target.uri))
+
+
 def visible(d: Dispatcher, key: str, items: tuple[Item, ...], version: int) -> tuple[tuple[Item, ...], int]:
     """The items of a list this caller may see, and the version its cursors carry."""
     gate = d.settings.policy

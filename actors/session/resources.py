@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 from actors.catalog import BackendStatus
 from actors.catalog.resource_routes import resource_route, with_public_uri
+from actors.policy import Target
 from actors.protocol.codec import clip
 from actors.protocol.errors import RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
@@ -44,7 +45,13 @@ def read_resource(d: Dispatcher, request_id: RequestId, params: Params) -> Messa
         return routed
     status, own, uri = routed
     rewrite = partial(with_public_uri, own=own, public=uri) if own != uri else None
-    return Forward(status, "resources/read", {**params, "uri": own}, rewrite)
+    return Forward(
+        status,
+        "resources/read",
+        {**params, "uri": own},
+        rewrite,
+        Target("resources/read", status.name, uri=uri),
+    )
 
 
 async def subscribe(d: Dispatcher, request_id: RequestId, params: Params) -> Message:

@@ -40,4 +40,7 @@ def forward_named(
         return refused
     if not status.ready:
         return ErrorResponse(request_id, backend_down(name, status, kind))
-    return Forward(status, method, params if route.own == name else {**params, "name": route.own})
+    target = guard.named_target(method, kind, name, route)
+    return Forward(
+        status, method, params if route.own == name else {**params, "name": route.own}, None, target
+    )

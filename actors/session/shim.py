@@ -24,6 +24,7 @@ from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
 from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.session import guard
 from actors.session.forward import SHUTTING_DOWN, Forward
 
 if TYPE_CHECKING:
@@ -56,11 +57,16 @@ async def complete(
         except RoundFailed as exc:
             logger.info("{} of backend {} failed: {}", forward.method, forward.backend.name, exc)
             return _failure(request_id, forward.method, str(exc))
+        refused = guard.refuse_round(d, request_id, forward.target) if forward.target else None
+        if refused is not None:
+            return refused  # a modern backend keeps nothing between rounds: there is nothing to cancel
         params = {**forward.params, "inputResponses": answers}
         if "requestState" in result:
             params["requestState"] = result["requestState"]
         answer = await d.forwarder.wait(
-            Forward(forward.backend, forward.method, params, forward.rewrite), request_id, entry
+            Forward(forward.backend, forward.method, params, forward.rewrite, forward.target),
+            request_id,
+            entry,
         )
         if not isinstance(answer, Response) or not needs_input(answer.result):
             return answer

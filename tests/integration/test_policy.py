@@ -28,6 +28,7 @@ from support import (
     with_websocket,
     write_config,
 )
+from ts_modern import modern_server_argv
 
 SECRET: Final = "policy-test-secret-that-is-long-enough"
 VARIABLE: Final = "POLICY_TEST_SECRET"
@@ -276,3 +277,36 @@ async def test_the_stdio_session_is_judged_as_the_stdio_listener(tmp_path: Path)
             PromptReference(type="ref/prompt", name="summarize"), {"name": "text", "value": "A"}
         )
         assert answer.completion.values  # an allowed ref still completes
+
+
+async def test_each_round_a_legacy_client_lives_with_a_modern_backend_is_judged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: Path
+) -> None:
+    """A legacy client, a 2026-07-28 backend that asks for input: the gateway lives the rounds out with
+    real requests to the client (the shim). A reload between the rounds denies the tool: the next round
+    is not sent, and the call is refused as the first round would have been."""
+    argv = modern_server_argv(node)
+    backend = {"name": "ts", "command": argv[0], "args": argv[1:]}
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend]), auth=AUTH)
+    config.write_text(config.read_text() + "[policy]\n[[policy.rules]]\neffect = 'deny'\nwhen = 'false'\n")
+    alice = token(config, "alice")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+
+        async def elicit(context: Any, params: Any) -> ElicitResult:
+            config.write_text(
+                config.read_text().replace("when = 'false'", "when = 'mcp.tool.name == \"ask_name\"'")
+            )
+            assert (await gateway.reload("a test")).ok
+            return ElicitResult(action="accept", content={"name": "Ada"})
+
+        async with websocket_client(
+            gateway.websocket_url, bearer(alice), elicitation_callback=elicit
+        ) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("ask_name", {})
+            assert (
+                refused.value.error.code == -32602 and "Unknown tool: ask_name" in refused.value.error.message
+            )
+            assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
