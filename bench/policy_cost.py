@@ -17,8 +17,7 @@ from typing import Any, Final
 
 import jwt
 import trio
-from clients import CHILD_ENV, Peer, Sample, _read_frames, _start, children, measure, stop_all
-from trio_websocket import connect_websocket_url
+from clients import CHILD_ENV, Peer, Sample, measure, stop_all, websocket_peer
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 LEAN: Final = ROOT / "bench/backends/lean_echo.py"
@@ -77,30 +76,6 @@ def config(folder: Path, name: str, port: int, tools: int, guarded: bool) -> Pat
     return path
 
 
-async def authenticated_peer(nursery: trio.Nursery, path: Path, port: int) -> Peer:
-    process = await _start([sys.executable, "-m", "actors", "serve", "--config", str(path)], pipes=False)
-    headers = [("authorization", f"Bearer {TOKEN}")]
-    with trio.fail_after(30):
-        while True:
-            try:
-                url = f"ws://127.0.0.1:{port}/mcp"
-                connection = await connect_websocket_url(
-                    nursery, url, subprotocols=["mcp"], extra_headers=headers
-                )
-                break
-            except OSError:
-                await trio.sleep(0.05)
-
-    async def send_line(data: bytes) -> None:
-        await connection.send_message(data.decode())
-
-    peer = Peer(send_line, process.pid, [])
-    nursery.start_soon(_read_frames, connection, peer)
-    await peer.initialize()
-    peer.backend_pids = sorted(children(process.pid))
-    return peer
-
-
 async def list_times_ms(peer: Peer, listings: int) -> list[float]:
     times = []
     for _ in range(listings):
@@ -120,7 +95,15 @@ async def policy_cost(
         peers = {}
         for name, guarded in (("auth", False), ("auth+policy+limits", True)):
             port = free_port()
-            peers[name] = await authenticated_peer(nursery, config(folder, name, port, 499, guarded), port)
+            argv = [
+                sys.executable,
+                "-m",
+                "actors",
+                "serve",
+                "--config",
+                str(config(folder, name, port, 499, guarded)),
+            ]
+            peers[name] = await websocket_peer(nursery, argv, port, [("authorization", f"Bearer {TOKEN}")])
         listings = await list_times_ms(peers["auth+policy+limits"], 6)
         plain = await list_times_ms(peers["auth"], 6)
         results["tools_list_500_ms"] = {

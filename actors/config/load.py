@@ -26,7 +26,7 @@ from actors.config.backend_schema import (
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
-from actors.config.policy_schema import PolicyTable, RuleTable
+from actors.config.policy_schema import PolicyTable
 from actors.config.resolve import (
     command_problem,
     host_problem,
@@ -38,8 +38,7 @@ from actors.config.resolve import (
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.limits import LimitSettings
-from actors.policy.context import SAMPLE
-from actors.policy.rules import MAX_RULES, Policy, compile_rule
+from actors.policy.rules import MAX_RULES, Policy
 
 _T = TypeVar("_T")
 _Listener = TypeVar("_Listener", bound=ListenerSettings)
@@ -254,30 +253,13 @@ def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[Middle
 
 
 def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
-    """[policy] with each rule compiled; a rule that does not is reported under its `when`."""
-    table = _convert(
-        {k: v for k, v in raw.items() if k != "rules"} if isinstance(raw, dict) else raw,
-        PolicyTable,
-        "policy",
-        problems,
-    )
-    if not isinstance(raw, dict):
+    """[policy] with its rules compiled; a rule that does not compile is reported under its `when`."""
+    rules = raw.get("rules") if isinstance(raw, dict) else None
+    if rules is not None and (not isinstance(rules, list) or len(rules) > MAX_RULES):
+        problems.append(("policy.rules", f"expected at most {MAX_RULES} [[policy.rules]] tables"))
         return None
-    entries = _array_of_tables(raw.get("rules"), "policy.rules", problems)
-    if len(entries) > MAX_RULES:
-        problems.append(("policy.rules", f"{len(entries)} rules; at most {MAX_RULES}"))
-        return None
-    rules = []
-    for index, entry in enumerate(entries):
-        key = f"policy.rules[{index}]"
-        rule = _convert(entry, RuleTable, key, problems)
-        if rule is None:
-            continue
-        try:
-            rules.append(compile_rule(rule.effect, rule.when, rule.name or f"rules[{index}]", SAMPLE))
-        except ValueError as exc:
-            problems.append((f"{key}.when", str(exc)))
-    return Policy(table.default, tuple(rules)) if table is not None else None
+    table = _convert(raw, PolicyTable, "policy", problems)
+    return table.compiled() if table is not None else None
 
 
 def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:

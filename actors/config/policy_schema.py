@@ -1,5 +1,6 @@
-"""[policy] and [[policy.rules]] as written; load.py compiles each rule (actors.policy.rules), so a rule
-that does not compile is reported as `FILE: policy.rules[N].when: reason` by `check` and at start."""
+"""[policy] and [[policy.rules]] as written. Each rule's `when` is compiled as it is read (its validator),
+so a rule that does not compile is reported as `FILE: policy.rules[N].when: reason` by `check` and at
+start; `PolicyTable.compiled()` is what sessions use (actors.policy.rules)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ from typing import Any
 import attrs
 
 from actors.config.checks import not_blank
-from actors.policy.rules import Default, Effect
+from actors.policy.context import SAMPLE
+from actors.policy.rules import Default, Effect, Policy, compile_rule
 
 
-@attrs.frozen(kw_only=True)
-class PolicyTable:
-    """[policy]."""
-
-    default: Default = Default.ALLOW  # what a request gets when no allow rule holds
-    rules: Any = ()  # [[policy.rules]], each a RuleTable (structured one by one, for its key)
+def _compiles(_instance: Any, _attribute: Any, when: str) -> None:
+    compile_rule(Effect.ALLOW, when, "", SAMPLE)  # ValueError with the reason when it does not
 
 
 @attrs.frozen(kw_only=True)
@@ -24,5 +22,20 @@ class RuleTable:
     """[[policy.rules]]."""
 
     effect: Effect = Effect.ALLOW
-    when: str  # a CEL expression over jwt, scopes, principal, source and mcp (actors/policy/context.py)
+    when: str = attrs.field(validator=_compiles)  # CEL over jwt, scopes, principal, source and mcp
     name: str | None = attrs.field(default=None, validator=attrs.validators.optional(not_blank))
+
+
+@attrs.frozen(kw_only=True)
+class PolicyTable:
+    """[policy]."""
+
+    default: Default = Default.ALLOW  # what a request gets when no allow rule holds
+    rules: tuple[RuleTable, ...] = ()  # at most MAX_RULES (load.py checks before reading them)
+
+    def compiled(self) -> Policy:
+        """The rules compiled, named as written or by their place ("rules[N]")."""
+        rules = (
+            compile_rule(r.effect, r.when, r.name or f"rules[{n}]", SAMPLE) for n, r in enumerate(self.rules)
+        )
+        return Policy(self.default, tuple(rules))

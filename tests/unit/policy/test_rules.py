@@ -162,3 +162,14 @@ def test_a_decision_is_kept_per_caller_and_target_until_the_rules_change() -> No
     assert gate.decisions == {("tools/call", "allow"): 2, ("tools/call", "deny"): 1}  # each one counted
     gate.swap(policy(("deny", "true")))
     assert not gate.decide(ALICE, tool("echo")).allowed  # the new rules alone
+
+
+@pytest.mark.parametrize("rules", ['"x" ', "[" + ", ".join(["{ when = 'true' }"] * 257) + "]"])
+def test_rules_that_are_not_an_array_or_too_many_are_one_problem(tmp_path: Path, rules: str) -> None:
+    config = tmp_path / "g.toml"
+    config.write_text(f'[[backends]]\nname = "a"\ncommand = "python"\n[policy]\nrules = {rules}\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(config)
+    assert [(p.key, p.reason) for p in refused.value.problems] == [
+        ("policy.rules", "expected at most 256 [[policy.rules]] tables")
+    ]
