@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import httpx2
 import pytest
+import trio
 from admin_support import sample
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -310,3 +311,42 @@ async def test_each_round_a_legacy_client_lives_with_a_modern_backend_is_judged_
                 refused.value.error.code == -32602 and "Unknown tool: ask_name" in refused.value.error.message
             )
             assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
+
+
+async def test_a_slot_in_flight_is_freed_when_its_call_is_cancelled_or_its_session_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = gateway_config(tmp_path, "[limits]\nmax_inflight = 1\n")
+    config.write_text(config.read_text().replace(TOOLS, "--only=echo,sleep"))
+    alice = token(config, "alice")
+    monkeypatch.setenv(VARIABLE, SECRET)
+    key = '["token",null,"alice"]'
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None and gateway.limiter.caps is not None
+        caps = gateway.limiter.caps
+
+        async def until_in_flight(count: int) -> None:
+            with trio.fail_after(10):
+                while caps.in_flight(key) != count:  # noqa: ASYNC110 (the count signals nothing: no event)
+                    await trio.sleep(0.01)
+
+        async def hold_a_call(cancel: trio.CancelScope) -> None:
+            async with websocket_client(gateway.websocket_url, bearer(alice)) as client:
+                with cancel:
+                    await client.call_tool("sleep", {"seconds": 60})
+                await trio.sleep_forever()  # the session stays open after a cancelled call
+
+        for ending in ("cancel", "session end"):
+            async with trio.open_nursery() as nursery:
+                cancel = trio.CancelScope()
+                nursery.start_soon(hold_a_call, cancel)
+                await until_in_flight(1)
+                async with websocket_client(gateway.websocket_url, bearer(alice)) as other:
+                    refused = await other.call_tool("echo", {"text": "a second one"})
+                    assert refused.is_error and "1 calls already in flight" in text_of(refused)
+                if ending == "cancel":
+                    cancel.cancel()  # the SDK sends notifications/cancelled; the session goes on
+                    await until_in_flight(0)
+                nursery.cancel_scope.cancel()  # the session ends (with its call in flight, the 2nd time)
+            await until_in_flight(0)
+            assert len(caps) == 0  # an idle caller leaves the table
