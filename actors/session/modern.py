@@ -310,7 +310,11 @@ def list_hint(d: Dispatcher, method: str) -> tuple[int, str]:
         for status in d.catalog.value.backends.values()
         if status.ready and (feature in status.capabilities or kind == "tools")
     ]
-    return merge_cache_hints(hints, per_caller_policy=d.subject is not None or bool(d.settings.middleware))
+    gate = d.settings.policy
+    shaped = (
+        d.subject is not None or bool(d.settings.middleware) or (gate is not None and gate.policy is not None)
+    )
+    return merge_cache_hints(hints, per_caller_policy=shaped)
 
 
 async def resumed(
