@@ -22,6 +22,7 @@ from support import (
     LEGACY_ERA,
     Notifications,
     backend_entry,
+    raw_gateway,
     running,
     sdk_client,
     tool_names,
@@ -30,6 +31,8 @@ from support import (
     write_config,
 )
 from ts_modern import modern_server_argv
+
+from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 
 SECRET: Final = "policy-test-secret-that-is-long-enough"
 VARIABLE: Final = "POLICY_TEST_SECRET"
@@ -350,3 +353,20 @@ async def test_a_slot_in_flight_is_freed_when_its_call_is_cancelled_or_its_sessi
                 nursery.cancel_scope.cancel()  # the session ends (with its call in flight, the 2nd time)
             await until_in_flight(0)
             assert len(caps) == 0  # an idle caller leaves the table
+
+
+async def test_a_listen_is_granted_only_the_resources_the_policy_lets_its_caller_see(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha", "--resources")])
+    config.write_text(config.read_text() + "[policy]\n[[policy.rules]]\neffect = 'deny'\n")
+    config.write_text(config.read_text() + "when = 'mcp.resource.uri == \"test://shared\"'\n")
+    meta = {
+        PROTOCOL_VERSION_KEY: "2026-07-28",
+        CLIENT_CAPABILITIES_KEY: {},
+        CLIENT_INFO_KEY: {"name": "r", "version": "1"},
+    }
+    wanted = {"resourceSubscriptions": ["test://shared", "test://alpha/readme"]}
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        await gateway.request("L", "subscriptions/listen", {"notifications": wanted, "_meta": meta})
+        ack = await gateway.receive()
+        assert ack.get("method") == "notifications/subscriptions/acknowledged", ack
+        assert ack["params"]["notifications"]["resourceSubscriptions"] == ["test://alpha/readme"]
