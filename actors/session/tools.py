@@ -75,8 +75,8 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
         route.own if route else None,
         params.get("arguments"),
         time.time(),
-        decision.word if decision is not None else None,
-        decision.rule if decision is not None else None,
+        decision=decision.word if decision is not None else None,
+        rule=decision.rule if decision is not None else None,
     )
     entry = d.inflight.get(request_id)
 

@@ -29,7 +29,14 @@ def test_an_audit_file_from_before_policy_gets_decision_and_rule_columns(tmp_pat
     store = AuditStore(AuditSettings(path=path))
     store.open()
     call = ToolCall(
-        ClientInfo("ws-1", "bob"), "crash", "alpha", "crash", {}, 0.0, "deny", "bob never crashes"
+        ClientInfo("ws-1", "bob"),
+        "crash",
+        "alpha",
+        "crash",
+        {},
+        0.0,
+        decision="deny",
+        rule="bob never crashes",
     )
     store.write([make_record(call, CallOutcome(rejected=True), False)])
     store.close()
