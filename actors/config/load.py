@@ -34,6 +34,7 @@ from actors.config.resolve import (
     resolve_auth,
     resolve_backend,
     resolve_middleware,
+    resolve_oauth,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 
@@ -225,11 +226,12 @@ def _listener(
     raw = document[name]
     written = {key: value for key, value in raw.items() if key != "auth"} if isinstance(raw, dict) else raw
     settings = _convert(written, cls, name, problems)
-    auth = None
+    auth, oauth = None, None
     if isinstance(raw, dict) and "auth" in raw:
         table = _convert(raw["auth"], AuthTable, f"{name}.auth", problems)
         auth = table and resolve_auth(table, f"{name}.auth", folder, problems)
-    return None if settings is None else attrs.evolve(settings, auth=auth)
+        oauth = table and resolve_oauth(table, f"{name}.auth", folder, problems)
+    return None if settings is None else attrs.evolve(settings, auth=auth, oauth=oauth)
 
 
 def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[MiddlewareSpec, ...]:

@@ -16,6 +16,7 @@ import trio
 from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint
+from actors.runtime.supervisor import ChildEvent, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
@@ -81,6 +82,11 @@ class Listener(abc.ABC, Generic[SettingsT]):
         outlives this run."""
         sockets = await self.endpoint.for_run()
         async with trio.open_nursery() as nursery:
+            bearer = self.endpoint.admission.bearer
+            if bearer is not None and (keepers := bearer.keepers()):
+                events, reports = trio.open_memory_channel[ChildEvent](0)
+                nursery.start_soon(_discard, reports)
+                await nursery.start(supervise, keepers, events)
             nursery.start_soon(self._housekeeping, connections)
             nursery.start_soon(Acceptor(self.TABLE, self._connection).run, sockets, connections)
             task_status.started(self.url)
@@ -104,3 +110,9 @@ class Listener(abc.ABC, Generic[SettingsT]):
     @abc.abstractmethod
     async def wait_sessions_done(self) -> None:
         """Until every session stopped by `stop_sessions` has ended and its last words are written."""
+
+
+async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
+    """The issuers' keepers' reports: their supervisor logs every exit and restart itself."""
+    async for _ in reports:
+        pass

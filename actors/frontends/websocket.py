@@ -20,7 +20,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_strea
 
 from actors.config import Config, WebSocketSettings
 from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
-from actors.frontends.auth import Refused
+from actors.frontends.auth import Principal, Refused
 from actors.frontends.listener import Listener
 from actors.frontends.listening import peer_host, peer_of
 from actors.session.session import Session
@@ -82,7 +82,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
         admission = self.endpoint.admission
         try:
-            principal = admission.check(path, _host_of(request), headers)
+            principal = await admission.check(path, _host_of(request), headers)
             client = admission.open_session(principal, address, len(self._sessions))
         except Refused as refused:
             status, reason = refused.status, refused.reason
@@ -102,17 +102,22 @@ class WebSocketListener(Listener[WebSocketSettings]):
             subject = principal.subject if principal else None
             with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
-                await self._serve(session_id, WebSocketTransport(connection, send_timeout, stream), subject)
+                transport = WebSocketTransport(connection, send_timeout, stream)
+                await self._serve(session_id, transport, principal)
         finally:
             admission.close_session(client)
 
-    async def _serve(self, session_id: str, transport: WebSocketTransport, subject: str | None) -> None:
+    async def _serve(
+        self, session_id: str, transport: WebSocketTransport, principal: Principal | None
+    ) -> None:
+        bearer = self.endpoint.admission.bearer
+        settings = self.session_settings
         session = Session(
             id=session_id,
             transport=transport,
             catalog=self.catalog,
-            settings=self.session_settings,
-            subject=subject,
+            settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
+            subject=principal.subject if principal else None,
         )
         self._sessions[session] = transport
         try:
