@@ -113,12 +113,12 @@ class KeysKeeper:
             timeout = httpx2.Timeout(FETCH_TIMEOUT_S)
             async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as client:
                 where = await self._where(client)
-                lifetime_s = await self._fetch(client, where)
+                good_for_s = await self._fetch(client, where)
                 task_status.started()
                 while True:
-                    with trio.move_on_after(lifetime_s):
+                    with trio.move_on_after(good_for_s):
                         await self.keys.wanted()
-                    lifetime_s = await self._fetch(client, where)
+                    good_for_s = await self._fetch(client, where)
 
     async def _where(self, client: httpx2.AsyncClient) -> str | Path:
         if self.source.jwks_file is not None:
@@ -144,8 +144,13 @@ class KeysKeeper:
             kept = "; the last good set stays in use" if self.keys.current is not None else ""
             raise ChildExitError(f"cannot read the keys of issuer {self.keys.issuer}: {exc}{kept}") from None
         self.keys.replace(keys)
-        source = self.source
-        lifetime_s = source.refresh_default_s if max_age is None else max_age
-        lifetime_s = min(max(lifetime_s, source.refresh_min_s), source.refresh_max_s)
-        logger.info("{} keys from {}; fetched again in {:.0f}s", len(keys), where, lifetime_s)
-        return lifetime_s
+        good_for_s = lifetime_s(max_age, self.source)
+        logger.info("{} keys from {}; fetched again in {:.0f}s", len(keys), where, good_for_s)
+        return good_for_s
+
+
+def lifetime_s(max_age_s: float | None, source: JwksSource) -> float:
+    """How long a fetched set is used before the next fetch: its max-age (the default when the server gave
+    none), kept between the source's bounds."""
+    wanted = source.refresh_default_s if max_age_s is None else max_age_s
+    return min(max(wanted, source.refresh_min_s), source.refresh_max_s)
