@@ -64,15 +64,20 @@ def _settings(port: int, clients: Mapping[str, tuple[str, ...]]) -> str:
     )
 
 
+def _configure(folder: Path, clients: Mapping[str, tuple[str, ...]]) -> int:
+    """Its server and oauth settings (init's defaults kept for the rest); the port it is to listen on."""
+    port = _free_port()
+    settings = folder / "settings.yaml"
+    kept = settings.read_text().split("\nsaml:", 1)[1]
+    settings.write_text(_settings(port, clients) + "\nsaml:" + kept)
+    return port
+
+
 @asynccontextmanager
 async def nanoidp(folder: Path, clients: Mapping[str, tuple[str, ...]]) -> AsyncIterator[Idp]:
     """nanoidp serving `clients` (client id -> the scopes it may ask for), until the block ends."""
-    folder.mkdir(parents=True, exist_ok=True)
     await trio.run_process([sys.executable, "-m", "nanoidp", "init", str(folder)], capture_stdout=True)
-    port = _free_port()
-    settings = folder / "settings.yaml"
-    kept = settings.read_text().split("\nsaml:", 1)[1]  # init's defaults for everything but server and oauth
-    settings.write_text(_settings(port, clients) + "\nsaml:" + kept)
+    port = _configure(folder, clients)
     argv = [
         sys.executable,
         "-m",
