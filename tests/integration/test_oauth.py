@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from nanoidp_fixture import SECRET, Idp, nanoidp
 from sdk_websocket import websocket_client
 from support import DEADLINE_S, LEGACY_ERA, backend_entry, running, write_config
+from trio_websocket import ConnectionRejected, open_websocket_url
 
 from actors.gateway import Gateway
 
@@ -262,3 +263,46 @@ async def test_a_rotated_key_is_followed_without_a_restart_and_sessions_stay_the
                         headers={**HEADERS, "authorization": f"Bearer {token}", "mcp-session-id": sid},
                     )
                     assert answer.status_code == 404  # never 401: clients take 401 for an expired token
+
+
+async def test_a_call_the_token_scopes_do_not_cover_gets_403_insufficient_scope_when_asked_for(
+    tmp_path: Path,
+) -> None:
+    async with gateway_and_idp(tmp_path, 'insufficient_scope = "refuse"') as (gateway, idp):
+        url = gateway.http_url
+        assert url is not None
+        bob = {**HEADERS, "authorization": f"Bearer {await idp.token('bob-app', url, 'tools:echo')}"}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {}}}
+        async with httpx2.AsyncClient() as http:
+            opened = await http.post(url, json=INITIALIZE, headers=bob)
+            bob["mcp-session-id"] = opened.headers["mcp-session-id"]
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=bob)
+            refused = await http.post(url, json=call, headers=bob)
+            echoed = await http.post(
+                url, json={**call, "params": {"name": "echo", "arguments": {"text": "hi"}}}, headers=bob
+            )
+        assert refused.status_code == 403
+        origin = url.removesuffix("/mcp")
+        assert refused.headers["www-authenticate"] == (
+            f'Bearer resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", '
+            'scope="tools:add", error="insufficient_scope"'
+        )
+        assert echoed.status_code == 200 and echoed.json()["result"]["content"][0]["text"] == "hi"
+
+
+async def test_a_websocket_upgrade_without_a_good_token_is_refused_with_the_challenge(tmp_path: Path) -> None:
+    async with gateway_and_idp(tmp_path) as (gateway, _):
+        assert gateway.websocket_url is not None and gateway.http_url is not None
+        for headers in ([], [("authorization", "Bearer not.a.token")]):
+            with pytest.raises(ConnectionRejected) as refused:
+                async with open_websocket_url(
+                    gateway.websocket_url, subprotocols=["mcp"], extra_headers=headers
+                ):
+                    pass
+            assert refused.value.status_code == 401
+            challenge = dict(refused.value.headers or [])[b"www-authenticate"].decode()
+            port = gateway.websocket_url.split(":")[2].split("/")[0]
+            assert challenge.startswith(
+                f'Bearer resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"'
+            )
+            assert ('error="invalid_token"' in challenge) == bool(headers)
