@@ -15,7 +15,7 @@ from typing import Final
 
 import attrs
 
-from actors.config.checks import every, not_below, rule
+from actors.config.checks import every, not_below, not_blank, rule
 
 ASYMMETRIC_ALGORITHMS: Final = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
@@ -111,3 +111,14 @@ class OAuthSettings:
     required_scopes: tuple[str, ...] = ()
     tool_scopes: dict[str, frozenset[str]] = attrs.field(factory=dict, hash=False)
     insufficient_scope: InsufficientScope = InsufficientScope.HIDE
+
+
+@attrs.frozen(kw_only=True)
+class StdioPrincipal:
+    """[stdio]: who the stdio session's client is. stdio carries no token (the MCP spec: its credentials
+    come from the environment), so its principal is configured, and limits, policy, the audit and the
+    listeners' tool_scopes apply to it as to a token's."""
+
+    subject: str = attrs.field(validator=not_blank)
+    issuer: str | None = None  # e.g. "local"; none: like a static key's token without `iss`
+    scopes: tuple[str, ...] = attrs.field(default=(), validator=every(scope_token))
