@@ -225,7 +225,12 @@ class Gateway:
         """Each frontend now, with its open sessions (for the admin listener)."""
         stdio = tuple(session.id for session in self._sessions)
         network = [
-            FrontendInfo(listener.name, listener.url, tuple(session.id for session in listener.sessions()))
+            FrontendInfo(
+                listener.name,
+                listener.url,
+                tuple(session.id for session in listener.sessions()),
+                listener.issuer_keys(),
+            )
             for listener in self.listeners
         ]
         return network + ([FrontendInfo("stdio", None, stdio)] if stdio else [])

@@ -16,6 +16,7 @@ import trio
 from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint
+from actors.identity.keys import IssuerKeys
 from actors.runtime.supervisor import ChildEvent, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
@@ -73,6 +74,11 @@ class Listener(abc.ABC, Generic[SettingsT]):
     @property
     def url(self) -> str:
         return self.endpoint.url
+
+    def issuer_keys(self) -> tuple[IssuerKeys, ...]:
+        """The key sets of the issuers whose tokens it accepts (for the admin listener's metrics)."""
+        bearer = self.endpoint.admission.bearer
+        return tuple(bearer.keys.values()) if bearer is not None else ()
 
     async def run(
         self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED

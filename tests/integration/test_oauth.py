@@ -21,6 +21,7 @@ import httpx2
 import jwt
 import pytest
 import trio
+from admin_support import admin_gateway, sample, with_admin
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.auth import TokenStorage
@@ -371,3 +372,25 @@ async def test_the_stdio_session_is_the_configured_principal_with_its_scopes(tmp
         assert not (await client.call_tool("echo", {"text": "hi"})).is_error
     with sqlite3.connect(tmp_path / "audit.sqlite3") as db:
         assert db.execute("SELECT subject, tool FROM calls").fetchall() == [("alice@laptop", "echo")]
+
+
+async def test_the_admin_metrics_show_each_issuer_keys_and_failed_fetches(tmp_path: Path) -> None:
+    async with nanoidp(tmp_path / "idp", CLIENTS) as idp:
+        config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo")])
+        config.write_text(
+            config.read_text()
+            + f'\n[http]\nport = 0\n[http.auth]\n[[http.auth.issuers]]\nissuer = "{idp.issuer}"\n'
+            + '[[http.auth.issuers]]\nissuer = "http://127.0.0.1:1"\njwks_url = "http://127.0.0.1:1/jwks.json"\n'
+        )
+        async with admin_gateway(with_admin(config), tmp_path / "gateway.log") as gateway:
+            with trio.fail_after(DEADLINE_S):
+                while True:  # the keepers' first fetches are under way as the gateway starts
+                    metrics = await gateway.metrics()
+                    down = sample(
+                        metrics, "mcp_gateway_jwks_fetch_failures_total", issuer="http://127.0.0.1:1"
+                    )
+                    if sample(metrics, "mcp_gateway_jwks_keys", issuer=idp.issuer) and down:
+                        break
+                    await trio.sleep(0.05)
+            assert sample(metrics, "mcp_gateway_jwks_fetches_total", frontend="http", issuer=idp.issuer) == 1
+            assert sample(metrics, "mcp_gateway_jwks_keys", issuer="http://127.0.0.1:1") == 0
