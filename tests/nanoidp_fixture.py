@@ -6,7 +6,6 @@ loopback port, its issuer set to that port. Clients get tokens with the client_c
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +16,7 @@ from typing import Final
 import attrs
 import httpx2
 import trio
+from oauth_support import free_port
 from support import DEADLINE_S, drain, search_stream, stop_process
 
 SECRET: Final = "nanoidp-test-secret"
@@ -44,12 +44,6 @@ class Idp:
         return str(answer.json()["new_kid"])
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _settings(port: int, clients: Mapping[str, tuple[str, ...]]) -> str:
     listed = "".join(
         f'    - client_id: "{client}"\n      client_secret: "{SECRET}"\n'
@@ -66,7 +60,7 @@ def _settings(port: int, clients: Mapping[str, tuple[str, ...]]) -> str:
 
 def _configure(folder: Path, clients: Mapping[str, tuple[str, ...]]) -> int:
     """Its server and oauth settings (init's defaults kept for the rest); the port it is to listen on."""
-    port = _free_port()
+    port = free_port()
     settings = folder / "settings.yaml"
     kept = settings.read_text().split("\nsaml:", 1)[1]
     settings.write_text(_settings(port, clients) + "\nsaml:" + kept)

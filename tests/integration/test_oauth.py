@@ -5,9 +5,6 @@ restart, and every token that is not for this gateway from a trusted issuer is r
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import sqlite3
 import sys
@@ -15,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import httpx2
 import jwt
@@ -30,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
 from nanoidp_fixture import SECRET, Idp, nanoidp
+from oauth_support import INITIALIZE, POST_HEADERS, hmac_token
 from recording_backend import recording_backend
 from sdk_websocket import websocket_client
 from support import DEADLINE_S, LEGACY_ERA, TEST_BACKEND, backend_entry, running, sdk_client, write_config
@@ -39,17 +37,6 @@ from actors.gateway import Gateway
 
 TOOL_SCOPES: Final = '{ echo = ["tools:echo"], add = ["tools:add"] }'
 CLIENTS: Final = {"alice-app": ("tools:echo", "tools:add"), "bob-app": ("tools:echo",)}
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def oauth_config(folder: Path, issuer: str, *extra: str) -> Path:
@@ -115,7 +102,7 @@ async def test_nanoidp_tokens_open_sessions_and_each_principal_sees_the_tools_it
                 answer = await http.post(
                     gateway.http_url,
                     json=INITIALIZE,
-                    headers={**HEADERS, "authorization": f"Bearer {ws_bob}"},
+                    headers={**POST_HEADERS, "authorization": f"Bearer {ws_bob}"},
                 )
             assert answer.status_code == 401
 
@@ -178,20 +165,12 @@ async def test_the_metadata_is_served_at_both_well_known_paths_and_every_401_poi
                 assert document["resource"] == gateway.http_url
                 assert document["authorization_servers"] == [idp.issuer]
                 assert document["scopes_supported"] == ["tools:echo", "tools:add"]
-            anonymous = await http.post(gateway.http_url, json=INITIALIZE, headers=HEADERS)
+            anonymous = await http.post(gateway.http_url, json=INITIALIZE, headers=POST_HEADERS)
         assert anonymous.status_code == 401
         assert anonymous.headers["www-authenticate"] == (
             f'Bearer resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", '
             'scope="tools:echo tools:add"'
         )
-
-
-def _hmac_token(header: dict[str, Any], claims: dict[str, Any], secret: bytes) -> str:
-    def part(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-    signing_input = f"{part(json.dumps(header).encode())}.{part(json.dumps(claims).encode())}"
-    return f"{signing_input}.{part(hmac.new(secret, signing_input.encode(), hashlib.sha256).digest())}"
 
 
 async def test_every_token_not_for_this_gateway_from_a_trusted_issuer_is_refused(tmp_path: Path) -> None:
@@ -217,7 +196,7 @@ async def test_every_token_not_for_this_gateway_from_a_trusted_issuer_is_refused
                 {**claims, "iss": "http://127.0.0.1:2"}, stranger, "RS256", {"kid": kid}
             ),
             "alg none": jwt.encode(claims, None, "none", {"kid": kid}),
-            "hs256 with the public key": _hmac_token(
+            "hs256 with the public key": hmac_token(
                 {"alg": "HS256", "typ": "JWT", "kid": kid}, claims, (folder / "rsa_public.pem").read_bytes()
             ),
             "a kid never published": jwt.encode(claims, stranger, "RS256", {"kid": "never-published"}),
@@ -228,7 +207,7 @@ async def test_every_token_not_for_this_gateway_from_a_trusted_issuer_is_refused
         async with httpx2.AsyncClient() as http:
             for what, token in {**bad, "good": good}.items():
                 answer = await http.post(
-                    url, json=INITIALIZE, headers={**HEADERS, "authorization": f"Bearer {token}"}
+                    url, json=INITIALIZE, headers={**POST_HEADERS, "authorization": f"Bearer {token}"}
                 )
                 if what == "good":
                     assert answer.status_code == 200, answer.text
@@ -255,7 +234,7 @@ async def test_a_rotated_key_is_followed_without_a_restart_and_sessions_stay_the
                 assert await listed(client) == {"echo"}
             async with httpx2.AsyncClient() as http:
                 opened = await http.post(
-                    url, json=INITIALIZE, headers={**HEADERS, "authorization": f"Bearer {before}"}
+                    url, json=INITIALIZE, headers={**POST_HEADERS, "authorization": f"Bearer {before}"}
                 )
                 session = opened.headers["mcp-session-id"]
                 bob = await idp.token("bob-app", url, "tools:echo")
@@ -264,7 +243,7 @@ async def test_a_rotated_key_is_followed_without_a_restart_and_sessions_stay_the
                     answer = await http.post(
                         url,
                         json=ping,
-                        headers={**HEADERS, "authorization": f"Bearer {token}", "mcp-session-id": sid},
+                        headers={**POST_HEADERS, "authorization": f"Bearer {token}", "mcp-session-id": sid},
                     )
                     assert answer.status_code == 404  # never 401: clients take 401 for an expired token
 
@@ -275,7 +254,7 @@ async def test_a_call_the_token_scopes_do_not_cover_gets_403_insufficient_scope_
     async with gateway_and_idp(tmp_path, 'insufficient_scope = "refuse"') as (gateway, idp):
         url = gateway.http_url
         assert url is not None
-        bob = {**HEADERS, "authorization": f"Bearer {await idp.token('bob-app', url, 'tools:echo')}"}
+        bob = {**POST_HEADERS, "authorization": f"Bearer {await idp.token('bob-app', url, 'tools:echo')}"}
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {}}}
         async with httpx2.AsyncClient() as http:
             opened = await http.post(url, json=INITIALIZE, headers=bob)

@@ -6,7 +6,6 @@ token it issues when no resource is named is refused (a resource it does not ser
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 from pathlib import Path
 from typing import Final
@@ -16,6 +15,7 @@ import jwt
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from oauth_support import INITIALIZE, POST_HEADERS, free_port
 from support import (
     DEADLINE_S,
     LEGACY_ERA,
@@ -29,23 +29,6 @@ from support import (
 
 SCRIPT: Final = Path(__file__).parent / "oidc_issuer.mjs"
 SECRET: Final = "oidc-provider-test-secret"
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def token_for(issuer: str, resource: str | None) -> str:
@@ -103,7 +86,7 @@ async def test_oidc_provider_jwt_access_tokens_are_accepted_and_its_other_tokens
                         refused = await http.post(
                             resource,
                             json=INITIALIZE,
-                            headers={**HEADERS, "authorization": f"Bearer {opaque}"},
+                            headers={**POST_HEADERS, "authorization": f"Bearer {opaque}"},
                         )
                     assert refused.status_code == 401
                     assert 'error="invalid_token"' in refused.headers["www-authenticate"]

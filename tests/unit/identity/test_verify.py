@@ -8,6 +8,7 @@ import time
 import jwt
 import pytest
 from keys_support import ISSUER, RESOURCE, SigningIssuer
+from oauth_support import hmac_token
 
 from actors.identity.principal import Principal, scopes_of
 from actors.identity.verify import (
@@ -77,7 +78,7 @@ def test_alg_none_is_refused(idp: SigningIssuer, keys: KeySet) -> None:
 def test_an_hs256_token_signed_with_the_public_key_is_refused(idp: SigningIssuer, keys: KeySet) -> None:
     """Algorithm confusion: the published RSA key used as an HMAC secret."""
     header = {"alg": "HS256", "kid": "rsa-1", "typ": "JWT"}
-    forged = _hmac_token(header, idp.claims(), idp.rsa_public_pem())
+    forged = hmac_token(header, idp.claims(), idp.rsa_public_pem())
     with pytest.raises(TokenRefusedError, match="HS256"):
         verify(forged, RULES, keys)
     permissive = IssuerRules(issuer=ISSUER, audiences=frozenset({RESOURCE}), algorithms=("RS256", "HS256"))
@@ -134,18 +135,3 @@ def test_principals_are_the_same_by_issuer_and_subject_whatever_their_scopes() -
     assert scopes_of({"scope": "a b  c"}) == {"a", "b", "c"}
     assert scopes_of({"scp": ["a", "b"]}) == {"a", "b"}
     assert scopes_of({"scope": 7}) == frozenset() and scopes_of({"scp": ["a", 1]}) == frozenset()
-
-
-def _hmac_token(header: dict[str, str], claims: dict[str, object], secret: bytes) -> str:
-    """An HS256 token made by hand: PyJWT itself refuses to use a PEM key as an HMAC secret."""
-    import base64
-    import hashlib
-    import hmac
-    import json
-
-    def part(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-    signing_input = f"{part(json.dumps(header).encode())}.{part(json.dumps(claims).encode())}"
-    signature = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
-    return f"{signing_input}.{part(signature)}"
