@@ -273,9 +273,12 @@ async def test_a_call_the_token_scopes_do_not_cover_gets_403_insufficient_scope_
         assert echoed.status_code == 200 and echoed.json()["result"]["content"][0]["text"] == "hi"
 
 
-async def test_a_websocket_upgrade_without_a_good_token_is_refused_with_the_challenge(tmp_path: Path) -> None:
-    async with gateway_and_idp(tmp_path) as (gateway, _):
+async def test_a_websocket_upgrade_without_a_good_token_is_refused_with_the_challenge_and_its_metadata(
+    tmp_path: Path,
+) -> None:
+    async with gateway_and_idp(tmp_path) as (gateway, idp):
         assert gateway.websocket_url is not None and gateway.http_url is not None
+        token = await idp.token("bob-app", gateway.websocket_url, "tools:echo")
         for headers in ([], [("authorization", "Bearer not.a.token")]):
             with pytest.raises(ConnectionRejected) as refused:
                 async with open_websocket_url(
@@ -289,6 +292,14 @@ async def test_a_websocket_upgrade_without_a_good_token_is_refused_with_the_chal
                 f'Bearer resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"'
             )
             assert ('error="invalid_token"' in challenge) == bool(headers)
+        metadata_url = challenge.split('"')[1]
+        async with httpx2.AsyncClient() as http:  # served on the WebSocket listener's own port
+            document = (await http.get(metadata_url)).json()
+            bare = (await http.get(metadata_url.removesuffix("/mcp"))).json()
+        assert document == bare and document["resource"] == gateway.websocket_url
+        assert document["authorization_servers"] == [idp.issuer]
+        async with websocket_client(gateway.websocket_url, [("authorization", f"Bearer {token}")]) as client:
+            assert await listed(client) == {"echo"}  # the handshake still goes through the bytes read first
 
 
 async def test_the_client_token_never_reaches_an_http_a_websocket_or_a_stdio_backend(tmp_path: Path) -> None:
