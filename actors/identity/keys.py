@@ -43,6 +43,7 @@ class IssuerKeys:
     current: KeySet | None = None
     fetches: int = 0
     failures: int = 0  # fetches that failed, the last good set staying in use
+    next_fetch_at: float = math.inf  # trio time of the next scheduled fetch
     _wanted: trio.Event = attrs.field(factory=trio.Event)
     _fresh: trio.Event = attrs.field(factory=trio.Event)
     _last_kid_fetch: float = -math.inf
@@ -145,6 +146,7 @@ class KeysKeeper:
             raise ChildExitError(f"cannot read the keys of issuer {self.keys.issuer}: {exc}{kept}") from None
         self.keys.replace(keys)
         good_for_s = lifetime_s(max_age, self.source)
+        self.keys.next_fetch_at = trio.current_time() + good_for_s
         logger.info("{} keys from {}; fetched again in {:.0f}s", len(keys), where, good_for_s)
         return good_for_s
 
