@@ -1,5 +1,6 @@
-"""What the resource-server tests share: a raw initialize POST, a free loopback port, and a JWT signed with
-HMAC by hand (PyJWT itself refuses to use a PEM public key as an HMAC secret, which is the attack)."""
+"""What the resource-server tests share: a raw initialize POST, a free loopback port, a JWT signed with HMAC
+by hand (PyJWT itself refuses to use a PEM public key as an HMAC secret, which is the attack), and a small
+ASGI app served by hypercorn on a free loopback port."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import hashlib
 import hmac
 import json
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Final
+
+import hypercorn.config
+import trio
+from hypercorn.trio import serve
+
+Asgi = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 INITIALIZE: Final = {
     "jsonrpc": "2.0",
@@ -35,3 +44,24 @@ def hmac_token(header: dict[str, Any], claims: dict[str, Any], secret: bytes) ->
 
     signing_input = f"{part(json.dumps(header).encode())}.{part(json.dumps(claims).encode())}"
     return f"{signing_input}.{part(hmac.new(secret, signing_input.encode(), hashlib.sha256).digest())}"
+
+
+@asynccontextmanager
+async def asgi_server(app: Asgi) -> AsyncIterator[str]:
+    """`app` (HTTP and WebSocket scopes; the lifespan is answered here) on a free loopback port: its URL."""
+
+    async def with_lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    config = hypercorn.config.Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    async with trio.open_nursery() as nursery:
+        (url,) = await nursery.start(serve, with_lifespan, config)
+        yield url
+        nursery.cancel_scope.cancel()

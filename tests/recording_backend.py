@@ -9,10 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
-import hypercorn.config
 import orjson
-import trio
-from hypercorn.trio import serve
+from oauth_support import asgi_server
 
 
 @attrs.define
@@ -44,11 +42,6 @@ def _answer(message: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 def recording_app(name: str, recorded: Recorded) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (event := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         recorded.headers.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
         if scope["type"] == "websocket":
             await receive()  # websocket.connect
@@ -83,11 +76,6 @@ def recording_app(name: str, recorded: Recorded) -> Any:
 @asynccontextmanager
 async def recording_backend(name: str) -> AsyncIterator[tuple[str, Recorded]]:
     """The server on a free loopback port: its host:port and what it records."""
-    config = hypercorn.config.Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = config.errorlog = None
     recorded = Recorded()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(serve, recording_app(name, recorded), config)
-        yield binds[0].removeprefix("http://"), recorded
-        nursery.cancel_scope.cancel()
+    async with asgi_server(recording_app(name, recorded)) as url:
+        yield url.removeprefix("http://"), recorded

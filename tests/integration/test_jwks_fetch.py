@@ -8,11 +8,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import hypercorn.config
 import orjson
 import pytest
 import trio
-from hypercorn.trio import serve
+from oauth_support import asgi_server
 
 from actors.identity.keys import IssuerKeys, JwksSource, KeysKeeper
 from actors.runtime.supervisor import ChildExitError
@@ -26,11 +25,6 @@ async def documents(
     table: dict[str, tuple[int, dict[str, str], Any]] = {}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         status, headers, body = table.get(scope["path"], (404, {}, {"error": "not found"}))
         raw = body if isinstance(body, bytes) else orjson.dumps(body)
         listed = [
@@ -39,14 +33,9 @@ async def documents(
         await send({"type": "http.response.start", "status": status, "headers": listed})
         await send({"type": "http.response.body", "body": raw})
 
-    config = hypercorn.config.Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = config.errorlog = None
-    async with trio.open_nursery() as nursery:
-        (base,) = await nursery.start(serve, app, config)
+    async with asgi_server(app) as base:
         table.update(routes(base))
         yield base
-        nursery.cancel_scope.cancel()
 
 
 JWKS = {
