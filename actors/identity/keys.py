@@ -23,6 +23,7 @@ from loguru import logger
 
 from actors.identity.fetch import FETCH_TIMEOUT_S, FetchError, discover_jwks_uri, fetch_json
 from actors.identity.verify import KeySet
+from actors.protocol.codec import clip
 from actors.runtime.supervisor import ChildExitError, Restart, RestartPolicy
 
 KID_WAIT_S: Final = 5.0  # how long a request with an unknown kid waits for the refetch it asked for
@@ -63,7 +64,7 @@ class IssuerKeys:
 
     async def first_set(self) -> bool:
         """Wait (at most KID_WAIT_S) for the first set, when none was fetched yet; True once there is one."""
-        if self.current is None:
+        if self.current is None and not self.failures:  # an issuer already failing is not waited for
             with trio.move_on_after(KID_WAIT_S):
                 await self._fresh.wait()
         return self.current is not None
@@ -78,7 +79,9 @@ class IssuerKeys:
         fresh = self._fresh
         self._wanted.set()
         logger.info(
-            "issuer {}: a token names key {!r}, not in its key set; fetching the set again", self.issuer, kid
+            "issuer {}: a token names key {!r}, not in its key set; fetching the set again",
+            self.issuer,
+            clip(kid),
         )
         with trio.move_on_after(KID_WAIT_S):
             await fresh.wait()
