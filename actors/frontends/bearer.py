@@ -13,6 +13,7 @@ as an expired token and loop on refreshing it. The token is never logged; only w
 from __future__ import annotations
 
 from typing import Final
+from urllib.parse import urlsplit
 
 import attrs
 from loguru import logger
@@ -31,6 +32,7 @@ from actors.session.settings import SessionSettings
 
 MAX_AUTHORIZATION_BYTES: Final = MAX_TOKEN_BYTES + 16  # "Bearer " and some spaces
 LEGACY_CHALLENGE: Final = b'Bearer realm="mcp-gateway"'
+WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})  # a listener on every address: its URL is no public one
 
 
 @attrs.define(eq=False)
@@ -67,6 +69,8 @@ class BearerRules:
     def bound(self, url: str) -> None:
         """The listener's URL is known: issuers whose audience defaults to it are told."""
         self.url = url
+        if self.oauth is not None and self.oauth.resource is None and urlsplit(url).hostname in WILDCARDS:
+            logger.warning("[NAME.auth] resource is unset and {} names no host clients reach: set it", url)
         if self.oauth is not None:
             for issuer in self.oauth.issuers:
                 self.verifier.issuers[issuer.issuer] = (self.issuer_rules(issuer), self.keys[issuer.issuer])
