@@ -1,6 +1,6 @@
-"""What the resource-server tests share: a raw initialize POST, a free loopback port, a JWT signed with HMAC
-by hand (PyJWT itself refuses to use a PEM public key as an HMAC secret, which is the attack), and a small
-ASGI app served by hypercorn on a free loopback port."""
+"""What the resource-server tests share: the test clients and the scopes their tools need, a raw initialize
+POST, a free loopback port, a JWT signed with HMAC by hand (PyJWT itself refuses to use a PEM public key as an
+HMAC secret, which is the attack), an SDK client with a bearer token, and an ASGI app served by hypercorn."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+import httpx2
 import hypercorn.config
 import trio
 from hypercorn.trio import serve
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import LEGACY_ERA
 
+TOOL_SCOPES: Final = '{ echo = ["tools:echo"], add = ["tools:add"] }'  # [NAME.auth] tool_scopes, as TOML
+CLIENTS: Final = {"alice-app": ("tools:echo", "tools:add"), "bob-app": ("tools:echo",)}  # id -> its scopes
 Asgi = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 INITIALIZE: Final = {
@@ -65,3 +71,16 @@ async def asgi_server(app: Asgi) -> AsyncIterator[str]:
         (url,) = await nursery.start(serve, with_lifespan, config)
         yield url
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode=LEGACY_ERA) as client,
+    ):
+        yield client
+
+
+async def listed(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}

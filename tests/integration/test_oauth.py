@@ -5,20 +5,15 @@ restart, and every token that is not for this gateway from a trusted issuer is r
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
 
 import httpx2
 import jwt
 import pytest
 import trio
-from admin_support import admin_gateway, sample, with_admin
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.auth import TokenStorage
@@ -27,16 +22,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
 from nanoidp_fixture import SECRET, Idp, nanoidp
-from oauth_support import INITIALIZE, POST_HEADERS, hmac_token
-from recording_backend import recording_backend
+from oauth_support import CLIENTS, INITIALIZE, POST_HEADERS, TOOL_SCOPES, hmac_token, http_client, listed
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, LEGACY_ERA, TEST_BACKEND, backend_entry, running, sdk_client, write_config
+from support import DEADLINE_S, LEGACY_ERA, backend_entry, running, write_config
 from trio_websocket import ConnectionRejected, open_websocket_url
 
 from actors.gateway import Gateway
-
-TOOL_SCOPES: Final = '{ echo = ["tools:echo"], add = ["tools:add"] }'
-CLIENTS: Final = {"alice-app": ("tools:echo", "tools:add"), "bob-app": ("tools:echo",)}
 
 
 def oauth_config(folder: Path, issuer: str, *extra: str) -> Path:
@@ -62,19 +53,6 @@ async def gateway_and_idp(tmp_path: Path, *extra: str) -> AsyncIterator[tuple[Ga
         running(oauth_config(tmp_path, idp.issuer, *extra)) as gw,
     ):
         yield gw, idp
-
-
-@asynccontextmanager
-async def http_client(url: str, token: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(url, http_client=http), mode=LEGACY_ERA) as client,
-    ):
-        yield client
-
-
-async def listed(client: Client) -> set[str]:
-    return {tool.name for tool in (await client.list_tools()).tools}
 
 
 async def test_nanoidp_tokens_open_sessions_and_each_principal_sees_the_tools_its_scopes_cover(
@@ -300,87 +278,3 @@ async def test_a_websocket_upgrade_without_a_good_token_is_refused_with_the_chal
         assert document["authorization_servers"] == [idp.issuer]
         async with websocket_client(gateway.websocket_url, [("authorization", f"Bearer {token}")]) as client:
             assert await listed(client) == {"echo"}  # the handshake still goes through the bytes read first
-
-
-async def test_the_client_token_never_reaches_an_http_a_websocket_or_a_stdio_backend(tmp_path: Path) -> None:
-    piped = tmp_path / "stdio-backend-input.jsonl"
-    async with (
-        nanoidp(tmp_path / "idp", CLIENTS) as idp,
-        recording_backend("web") as (web_address, web),
-        recording_backend("sock") as (sock_address, sock),
-    ):
-        stdio = {
-            "name": "pipe",
-            "command": "sh",
-            "args": ["-c", f'tee "{piped}" | "{sys.executable}" "{TEST_BACKEND}" --name pipe --only=echo'],
-        }
-        backends = [
-            {"name": "web", "url": f"http://{web_address}/mcp"},
-            {"name": "sock", "url": f"ws://{sock_address}/mcp"},
-            stdio,
-        ]
-        config = write_config(tmp_path / "gateway.toml", backends)
-        config.write_text(
-            config.read_text()
-            + f'\n[http]\nport = 0\n[http.auth]\n[[http.auth.issuers]]\nissuer = "{idp.issuer}"\n'
-        )
-        async with running(config) as gateway:
-            assert gateway.http_url is not None
-            token = await idp.token("alice-app", gateway.http_url, "tools:echo")
-            with trio.fail_after(DEADLINE_S):
-                async with http_client(gateway.http_url, token) as client:
-                    for tool, arguments in (
-                        ("seen_by_web", {}),
-                        ("seen_by_sock", {}),
-                        ("echo", {"text": "hi"}),
-                    ):
-                        assert not (await client.call_tool(tool, arguments)).is_error
-    claims = jwt.decode(token, options={"verify_signature": False})
-    for recorded in (web, sock):
-        assert recorded.headers and recorded.bodies  # it was reached, by the handshake and the call
-        assert not any("authorization" in headers for headers in recorded.headers)
-        assert not any(token.encode() in body or claims["jti"].encode() in body for body in recorded.bodies)
-    sent = piped.read_text()
-    assert '"tools/call"' in sent and token not in sent and claims["jti"] not in sent
-
-
-async def test_the_stdio_session_is_the_configured_principal_with_its_scopes(tmp_path: Path) -> None:
-    """stdio carries no token: [stdio] names its principal, which the tool scopes and the audit see."""
-    key = rsa.generate_private_key(65537, 2048)
-    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1"}]}))
-    config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo,add")])
-    config.write_text(
-        config.read_text()
-        + '\n[stdio]\nsubject = "alice@laptop"\nissuer = "local"\nscopes = ["tools:echo"]\n'
-        + '[audit]\npath = "audit.sqlite3"\n'
-        + f"[http]\nport = 0\n[http.auth]\ntool_scopes = {TOOL_SCOPES}\n"
-        + '[[http.auth.issuers]]\nissuer = "https://idp.example"\njwks_file = "jwks.json"\n'
-    )
-    async with sdk_client(config, tmp_path / "gateway.log") as client:
-        assert await listed(client) == {"echo"}
-        assert not (await client.call_tool("echo", {"text": "hi"})).is_error
-    with sqlite3.connect(tmp_path / "audit.sqlite3") as db:
-        assert db.execute("SELECT subject, tool FROM calls").fetchall() == [("alice@laptop", "echo")]
-
-
-async def test_the_admin_metrics_show_each_issuer_keys_and_failed_fetches(tmp_path: Path) -> None:
-    async with nanoidp(tmp_path / "idp", CLIENTS) as idp:
-        config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha", "--only=echo")])
-        config.write_text(
-            config.read_text()
-            + f'\n[http]\nport = 0\n[http.auth]\n[[http.auth.issuers]]\nissuer = "{idp.issuer}"\n'
-            + '[[http.auth.issuers]]\nissuer = "http://127.0.0.1:1"\njwks_url = "http://127.0.0.1:1/jwks.json"\n'
-        )
-        async with admin_gateway(with_admin(config), tmp_path / "gateway.log") as gateway:
-            with trio.fail_after(DEADLINE_S):
-                while True:  # the keepers' first fetches are under way as the gateway starts
-                    metrics = await gateway.metrics()
-                    down = sample(
-                        metrics, "mcp_gateway_jwks_fetch_failures_total", issuer="http://127.0.0.1:1"
-                    )
-                    if sample(metrics, "mcp_gateway_jwks_keys", issuer=idp.issuer) and down:
-                        break
-                    await trio.sleep(0.05)
-            assert sample(metrics, "mcp_gateway_jwks_fetches_total", frontend="http", issuer=idp.issuer) == 1
-            assert sample(metrics, "mcp_gateway_jwks_keys", issuer="http://127.0.0.1:1") == 0
