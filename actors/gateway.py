@@ -41,7 +41,7 @@ from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
-from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file
+from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
 from actors.frontends.websocket import WebSocketListener
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
@@ -225,7 +225,12 @@ class Gateway:
         """Each frontend now, with its open sessions (for the admin listener)."""
         stdio = tuple(session.id for session in self._sessions)
         network = [
-            FrontendInfo(listener.name, listener.url, tuple(session.id for session in listener.sessions()))
+            FrontendInfo(
+                listener.name,
+                listener.url,
+                tuple(session.id for session in listener.sessions()),
+                listener.issuer_keys(),
+            )
             for listener in self.listeners
         ]
         return network + ([FrontendInfo("stdio", None, stdio)] if stdio else [])
@@ -317,11 +322,13 @@ class Gateway:
         settings, ends_all = self.session_settings("stdio"), not self.listeners
         if ends_all and not stdin_is_a_file():  # the client that closes stdin quits: its calls in flight
             settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)  # get the drain share
+        principal = stdio_principal(self.config)  # stdio carries no token: [stdio] names its client
         session = Session(
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
             catalog=catalog,
-            settings=settings,
+            settings=stdio_settings(principal, self.config, settings),
+            subject=principal.subject if principal else None,
         )
         self._sessions.add(session)
         task_status.started()

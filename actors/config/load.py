@@ -26,6 +26,7 @@ from actors.config.backend_schema import (
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
+from actors.config.oauth_schema import StdioPrincipal
 from actors.config.resolve import (
     command_problem,
     host_problem,
@@ -34,6 +35,7 @@ from actors.config.resolve import (
     resolve_auth,
     resolve_backend,
     resolve_middleware,
+    resolve_oauth,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 
@@ -47,6 +49,7 @@ TOP_LEVEL: Final = {
     "audit": "[audit]",
     "middleware": "[[middleware]]",
     "admin": "[admin]",
+    "stdio": "[stdio]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -146,6 +149,7 @@ def _structure(
     if "admin" in document:
         admin_table = _convert(document["admin"], AdminTable, "admin", problems)
         admin = admin_table and resolve_admin(admin_table, problems)
+    stdio = _convert(document["stdio"], StdioPrincipal, "stdio", problems) if "stdio" in document else None
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -162,6 +166,7 @@ def _structure(
         audit=audit,
         middleware=middleware,
         admin=admin,
+        stdio=stdio,
     )
 
 
@@ -225,11 +230,12 @@ def _listener(
     raw = document[name]
     written = {key: value for key, value in raw.items() if key != "auth"} if isinstance(raw, dict) else raw
     settings = _convert(written, cls, name, problems)
-    auth = None
+    auth, oauth = None, None
     if isinstance(raw, dict) and "auth" in raw:
         table = _convert(raw["auth"], AuthTable, f"{name}.auth", problems)
         auth = table and resolve_auth(table, f"{name}.auth", folder, problems)
-    return None if settings is None else attrs.evolve(settings, auth=auth)
+        oauth = table and resolve_oauth(table, f"{name}.auth", folder, problems)
+    return None if settings is None else attrs.evolve(settings, auth=auth, oauth=oauth)
 
 
 def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[MiddlewareSpec, ...]:

@@ -18,6 +18,7 @@ from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
+from actors.config.oauth_schema import StdioPrincipal
 
 
 class ToolNaming(enum.StrEnum):
@@ -90,6 +91,16 @@ class Config:
     audit: AuditSettings | None = None
     middleware: tuple[MiddlewareSpec, ...] = ()
     admin: AdminSettings | None = None  # [admin]: health, readiness, metrics and status (actors/admin/)
+    stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
+
+    def tool_scopes(self) -> dict[str, frozenset[str]]:
+        """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""
+        merged: dict[str, frozenset[str]] = {}
+        for listener in (self.websocket, self.http):
+            if listener is not None and listener.oauth is not None:
+                for tool, scopes in listener.oauth.tool_scopes.items():
+                    merged[tool] = merged.get(tool, frozenset()) | scopes
+        return merged
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.request_timeout_s

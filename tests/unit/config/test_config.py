@@ -431,7 +431,7 @@ def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pyte
     both = problems_of(
         tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "A"\njwt_public_key_file = "k.pem"\n'
     )
-    assert both == {"websocket.auth": "set exactly one of jwt_secret_env and jwt_public_key_file"}
+    assert both == {"websocket.auth": "set at most one of jwt_secret_env and jwt_public_key_file"}
     unset = problems_of(tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "NOT_SET_ANYWHERE"\n')
     assert unset == {
         "websocket.auth.jwt_secret_env": "environment variable NOT_SET_ANYWHERE is not set or empty"
