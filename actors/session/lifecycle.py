@@ -45,11 +45,7 @@ async def initialize(d: Dispatcher, request_id: RequestId, params: Params) -> Me
     view = await settled_view(d, "initialize")
     d.state = SessionState.OPERATING
     d.operating.set()
-    d.announced = {
-        "tools": view.tools_version,
-        "prompts": view.prompts_version,
-        "resources": view.resources_version,
-    }
+    d.announced = dict(view.news)
     client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
     if d.settings.middleware:
         name = client.get("name") if isinstance(client.get("name"), str) else None

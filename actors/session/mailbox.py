@@ -44,11 +44,7 @@ async def announce_list_changes(d: Dispatcher) -> None:
     """notifications/{tools,prompts,resources}/list_changed for each list changed since the client was last
     told."""
     view = d.catalog.value
-    versions = {
-        "tools": view.tools_version,
-        "prompts": view.prompts_version,
-        "resources": view.resources_version,
-    }
+    versions = dict(view.news)
     for kind, current in versions.items():
         if d.announced.get(kind, 0) != current:
             d.announced[kind] = current
