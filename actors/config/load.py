@@ -91,7 +91,10 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         return tomllib.loads(_read_bytes(Path(path)).decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
+        reason = "no such file"
+        if not Path(path).is_absolute():  # the default, or a path meant for another folder
+            reason += f" (looked for {Path(path).absolute()}; pass --config with the gateway's config file)"
+        raise ConfigError([ConfigProblem(shown, "", reason)]) from None
     except IsADirectoryError:
         raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
     except _NotReadableError as exc:

@@ -597,3 +597,16 @@ def test_roots_default_to_the_one_client_only_without_network_listeners(tmp_path
     path.write_text(path.read_text() + "[http]\n")
     shared = load_config(path)
     assert [shared.roots_of(b) for b in shared.backends] == [("file:///srv/a",), "none"]
+
+
+def test_a_relative_config_path_that_is_not_there_says_where_it_looked_and_suggests_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as missing:
+        load_config("config/gateway.toml")
+    looked = tmp_path / "config" / "gateway.toml"
+    assert str(missing.value) == (
+        f"config/gateway.toml: no such file (looked for {looked}; "
+        "pass --config with the gateway's config file)"
+    )
