@@ -9,8 +9,9 @@ gateway signed. The backend's call stays open, parked. The client's retry (a new
 params, plus `inputResponses` and that state) is checked (signature, expiry, method, name, arguments,
 principal, round), its responses answer the asks they name, and the retry takes the parked call's place: the
 backend's answer, or its next asks, go to it. A retry that never comes is given up after `ttl_s`: the
-backend's call is cancelled and its asks refused. A state is good for one round; the table is the process's,
-so a retry after a restart is refused cleanly, never misrouted.
+backend's call is cancelled and its asks refused. A state is good for one round, in the session it was
+handed out in (a stateless HTTP request's: for its principal); the table is the process's, so a retry after
+a restart is refused cleanly, never misrouted.
 """
 
 from __future__ import annotations

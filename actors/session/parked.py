@@ -1,6 +1,8 @@
 """The gateway's parked calls: the table of every BridgedCall (session/bridge.py) waiting for a modern
 client's retry, the key their requestStates are sealed with, and the timers of their gathering and their
-expiry. One per gateway, shared by every session, so a retry may come on another connection."""
+expiry, and the ids of the states spent already. One per gateway, shared by every session: a modern HTTP
+client's retry is a POST, a session of its own, so such states are bound to its principal; any other
+session's states are good in that session alone."""
 
 from __future__ import annotations
 
