@@ -354,6 +354,8 @@ def request_frame(call: Call, envelope: ModernEnvelope | None = None) -> bytes:
     if envelope is None:
         return codec.encode(Request(call.call_id, call.method, call.params))
     params = stamped(call.params, call.envelope or envelope)
+    if call.input_responses and "inputResponses" not in params:
+        params["inputResponses"] = call.input_responses  # a fresh call's answers given ahead (SEP-2322)
     return codec.encode(Request(call.call_id, call.method, params))
 
 

@@ -85,6 +85,7 @@ class Forwarder:
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
+            input_responses=modern.responses if modern.state is None and modern.responses else None,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id
