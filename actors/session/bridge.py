@@ -38,7 +38,7 @@ from actors.protocol.errors import (
     rpc_error,
 )
 from actors.protocol.messages import RpcError
-from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
 from actors.session.rounds import CallRound
 
 if TYPE_CHECKING:
@@ -151,12 +151,15 @@ class BridgedCall:
         the same backend with the backend's exact state (`Bridges.unwrap`), as the next round of the same
         call. A state too large to carry is the backend's fault: an error names it."""
         backend = self.backend.name if self.backend is not None else ""
+        answers = result.get(GATEWAY_ANSWERS)  # the gateway's own answers (configured roots): in the seal
+        result = {key: value for key, value in result.items() if key != GATEWAY_ANSWERS}
         payload = {
             "w": result.get("requestState"),
             "b": backend,
             "i": secrets.token_urlsafe(12),
             "c": self.call_round.call_id,
             "k": self.call_round.number + 1,
+            **({"g": answers} if isinstance(answers, dict) and answers else {}),
             **self._binding(),
         }
         try:

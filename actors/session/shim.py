@@ -24,7 +24,7 @@ from actors.protocol.capabilities import missing_capability
 from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
-from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
 from actors.session.forward import SHUTTING_DOWN, Forward
 
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ async def complete(
         except RoundFailed as exc:
             logger.info("{} of backend {} failed: {}", forward.method, forward.backend.name, exc)
             return _failure(request_id, forward.method, str(exc))
-        extra: dict[str, Any] = {"inputResponses": answers}
+        given = result.get(GATEWAY_ANSWERS)  # the gateway's own (configured roots): never the client's
+        extra: dict[str, Any] = {"inputResponses": {**answers, **(given if isinstance(given, dict) else {})}}
         if "requestState" in result:
             extra["requestState"] = result["requestState"]
         answer = await (send or straight)(extra, number)

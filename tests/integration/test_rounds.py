@@ -104,3 +104,35 @@ async def test_a_quota_counts_every_round_and_refuses_the_one_past_it(tmp_path: 
         (2, "input_required"),
         (3, "rejected"),
     ]
+
+
+CONFIGURED: Final = ("file:///srv/a", "file:///srv/b")
+
+
+@pytest.mark.parametrize("era", [MODERN, LEGACY])
+async def test_configured_roots_answer_a_modern_backends_ask_and_the_client_is_never_asked(
+    tmp_path: Path, era: str
+) -> None:
+    asked: list[str] = []
+
+    async def client_roots(context: ClientRequestContext) -> types.ListRootsResult:
+        asked.append("roots/list")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///client")])
+
+    config = config_with(tmp_path / "g.toml", roots=list(CONFIGURED))
+    options = {"elicitation_callback": elicit, "list_roots_callback": client_roots}
+    async with client_of(config, era, **options) as client:
+        alone = text_of(await client.call_tool("ask_roots", {}))  # the backend called again at once
+        mixed = text_of(await client.call_tool("ask_roots_and_name", {}))  # the client asked for the name only
+    assert alone == "roots: file:///srv/a,file:///srv/b"
+    assert mixed == "roots: file:///srv/a,file:///srv/b; name: Ada"
+    assert asked == []
+
+
+@pytest.mark.parametrize("era", [MODERN, LEGACY])
+async def test_roots_none_refuses_a_modern_backends_ask_for_roots(tmp_path: Path, era: str) -> None:
+    config = config_with(tmp_path / "g.toml", roots="none")
+    async with client_of(config, era, elicitation_callback=elicit) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("ask_roots", {})
+    assert "offers it none" in refused.value.error.message
