@@ -146,7 +146,7 @@ class Dispatcher:
             self.client_asks.refuse_queued(mailbox_in, "the client session ended")
             mailbox_in.close()  # backends asking from now on learn the session is gone
             self.client_asks.fail_all("the client session ended before answering")
-            self.settings.bridges.session_ended(self.subject, self.session)
+            self.settings.bridges.session_ended(self.bound)
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:

@@ -176,9 +176,9 @@ class Bridges:
             answers if isinstance(answers, dict) else {},
         )
 
-    def session_ended(self, principal: str | None, session: str) -> None:
+    def session_ended(self, session: str | None) -> None:
         """The states bound to an ended session are worth nothing now: their spent ids are forgotten."""
-        if principal is None:
+        if session is not None:
             self.spent.forget_owner(owner_of(None, session))
 
     def _opened(

@@ -6,8 +6,9 @@ the same call to the middleware and the audit: one call id, a round number count
 
 A sealed state the gateway wraps around a modern backend's own is good for one retry: its id is remembered
 as spent until the state expires anyway, so a replay is refused. The memory is bounded: at most
-MAX_SPENT_PER_OWNER ids per owner (a principal, else a session) and MAX_SPENT in all; an owner past its cap
-is refused new retries until its oldest states expire. A session's entries go when the session ends.
+MAX_SPENT_PER_OWNER ids per owner (the session the states are bound to; for a stateless request, its
+principal) and MAX_SPENT in all; an owner past its cap is refused new retries until its oldest states
+expire. A session's entries go when the session ends.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ class CallRound:
 
 
 def owner_of(principal: str | None, session: str | None) -> str:
-    """Whose a spent state is: the principal's when there is one, else the session's it is bound to."""
-    if principal is not None:
-        return f"principal:{principal}"
-    return f"session:{session}" if session is not None else ANONYMOUS
+    """Whose a spent state is: the session's it is bound to, else (a stateless request's) its principal's."""
+    if session is not None:
+        return f"session:{session}"
+    return f"principal:{principal}" if principal is not None else ANONYMOUS
 
 
 @attrs.define(kw_only=True)

@@ -123,7 +123,7 @@ async def test_configured_roots_answer_a_modern_backends_ask_and_the_client_is_n
     options = {"elicitation_callback": elicit, "list_roots_callback": client_roots}
     async with client_of(config, era, **options) as client:
         alone = text_of(await client.call_tool("ask_roots", {}))  # the backend called again at once
-        mixed = text_of(await client.call_tool("ask_roots_and_name", {}))  # the client asked for the name only
+        mixed = text_of(await client.call_tool("ask_roots_and_name", {}))  # the client: for the name only
     assert alone == "roots: file:///srv/a,file:///srv/b"
     assert mixed == "roots: file:///srv/a,file:///srv/b; name: Ada"
     assert asked == []
