@@ -289,7 +289,7 @@ class BackendLink:
             reply = Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name}))
         if reply.error is not None and self.on_error is not None and self.on_error(call, reply.error):
             return
-        if self.envelope is not None and nursery is not None:  # a modern backend's round: roots by config
+        if nursery is not None:  # a modern backend's round: roots by config
             taken = answered_by_config(self, call, reply)
             if isinstance(taken, Call):  # roots were all it asked: called again at once
                 self.track(taken)

@@ -30,40 +30,38 @@ if TYPE_CHECKING:
 def answered_by_config(link: BackendLink, call: Call, reply: Reply) -> Reply | Call:
     """The reply the call's caller gets, or the call to send again at once (roots were all it asked)."""
     result = reply.result
+    if reply.error is not None or not isinstance(result, dict):
+        return reply
+    if GATEWAY_ANSWERS in result:  # the gateway's key, never a backend's to set
+        result = {key: value for key, value in result.items() if key != GATEWAY_ANSWERS}
+        reply = Reply(result=result)
+    requests = result.get("inputRequests")
     if (
-        reply.error is not None
+        link.envelope is None
         or not link.roots_chosen
         or link.roots == "client"
-        or not isinstance(result, dict)
+        or result.get("resultType") != INPUT_REQUIRED
     ):
         return reply
-    requests = result.get("inputRequests")
-    if result.get("resultType") != INPUT_REQUIRED or not isinstance(requests, dict):
-        return reply
     keys = [
-        key
-        for key, asked in requests.items()
-        if isinstance(asked, dict) and asked.get("method") == "roots/list"
+        key for key, asked in (requests.items() if isinstance(requests, dict) else ()) if _is_roots(asked)
     ]
     if not keys:
         return reply
     if not isinstance(link.roots, tuple):
-        message = (
-            f"backend '{link.name}' asked for roots, and the gateway offers it none (its roots = \"none\")"
-        )
+        message = f"backend '{link.name}' asked for roots, and the gateway offers it none (roots = \"none\")"
         return Reply(error=rpc_error(INTERNAL_ERROR, message, backend=link.name))
+    ours = {"roots": fixed_roots(link.roots)}
     given = (call.params or {}).get("inputResponses")
-    if isinstance(given, dict) and any(key in given for key in keys):
-        message = f"backend '{link.name}' asked again for the roots it was given"
+    given = given if isinstance(given, dict) else {}
+    rest = {key: asked for key, asked in requests.items() if key not in keys}
+    if any(key in given for key in keys) or (not rest and given and all(v == ours for v in given.values())):
+        message = f"backend '{link.name}' asked again for the roots it was given"  # rather than loop
         return Reply(error=rpc_error(INTERNAL_ERROR, message, backend=link.name))
-    answers: dict[str, Any] = {key: {"roots": fixed_roots(link.roots)} for key in keys}
-    rest = {key: asked for key, asked in requests.items() if key not in answers}
+    answers: dict[str, Any] = dict.fromkeys(keys, ours)
     if rest:
         return Reply(result={**result, "inputRequests": rest, GATEWAY_ANSWERS: answers})
-    params = {
-        **(call.params or {}),
-        "inputResponses": {**(given if isinstance(given, dict) else {}), **answers},
-    }
+    params = {**(call.params or {}), "inputResponses": {**given, **answers}}
     if "requestState" in result:
         params["requestState"] = result["requestState"]
     else:
