@@ -180,6 +180,7 @@ class Bridges:
         """The states bound to an ended session are worth nothing now: their spent ids are forgotten."""
         if session is not None:
             self.spent.forget_owner(owner_of(None, session))
+        self.spent.sweep(time.time())  # and those that expired meanwhile, whoever's
 
     def _opened(
         self, method: str, params: dict[str, Any], state: object, principal: str | None, bound: str | None

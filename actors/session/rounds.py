@@ -47,8 +47,8 @@ def owner_of(principal: str | None, session: str | None) -> str:
 class SpentStates:
     """Owns: the ids of states spent and not yet expired, each with its expiry and owner.
     Receives: a retry's state id (`spend`), a session's end (`forget_owner`).
-    Stops when: the gateway does; entries leave at expiry (swept as new ones come) or at their session's
-        end."""
+    Stops when: the gateway does; entries leave at expiry (swept as new ones come and as sessions end) or
+        at their session's end."""
 
     total: int = MAX_SPENT
     per_owner: int = MAX_SPENT_PER_OWNER
@@ -77,6 +77,10 @@ class SpentStates:
             return
         for state_id in [key for key, (_, who) in self._until.items() if who == owner]:
             self._drop(state_id)
+
+    def sweep(self, now: float) -> None:
+        """Forget what has expired (at the front; what is left waits for the next sweep or spend)."""
+        self._sweep_front(now)
 
     def _sweep_front(self, now: float) -> None:
         """The oldest entries, while expired (entries come in about the order they expire)."""

@@ -102,3 +102,5 @@ def test_spent_states_leave_at_expiry_and_are_capped_per_owner() -> None:
     spent.forget_owner("session:1")
     assert len(spent) == 1
     assert spent.spend("y", "session:2", expiry=40.0, now=25.0) is None and len(spent) == 1  # "x" expired
+    spent.sweep(now=40.0)
+    assert len(spent) == 0
