@@ -9,13 +9,15 @@ gateway signed. The backend's call stays open, parked. The client's retry (a new
 params, plus `inputResponses` and that state) is checked (signature, expiry, method, name, arguments,
 principal, round), its responses answer the asks they name, and the retry takes the parked call's place: the
 backend's answer, or its next asks, go to it. A retry that never comes is given up after `ttl_s`: the
-backend's call is cancelled and its asks refused. A state is good for one round; the table is the process's,
-so a retry after a restart is refused cleanly, never misrouted.
+backend's call is cancelled and its asks refused. A state is good for one round, in the session it was
+handed out in (a stateless HTTP request's: for its principal); the table is the process's, so a retry after
+a restart is refused cleanly, never misrouted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -36,7 +38,8 @@ from actors.protocol.errors import (
     rpc_error,
 )
 from actors.protocol.messages import RpcError
-from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
+from actors.session.rounds import CallRound
 
 if TYPE_CHECKING:
     from actors.session.parked import Bridges
@@ -83,6 +86,8 @@ class BridgedCall:
     answered: Reply | None = None  # the backend's answer, come while no request waited for it
     round: int = 0  # the round a retry's state must name
     client: str = ""  # whose it is, as Bridges caps calls per client
+    bound: str | None = None  # the session its states are good in (None: a stateless request's)
+    call_round: CallRound = attrs.field(factory=CallRound)  # the call, and the round this request is
     gathering: bool = False
     closed: bool = False
     _gather: trio.CancelScope | None = None  # the timer of the asks being gathered
@@ -142,10 +147,21 @@ class BridgedCall:
 
     def _wrapped(self, result: dict[str, Any]) -> Reply:
         """A modern backend's input_required, its requestState sealed inside the gateway's, bound like a
-        bridged call's: the retry is checked here, then goes to the same backend with the backend's exact
-        state (`Bridges.unwrap`). A state too large to carry is the backend's fault: an error names it."""
+        bridged call's and to this session, and good for one retry: the retry is checked here, then goes to
+        the same backend with the backend's exact state (`Bridges.unwrap`), as the next round of the same
+        call. A state too large to carry is the backend's fault: an error names it."""
         backend = self.backend.name if self.backend is not None else ""
-        payload = {"w": result.get("requestState"), "b": backend, **self._binding()}
+        answers = result.get(GATEWAY_ANSWERS)  # the gateway's own answers (configured roots): in the seal
+        result = {key: value for key, value in result.items() if key != GATEWAY_ANSWERS}
+        payload = {
+            "w": result.get("requestState"),
+            "b": backend,
+            "i": secrets.token_urlsafe(12),
+            "c": self.call_round.call_id,
+            "k": self.call_round.number + 1,
+            **({"g": answers} if isinstance(answers, dict) and answers else {}),
+            **self._binding(),
+        }
         try:
             state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
         except (ValueError, TypeError) as exc:
@@ -180,7 +196,7 @@ class BridgedCall:
         return Reply(result={"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state})
 
     def _binding(self) -> dict[str, Any]:
-        return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal}
+        return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal, "s": self.bound}
 
     def _key_for(self, ask: Ask) -> str:
         key = str(ask.request_id if ask.request_id is not None else ask.ask_id)

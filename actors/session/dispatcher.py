@@ -42,7 +42,7 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import lifecycle, listen, mailbox, modern, shim, tools
+from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
 from actors.session.batches import receive_batch
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
@@ -114,6 +114,7 @@ class Dispatcher:
             asks_to=self.asks_to,
             bridges=self.settings.bridges,
             subject=self.subject,
+            bound=self.bound,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -145,6 +146,7 @@ class Dispatcher:
             self.client_asks.refuse_queued(mailbox_in, "the client session ended")
             mailbox_in.close()  # backends asking from now on learn the session is gone
             self.client_asks.fail_all("the client session ended before answering")
+            self.settings.bridges.session_ended(self.bound)
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
@@ -245,6 +247,12 @@ class Dispatcher:
             self.inflight.remove(entry)
         return answer
 
+    @property
+    def bound(self) -> str | None:
+        """The session the requestStates it hands out are good in; None for a session of one request (a
+        modern HTTP POST), whose retry comes as another POST: its states are bound to its principal."""
+        return None if self.settings.quiet else self.session
+
     def chain_of(self, request_id: RequestId) -> MiddlewareChain | None:
         """The middleware a request goes through: its own client's when it is modern, else the session's."""
         entry = self.inflight.get(request_id)
@@ -307,7 +315,9 @@ class Dispatcher:
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None
         if call is not None and call.state is not None:
-            return None  # a retry continues its call; the middleware saw the call
+            if method == "tools/call" and call.chain is not None:
+                return retries.retry_through_middleware  # the call's next round, through the middleware
+            return None  # a retry, decided at once (modern.decide)
         if method == "tools/call" and (self.chain if call is None else call.chain) is not None:
             return tools.call_through_middleware
         return LATER.get(method) if call is None else MODERN_LATER.get(method)

@@ -58,6 +58,7 @@ class Forwarder:
     envelope: ModernEnvelope | None = None  # the legacy session's client, as modern backends are told of it
     bridges: Bridges | None = None  # where modern calls that may need the client's input are parked
     subject: str | None = None  # the client's token subject: a parked call's principal
+    bound: str | None = None  # the session the states handed out are good in (None: a stateless request)
 
     def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
@@ -76,12 +77,15 @@ class Forwarder:
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
         # reach it alone.
         bridged = (
-            self.bridges.open_for(modern, self.subject, reply_to, self.session) if self.bridges else None
+            self.bridges.open_for(modern, self.subject, reply_to, self.session, self.bound)
+            if self.bridges
+            else None
         )
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
+            input_responses=modern.responses if modern.state is None and modern.responses else None,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id

@@ -1,6 +1,8 @@
 """The gateway's parked calls: the table of every BridgedCall (session/bridge.py) waiting for a modern
 client's retry, the key their requestStates are sealed with, and the timers of their gathering and their
-expiry. One per gateway, shared by every session, so a retry may come on another connection."""
+expiry, and the ids of the states spent already. One per gateway, shared by every session: a modern HTTP
+client's retry is a POST, a session of its own, so such states are bound to its principal; any other
+session's states are good in that session alone."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from actors.protocol.eras import MRTR_METHODS
 from actors.protocol.messages import RpcError
 from actors.protocol.request_state import RequestStateError, RequestStateKey
 from actors.session.bridge import BridgedCall, Target
+from actors.session.rounds import CallRound, SpentStates, owner_of
 
 if TYPE_CHECKING:
     from actors.session.modern import ModernCall
@@ -43,6 +46,7 @@ class Bridges:
     nursery: trio.Nursery | None = None
     calls: dict[str, BridgedCall] = attrs.field(factory=dict)
     opened_by: Counter[str] = attrs.field(factory=Counter)  # client -> its calls in `calls`
+    spent: SpentStates = attrs.field(factory=SpentStates)  # wrapped states retried already, until they expire
 
     def open(
         self,
@@ -54,10 +58,13 @@ class Bridges:
         responses: dict[str, Any],
         target: Target,
         session: str = "",
+        bound: str | None = None,
+        call_round: CallRound | None = None,
     ) -> BridgedCall | None:
         """A call to bridge, or None when too many are parked, gateway-wide or by its client: the principal
         when there is one (its calls may come on many connections), else `session` (its asks are then
-        refused)."""
+        refused). The states it hands out are good in session `bound` alone (None: a stateless request's,
+        bound to its principal only); `call_round` is the call and round it serves."""
         client = f"principal:{principal}" if principal is not None else f"session:{session}"
         if len(self.calls) >= MAX_PARKED or self.opened_by[client] >= MAX_PARKED_PER_CLIENT:
             return None
@@ -72,6 +79,8 @@ class Bridges:
             responses=responses,
             target=target,
             client=client,
+            bound=bound,
+            call_round=call_round if call_round is not None else CallRound(),
         )
         self.calls[call.handle] = call
         self.opened_by[client] += 1
@@ -85,7 +94,12 @@ class Bridges:
                 del self.opened_by[call.client]
 
     def open_for(
-        self, call: ModernCall, principal: str | None, target: Target, session: str = ""
+        self,
+        call: ModernCall,
+        principal: str | None,
+        target: Target,
+        session: str = "",
+        bound: str | None = None,
     ) -> BridgedCall | None:
         """The bridge of a modern call that may need the client's input (tools/call, prompts/get,
         resources/read): the reply-to and the place for asks of its call to the backend. None for other
@@ -100,6 +114,8 @@ class Bridges:
             responses=call.responses,
             target=target,
             session=session,
+            bound=bound,
+            call_round=call.round,
         )
 
     def resume(
@@ -112,11 +128,13 @@ class Bridges:
         capabilities: dict[str, Any],
         responses: dict[str, Any],
         target: Target,
+        bound: str | None = None,
     ) -> BridgedCall | RpcError:
         """The parked call a retry continues (now attached to `target`), or why the retry is refused."""
-        payload = self._opened(method, params, state, principal)
-        if isinstance(payload, RpcError):
-            return payload
+        opened = self._opened(method, params, state, principal, bound)
+        if isinstance(opened, RpcError):
+            return opened
+        payload, _ = opened
         call = self.calls.get(str(payload.get("h")))
         if call is None:
             return RequestStateError("not this request's").to_rpc_error()
@@ -126,31 +144,59 @@ class Bridges:
         return call if error is None else error
 
     def unwrap(
-        self, *, method: str, params: dict[str, Any], state: object, principal: str | None
-    ) -> tuple[str, Any] | RpcError | None:
-        """A retry of a modern backend's round: (the backend, its own requestState); None when the state is
-        a parked call's; the refusal when it is neither, or not this request's."""
-        payload = self._opened(method, params, state, principal)
-        if isinstance(payload, RpcError):
-            return payload
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        state: object,
+        principal: str | None,
+        bound: str | None = None,
+    ) -> Unwrapped | RpcError | None:
+        """A retry of a modern backend's round, its state now spent; None when the state is a parked call's;
+        the refusal when it is neither, not this request's or this session's, or spent already."""
+        opened = self._opened(method, params, state, principal, bound)
+        if isinstance(opened, RpcError):
+            return opened
+        payload, expiry = opened
         if "x" in payload:
-            return "", None  # after URL elicitations: the call is made again, as new
+            return Unwrapped("", None)  # after URL elicitations: the call is made again, as new
         if "b" not in payload:
             return None
-        return str(payload["b"]), payload.get("w")
+        state_id, call_id, number = payload.get("i"), payload.get("c"), payload.get("k")
+        if not isinstance(state_id, str) or not isinstance(call_id, str) or type(number) is not int:
+            return RequestStateError("bad format").to_rpc_error()
+        refused = self.spent.spend(state_id, owner_of(principal, bound), expiry, time.time())
+        if refused is not None:
+            return RequestStateError(refused).to_rpc_error()
+        answers = payload.get("g")
+        return Unwrapped(
+            str(payload["b"]),
+            payload.get("w"),
+            CallRound(call_id, number),
+            answers if isinstance(answers, dict) else {},
+        )
+
+    def session_ended(self, session: str | None) -> None:
+        """The states bound to an ended session are worth nothing now: their spent ids are forgotten."""
+        if session is not None:
+            self.spent.forget_owner(owner_of(None, session))
+        self.spent.sweep(time.time())  # and those that expired meanwhile, whoever's
 
     def _opened(
-        self, method: str, params: dict[str, Any], state: object, principal: str | None
-    ) -> dict[str, Any] | RpcError:
-        """A state's payload, when this gateway sealed it, in time, for this very request and principal."""
+        self, method: str, params: dict[str, Any], state: object, principal: str | None, bound: str | None
+    ) -> tuple[dict[str, Any], float] | RpcError:
+        """A state's payload and expiry, when this gateway sealed it, in time, for this very request,
+        principal and session."""
         try:
-            payload = self.key.open(state, now=time.time())
+            payload, expiry = self.key.open_expiring(state, now=time.time())
         except RequestStateError as exc:
             return exc.to_rpc_error()
         expected = (method, subject_of(method, params), digest_of(params), principal)
         if (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) != expected:
             return RequestStateError("not this request's").to_rpc_error()
-        return payload
+        if payload.get("s") != bound:
+            return RequestStateError("not this session's").to_rpc_error()
+        return payload, expiry
 
     def after(self, delay_s: float, action: Callable[[], None]) -> trio.CancelScope:
         """Run `action` after `delay_s`, unless the scope returned is cancelled first."""
@@ -161,6 +207,17 @@ class Bridges:
         else:
             self.nursery.start_soon(_later, delay_s, action, scope)
         return scope
+
+
+@attrs.frozen(slots=True)
+class Unwrapped:
+    """A retry of a modern backend's round: the backend that asked, its own state (byte for byte), the call
+    and round the retry is, and the answers the gateway gave on the client's behalf (configured roots)."""
+
+    backend: str  # "" after URL elicitations: the call is made again, as new
+    state: Any
+    round: CallRound = attrs.field(factory=CallRound)
+    answers: dict[str, Any] = attrs.field(factory=dict)
 
 
 async def _later(delay_s: float, action: Callable[[], None], scope: trio.CancelScope) -> None:
