@@ -296,6 +296,7 @@ class Gateway:
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
         settings = self.config.gateway
+        self.bridges.budget.limit(settings.max_request_bytes, settings.max_client_bytes)  # a reload's too
         return SessionSettings(
             server_name=settings.name,
             settle_timeout_s=settings.initialize_hold_s,

@@ -1,0 +1,92 @@
+"""What one request and one client may cost the gateway in memory: a byte budget counted on what is kept.
+
+A request is counted at its raw size (its frame's bytes: the cheap proxy; decoded into Python objects it
+costs about 6 times that for ordinary JSON and up to about 24 times for a frame of empty objects, see
+docs/performance.md). A client is counted as the sum of its requests in flight and the bytes its parked
+calls keep (session/bridge.py keeps them raw). A request past either budget is refused before any handler
+or backend sees it, with an error that names the budget, its limit and what is used.
+
+The ledger is the gateway's, shared by every session; a client is its token principal, else its session
+(`client_of`). Each charge has one owner that gives it back: an InFlight entry when it leaves its table
+(answered, cancelled, timed out, its session ended), a parked call when it closes (answered, failed,
+expired, dropped, its session ended).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+import orjson
+
+from actors.config.schema import MAX_CLIENT_BYTES, MAX_REQUEST_BYTES
+from actors.protocol.errors import rpc_error
+from actors.protocol.messages import Request, RpcError
+
+OVER_BUDGET: Final = -32000  # the implementation's range, as max_inflight's: a resource limit
+
+
+def client_of(subject: str | None, session: str) -> str:
+    """Whom a request is counted against: its token principal (on every connection it uses), else its
+    session."""
+    return f"principal:{subject}" if subject is not None else f"session:{session}"
+
+
+def request_bytes(request: Request) -> int:
+    """A request's raw size: its frame's when it came alone, else (in a batch) its params encoded."""
+    if request.size or request.params is None:
+        return request.size
+    try:
+        return len(orjson.dumps(request.params))
+    except TypeError:  # what no frame decodes to (an integer past 64 bits, made in code): its text
+        return len(repr(request.params))
+
+
+@attrs.define(eq=False)
+class ByteBudget:
+    """Owns: the bytes each client holds now (`used`: only clients holding some are in it).
+    Receives: charges (`admit` for a request, `keep` for a parked call's bytes) and their release.
+    Stops when: the gateway does; every owner releases what it charged, so `used` empties when idle."""
+
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_client_bytes: int = MAX_CLIENT_BYTES
+    used: dict[str, int] = attrs.field(factory=dict)
+
+    def limit(self, max_request_bytes: int, max_client_bytes: int) -> None:
+        """The config's budgets (at start and on a reload: what is held stays, new requests meet them)."""
+        self.max_request_bytes, self.max_client_bytes = max_request_bytes, max_client_bytes
+
+    def refusal(self, client: str, size: int) -> RpcError | None:
+        """Why a request of `size` bytes may not be taken for `client`, or None."""
+        if size > self.max_request_bytes:
+            return over_budget("max_request_bytes", self.max_request_bytes, size, "this request")
+        used = self.used.get(client, 0)
+        if used + size > self.max_client_bytes:
+            return over_budget("max_client_bytes", self.max_client_bytes, used + size, "this client")
+        return None
+
+    def admit(self, client: str, size: int) -> RpcError | None:
+        """Charge `size` bytes to `client` unless that breaks a budget (then the refusal, nothing charged)."""
+        refused = self.refusal(client, size)
+        if refused is None:
+            self.keep(client, size)
+        return refused
+
+    def keep(self, client: str, size: int) -> None:
+        """Charge bytes already held (a parked call's); they count against the client's next requests."""
+        if size > 0:
+            self.used[client] = self.used.get(client, 0) + size
+
+    def release(self, client: str, size: int) -> None:
+        if size <= 0:
+            return
+        left = self.used.get(client, 0) - size
+        if left > 0:
+            self.used[client] = left
+        else:
+            self.used.pop(client, None)
+
+
+def over_budget(budget: str, limit: int, used: int, whose: str) -> RpcError:
+    message = f"Request refused: {whose} would hold {used} bytes, over {budget} ({limit})"
+    return rpc_error(OVER_BUDGET, message, budget=budget, limit=limit, used=used)

@@ -1,0 +1,94 @@
+"""The byte budgets in the dispatcher: what one request and one client may hold (counted on raw bytes), the
+refusal past either (before any backend sees the request), and the ledger back at zero however a request
+ends: answered, cancelled, its session ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from test_dispatch import Harness, dispatcher
+from test_modern import modern
+
+from actors.protocol.envelopes import Call, Reply, ReplySlot
+from actors.protocol.messages import ErrorResponse, Notification, Request, Response
+from actors.session.budget import ByteBudget, client_of, request_bytes
+from actors.session.parked import MAX_PARKED_PER_SESSION
+
+CALL = modern({"name": "echo", "arguments": {}})
+
+
+def budget_of(h: Harness) -> ByteBudget:
+    assert h.actor is not None
+    return h.actor.settings.budget
+
+
+async def call(h: Harness, request_id: int, size: int) -> Call:
+    await h.inbox.send(Request(request_id, "tools/call", CALL, size))
+    forwarded = await h.backend.receive()
+    assert isinstance(forwarded, Call)
+    return forwarded
+
+
+async def refused(h: Harness, request_id: int, size: int) -> dict[str, Any]:
+    await h.inbox.send(Request(request_id, "tools/call", CALL, size))
+    answer = await h.outbox.receive()
+    assert isinstance(answer, ErrorResponse) and answer.error.code == -32000, answer
+    with pytest.raises(trio.WouldBlock):
+        h.backend.receive_nowait()  # it never reached the backend
+    return answer.error.data  # type: ignore[no-any-return]
+
+
+def test_a_requests_size_is_its_frames_else_its_params_encoded() -> None:
+    assert request_bytes(Request(1, "m", {"a": 1}, 4096)) == 4096
+    assert request_bytes(Request(1, "m", {"a": 1})) == len(b'{"a":1}')
+    assert client_of("alice", "s1") == "principal:alice" and client_of(None, "s1") == "session:s1"
+
+
+async def test_a_request_at_max_request_bytes_is_taken_and_one_byte_past_is_refused() -> None:
+    async with dispatcher() as h:
+        budget_of(h).limit(1000, 10_000)
+        taken = await call(h, 1, 1000)
+        assert budget_of(h).used == {"session:s1": 1000}
+        data = await refused(h, 2, 1001)
+        assert data == {"budget": "max_request_bytes", "limit": 1000, "used": 1001}
+        taken.reply_to.fill(Reply(result={"content": []}))
+        assert isinstance(await h.outbox.receive(), Response)
+        assert budget_of(h).used == {}
+
+
+async def test_a_clients_requests_count_together_up_to_max_client_bytes_and_are_freed_however_they_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(60):
+        async with dispatcher() as h:
+            budget_of(h).limit(1000, 2500)
+            answered, _ = await call(h, 1, 1000), await call(h, 2, 1000)
+            data = await refused(h, 3, 1000)
+            assert data == {"budget": "max_client_bytes", "limit": 2500, "used": 3000}
+            left = await call(h, 4, 500)  # at the bound exactly: taken
+            assert budget_of(h).used == {"session:s1": 2500}
+            answered.reply_to.fill(Reply(result={"content": []}))
+            assert isinstance(await h.outbox.receive(), Response)
+            await h.inbox.send(Notification("notifications/cancelled", {"requestId": 2}))
+            await h.backend.receive()  # the backend is told
+            assert budget_of(h).used == {"session:s1": 500}
+            assert left.call_id and h.actor is not None
+            await h.inbox.aclose()  # the session ends with one in flight: after drain_s it is stopped
+            await h.actor.inflight.wait_empty()
+            assert budget_of(h).used == {}
+
+
+async def test_a_modern_call_past_its_sessions_parked_share_is_refused_never_sent_unbridged() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        table = h.actor.settings.bridges
+        for _ in range(MAX_PARKED_PER_SESSION):
+            table.open(
+                method="tools/call", params={"name": "echo"}, principal=None, capabilities={},
+                responses={}, target=ReplySlot(), session="s1",
+            )  # fmt: skip
+        data = await refused(h, 1, 100)
+        assert data == {"budget": "MAX_PARKED_PER_SESSION", "limit": 64, "used": 64}
