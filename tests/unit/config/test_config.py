@@ -607,7 +607,9 @@ def test_the_byte_budgets_have_defaults_and_rules(tmp_path: Path) -> None:
     cases = {
         "max_request_bytes = 100": {"gateway.max_request_bytes": "must be at least 1024"},
         'max_client_bytes = "lots"': {"gateway.max_client_bytes": "expected an integer, got a string"},
-        "max_request_bytes = 67108864": {"gateway.max_request_bytes": "must not be more than max_client_bytes"},
+        "max_request_bytes = 67108864": {
+            "gateway.max_request_bytes": "must not be more than max_client_bytes"
+        },
         "max_request_bytes = 4096\nmax_client_bytes = 2048": {
             "gateway.max_request_bytes": "must not be more than max_client_bytes",
             "gateway.max_client_bytes": "must not be less than max_request_bytes",
