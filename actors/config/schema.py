@@ -20,7 +20,7 @@ from actors.config.checks import at_least, message_size, not_above, not_below, n
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 
 MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
-MAX_CLIENT_BYTES: Final = 32 * 1024 * 1024  # one client's, in flight and parked: ~200 MB decoded
+MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
 
 
 class ToolNaming(enum.StrEnum):
