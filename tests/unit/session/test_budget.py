@@ -13,7 +13,7 @@ from test_dispatch import Harness, dispatcher
 from test_modern import modern
 
 from actors.protocol.envelopes import Call, Reply, ReplySlot
-from actors.protocol.messages import ErrorResponse, Notification, Request, Response
+from actors.protocol.messages import Batch, ErrorResponse, Notification, Request, Response
 from actors.session.budget import ByteBudget, client_of, request_bytes
 from actors.session.parked import MAX_PARKED_PER_SESSION
 
@@ -92,3 +92,41 @@ async def test_a_modern_call_past_its_sessions_parked_share_is_refused_never_sen
             )  # fmt: skip
         data = await refused(h, 1, 100)
         assert data == {"budget": "MAX_PARKED_PER_SESSION", "limit": 64, "used": 64}
+
+
+async def test_a_backends_round_reaching_a_modern_request_without_a_bridge_is_never_passed_unsealed() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        await h.inbox.send(Request("x", "tools/call", CALL))
+        await h.backend.receive()
+        entry = h.actor.inflight.get("x")
+        assert entry is not None and entry.bridge is not None
+        entry.bridge = None  # as if the call had gone out unbridged
+        own = {"resultType": "input_required", "inputRequests": {}, "requestState": "the backend's own"}
+        entry.fill(Reply(result=own))
+        answer = await h.outbox.receive()
+        assert isinstance(answer, ErrorResponse) and answer.error.code == -32603
+        assert "the backend's own" not in str(answer)
+
+
+async def test_each_request_of_a_batch_meets_the_budgets_alone() -> None:
+    async with dispatcher() as h:
+        await h.initialize("2025-03-26")
+        budget_of(h).limit(1024, 2048)
+        small = {"name": "echo", "arguments": {"text": "x" * 900}}
+        big = {"name": "echo", "arguments": {"text": "x" * 1100}}
+        batch = Batch(
+            (Request(1, "tools/call", small), Request(2, "tools/call", big), Request(3, "tools/call", small))
+        )
+        await h.inbox.send(batch)
+        first = await h.backend.receive()
+        second = await h.backend.receive()
+        assert isinstance(first, Call) and isinstance(second, Call)
+        first.reply_to.fill(Reply(result={"content": []}))
+        second.reply_to.fill(Reply(result={"content": []}))
+        answers = await h.outbox.receive()
+        assert isinstance(answers, Batch)
+        by_id = {item.id: item for item in answers.items}
+        assert isinstance(by_id[2], ErrorResponse) and by_id[2].error.data["budget"] == "max_request_bytes"
+        assert isinstance(by_id[1], Response) and isinstance(by_id[3], Response)
+        assert budget_of(h).used == {}
