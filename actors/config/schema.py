@@ -46,7 +46,7 @@ class GatewaySettings:
     initialize_hold_s: float = attrs.field(default=10.0, validator=positive)
     # requests one session may have in flight; past it, an error at once
     max_inflight_per_session: int = attrs.field(default=256, validator=at_least(1))
-    # what one request may hold, counted as its raw frame (decoded it costs ~6x, up to ~24x)
+    # what one request may hold, counted as its raw frame (decoded it costs ~7-12x, up to 24x)
     max_request_bytes: int = attrs.field(
         default=MAX_REQUEST_BYTES, validator=[message_size, not_above("max_client_bytes")]
     )

@@ -1,7 +1,7 @@
 """What one request and one client may cost the gateway in memory: a byte budget counted on what is kept.
 
 A request is counted at its raw size (its frame's bytes: the cheap proxy; decoded into Python objects it
-costs about 6 times that for ordinary JSON and up to about 24 times for a frame of empty objects, see
+costs about 7 to 12 times that for ordinary JSON and up to 24 times for a frame of empty objects, see
 docs/performance.md). A client is counted as the sum of its requests in flight and the bytes its parked
 calls keep (session/bridge.py keeps them raw). A request past either budget is refused before any handler
 or backend sees it, with an error that names the budget, its limit and what is used.

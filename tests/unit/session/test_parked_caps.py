@@ -93,3 +93,14 @@ async def test_a_parked_call_keeps_its_answers_raw_and_counts_them_until_it_ends
         call.close("done")
         await trio.testing.wait_all_tasks_blocked()
         assert table.budget.used == {}
+
+
+async def test_a_parked_call_that_expires_gives_its_kept_answers_back(autojump_clock: Any) -> None:
+    async with bridges() as (table, _):
+        first = ReplySlot()
+        call = open_as(table, responses=ANSWERS, capabilities={"elicitation": {}}, target=first)
+        assert isinstance(call, BridgedCall) and table.budget.used
+        call.send_nowait(Ask(3, "b", "elicitation/create", {"message": "?"}, ReplySlot(), "other"))
+        await input_required(first)  # parked now, waiting for a retry that never comes
+        await trio.sleep(table.ttl_s + 1)
+        assert call.closed and table.calls == {} and table.budget.used == {}
