@@ -14,10 +14,12 @@ expired, dropped, its session ended).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Final
 
 import attrs
 import orjson
+import trio
 
 from actors.config.schema import MAX_CLIENT_BYTES, MAX_REQUEST_BYTES
 from actors.protocol.errors import rpc_error
@@ -90,3 +92,41 @@ class ByteBudget:
 def over_budget(budget: str, limit: int, used: int, whose: str) -> RpcError:
     message = f"Request refused: {whose} would hold {used} bytes, over {budget} ({limit})"
     return rpc_error(OVER_BUDGET, message, budget=budget, limit=limit, used=used)
+
+
+@attrs.define(eq=False)
+class QueuedBytes:
+    """Owns: the sizes of a session's frames decoded and waiting in its dispatcher's inbox, oldest first.
+    Receives: the reader's `reserve` before it decodes a frame, `queued` or `release` after; the
+        dispatcher's `taken` for each message it takes from its inbox.
+    Sends: nothing; the reader waits while a frame would take what waits past one request's budget, so a
+        busy dispatcher holds at most one largest request decoded ahead of it, not a full inbox of them
+        (what the reader waits on is the transport's, raw).
+    Stops when: its session does."""
+
+    budget: ByteBudget
+    sizes: deque[int] = attrs.field(factory=deque)
+    total: int = 0
+    _room: trio.Event | None = None
+
+    async def reserve(self, size: int) -> None:
+        while self.total and self.total + size > self.budget.max_request_bytes:
+            if self._room is None:
+                self._room = trio.Event()
+            await self._room.wait()
+        self.total += size
+
+    def queued(self, size: int) -> None:
+        """The frame reserved went into the inbox as a message."""
+        self.sizes.append(size)
+
+    def release(self, size: int) -> None:
+        self.total -= size
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+
+    def taken(self) -> None:
+        """The dispatcher took the oldest message from its inbox."""
+        if self.sizes:
+            self.release(self.sizes.popleft())

@@ -44,7 +44,7 @@ from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
 from actors.session import lifecycle, listen, mailbox, modern, shim, tools
 from actors.session.batches import receive_batch
-from actors.session.budget import client_of, request_bytes
+from actors.session.budget import QueuedBytes, client_of, request_bytes
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
@@ -82,6 +82,9 @@ class Dispatcher:
     # the way backends answer into the outbox; the writer drains its overflow
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
+    queued: QueuedBytes = attrs.field(  # the sizes of what waits in `inbox`, shared with the reader
+        default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
+    )
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
@@ -134,6 +137,7 @@ class Dispatcher:
                         task_status.started()
                         with self.inbox:
                             async for message in self.inbox:
+                                self.queued.taken()
                                 await self._receive(message, requests)
                         listen.end_all(self)  # nothing more will be asked: they end now, gracefully
                         background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from actors.catalog import BackendStatus
 from actors.protocol.envelopes import Reply
-from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
 from actors.protocol.modern_results import legacy_result
 
@@ -31,9 +30,6 @@ if TYPE_CHECKING:
     from actors.session.modern import ModernCall
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
-UNSEALED: Final = rpc_error(
-    INTERNAL_ERROR, "Internal error: a backend's input_required came without its bridge"
-)
 
 
 @attrs.define(eq=False)
@@ -111,15 +107,6 @@ class InFlight:
         ):
             self.table.on_input(self, reply.result)  # type: ignore[arg-type]  # a legacy client's rounds
             return
-        if (
-            self.modern is not None
-            and self.bridge is None
-            and reply.error is None
-            and _needs_input(reply.result)
-        ):
-            reply = Reply(
-                error=UNSEALED
-            )  # a backend's round not through a bridge: its state is never passed on
         self.table.remove(self)
         if self.silent:
             return

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 import trio
 import trio.testing
 from test_dispatch import Harness, dispatcher
 from test_modern import modern
 
-from actors.protocol.envelopes import Call, Reply, ReplySlot
-from actors.protocol.messages import Batch, ErrorResponse, Notification, Request, Response
-from actors.session.budget import ByteBudget, client_of, request_bytes
+from actors.framing.lines import LineStream
+from actors.protocol.envelopes import Ask, Call, Reply, ReplySlot
+from actors.protocol.eras import CLIENT_CAPABILITIES_KEY
+from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response
+from actors.session.budget import ByteBudget, QueuedBytes, client_of, request_bytes
 from actors.session.parked import MAX_PARKED_PER_SESSION
+from actors.session.reader import Reader
 
 CALL = modern({"name": "echo", "arguments": {}})
 
@@ -94,21 +98,6 @@ async def test_a_modern_call_past_its_sessions_parked_share_is_refused_never_sen
         assert data == {"budget": "MAX_PARKED_PER_SESSION", "limit": 64, "used": 64}
 
 
-async def test_a_backends_round_reaching_a_modern_request_without_a_bridge_is_never_passed_unsealed() -> None:
-    async with dispatcher() as h:
-        assert h.actor is not None
-        await h.inbox.send(Request("x", "tools/call", CALL))
-        await h.backend.receive()
-        entry = h.actor.inflight.get("x")
-        assert entry is not None and entry.bridge is not None
-        entry.bridge = None  # as if the call had gone out unbridged
-        own = {"resultType": "input_required", "inputRequests": {}, "requestState": "the backend's own"}
-        entry.fill(Reply(result=own))
-        answer = await h.outbox.receive()
-        assert isinstance(answer, ErrorResponse) and answer.error.code == -32603
-        assert "the backend's own" not in str(answer)
-
-
 async def test_each_request_of_a_batch_meets_the_budgets_alone() -> None:
     async with dispatcher() as h:
         await h.initialize("2025-03-26")
@@ -130,3 +119,46 @@ async def test_each_request_of_a_batch_meets_the_budgets_alone() -> None:
         assert isinstance(by_id[2], ErrorResponse) and by_id[2].error.data["budget"] == "max_request_bytes"
         assert isinstance(by_id[1], Response) and isinstance(by_id[3], Response)
         assert budget_of(h).used == {}
+
+
+async def test_a_busy_dispatcher_has_at_most_one_requests_budget_decoded_ahead_of_it() -> None:
+    """The reader decodes a frame only when what waits decoded in the inbox leaves room for it within
+    max_request_bytes: a client's burst waits raw in its transport, not as a full inbox of decoded trees."""
+    frame = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"x": "y" * 560}})
+    source = trio.testing.MemoryReceiveStream()
+    source.put_data(b"".join(frame + b"\n" for _ in range(3)))
+    source.put_eof()
+    transport = LineStream(source, trio.testing.MemorySendStream(), 4096)
+    to_dispatch, inbox = trio.open_memory_channel[Message](16)
+    to_writer, _written = trio.open_memory_channel[Message](16)
+    queued = QueuedBytes(ByteBudget(max_request_bytes=1024, max_client_bytes=4096))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(Reader(transport, to_dispatch, to_writer, queued=queued).run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert inbox.statistics().current_buffer_used == 1 and queued.total == len(frame)
+        for _ in range(3):
+            await inbox.receive()
+            queued.taken()  # as the dispatcher does for each message it takes
+        await trio.testing.wait_all_tasks_blocked()
+    assert queued.total == 0 and not queued.sizes
+
+
+async def test_a_retry_that_answers_nothing_stays_parked_with_its_answers_raw_and_counted() -> None:
+    async with dispatcher() as h:
+        assert h.actor is not None
+        asking = modern({"name": "echo", "arguments": {}})
+        asking["_meta"][CLIENT_CAPABILITIES_KEY] = {"roots": {}}
+        await h.inbox.send(Request("a", "tools/call", asking, 300))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and call.asks_to is not None
+        call.asks_to.send_nowait(Ask(1, "one", "roots/list", None, ReplySlot(), "r1"))
+        first = await h.outbox.receive()
+        assert isinstance(first, Response) and first.result["resultType"] == "input_required"
+        unasked = {"unasked": {"pad": "x" * 5000}}
+        retry = {**asking, "requestState": first.result["requestState"], "inputResponses": unasked}
+        await h.inbox.send(Request("b", "tools/call", retry, 5400))
+        again = await h.outbox.receive()  # asked again at once: the call stays parked
+        assert isinstance(again, Response) and again.result["resultType"] == "input_required"
+        (parked,) = h.actor.settings.bridges.calls.values()
+        assert parked.kept == {"unasked": orjson.dumps(unasked["unasked"])}
+        assert budget_of(h).used == {"session:s1": parked.kept_bytes}  # the requests are over; this is kept
