@@ -230,7 +230,7 @@ class BridgedCall:
 
     def keep_answers(self, responses: dict[str, Any]) -> None:
         """What the current request answered and no ask has used yet, kept as raw bytes (a decoded tree costs
-        ~6-24 times as much) and counted for its client until the call ends or the next round."""
+        ~7-24 times as much) and counted for its client until the call ends or the next round."""
         self._forget_answers()
         self.kept = {key: orjson.dumps(value) for key, value in responses.items()}
         self.kept_bytes = sum(len(key) + len(raw) for key, raw in self.kept.items())

@@ -47,7 +47,7 @@ def request_bytes(request: Request) -> int:
 @attrs.define(eq=False)
 class ByteBudget:
     """Owns: the bytes each client holds now (`used`: only clients holding some are in it).
-    Receives: charges (`admit` for a request, `keep` for a parked call's bytes) and their release.
+    Receives: checks (`refusal`), charges (`keep`: a request taken, a parked call's answers), releases.
     Stops when: the gateway does; every owner releases what it charged, so `used` empties when idle."""
 
     max_request_bytes: int = MAX_REQUEST_BYTES
@@ -67,15 +67,8 @@ class ByteBudget:
             return over_budget("max_client_bytes", self.max_client_bytes, used + size, "this client")
         return None
 
-    def admit(self, client: str, size: int) -> RpcError | None:
-        """Charge `size` bytes to `client` unless that breaks a budget (then the refusal, nothing charged)."""
-        refused = self.refusal(client, size)
-        if refused is None:
-            self.keep(client, size)
-        return refused
-
     def keep(self, client: str, size: int) -> None:
-        """Charge bytes already held (a parked call's); they count against the client's next requests."""
+        """Charge bytes the client now holds; they count against its next requests until released."""
         if size > 0:
             self.used[client] = self.used.get(client, 0) + size
 
