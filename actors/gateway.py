@@ -298,9 +298,16 @@ class Gateway:
             await connections.start(supervise, specs, events)
             task_status.started()
 
+    def limit_budgets(self) -> None:
+        """The config's byte budgets on the ledger every session shares (at start, and on a reload: what is
+        held stays held, new requests meet the new budgets)."""
+        settings = self.config.gateway
+        self.bridges.budget.limit(settings.max_request_bytes, settings.max_client_bytes)
+
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
         settings = self.config.gateway
+        self.limit_budgets()
         return SessionSettings(
             server_name=settings.name,
             settle_timeout_s=settings.initialize_hold_s,

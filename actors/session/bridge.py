@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
+import orjson
 import trio
 from loguru import logger
 
@@ -78,7 +79,8 @@ class BridgedCall:
     digest: str  # of the arguments: a retry must send the same
     principal: str | None
     capabilities: dict[str, Any]
-    responses: dict[str, Any] = attrs.field(factory=dict)  # the current request's inputResponses
+    kept: dict[str, bytes] = attrs.field(factory=dict)  # answers not used yet, raw: decoded when asked
+    kept_bytes: int = 0  # what `kept` counts against the client's budget (Bridges.budget)
     target: Target | None = None
     backend: BackendStatus | None = None
     call_id: int = 0
@@ -88,6 +90,7 @@ class BridgedCall:
     client: str = ""  # whose it is, as Bridges caps calls per client
     bound: str | None = None  # the session its states are good in (None: a stateless request's)
     call_round: CallRound = attrs.field(factory=CallRound)  # the call, and the round this request is
+    session: str = ""  # where it was opened, as Bridges caps calls per session
     gathering: bool = False
     closed: bool = False
     _gather: trio.CancelScope | None = None  # the timer of the asks being gathered
@@ -135,8 +138,8 @@ class BridgedCall:
             )
             return
         key = self._key_for(ask)
-        if key in self.responses:  # answered before it was asked (the client sent it on this request)
-            error = self._settle(key, ask, self.responses[key])
+        if key in self.kept:  # answered before it was asked (the client sent it on this request)
+            error = self._settle(key, ask, orjson.loads(self.kept[key]))
             if error is not None:
                 self.fail(error, "the client's answer was malformed")
             return
@@ -227,18 +230,31 @@ class BridgedCall:
         then it gets the parked answer, the asks still open, or whatever the backend does next."""
         self.round += 1
         self.capabilities = capabilities
-        self.responses = responses
-        for key in [key for key in self.pending if key in responses]:
+        settled = [key for key in self.pending if key in responses]
+        for key in settled:
             error = self._settle(key, self.pending.pop(key), responses[key])
             if error is not None:
                 self.fail(error, "the client's answer was malformed")
                 return error
+        self.keep_answers({key: value for key, value in responses.items() if key not in settled})
         self.target = target
         if self.answered is not None:
             self.fill(self.answered)
         elif self.pending:
             self._ask_client()  # what it did not answer, at once (a missing answer is asked again)
         return None
+
+    def keep_answers(self, responses: dict[str, Any]) -> None:
+        """What the current request answered and no ask has used yet, kept as raw bytes (a decoded tree costs
+        ~7-24 times as much) and counted for its client until the call ends or the next round."""
+        self._forget_answers()
+        self.kept = {key: orjson.dumps(value) for key, value in responses.items()}
+        self.kept_bytes = sum(len(key) + len(raw) for key, raw in self.kept.items())
+        self.table.budget.keep(self.client, self.kept_bytes)
+
+    def _forget_answers(self) -> None:
+        self.table.budget.release(self.client, self.kept_bytes)
+        self.kept, self.kept_bytes = {}, 0
 
     def _settle(self, key: str, ask: Ask, value: object) -> RpcError | None:
         field = ANSWER_FIELD.get(ask.method)
@@ -276,6 +292,7 @@ class BridgedCall:
             return
         self.closed = True
         self.table.forget(self)
+        self._forget_answers()
         for timer in (self._gather, self._expiry):
             if timer is not None:
                 timer.cancel()

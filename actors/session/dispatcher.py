@@ -44,6 +44,7 @@ from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
 from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
 from actors.session.batches import receive_batch
+from actors.session.budget import QueuedBytes, client_of, request_bytes
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
@@ -81,6 +82,9 @@ class Dispatcher:
     # the way backends answer into the outbox; the writer drains its overflow
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
+    queued: QueuedBytes = attrs.field(  # the sizes of what waits in `inbox`, shared with the reader
+        default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
+    )
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
@@ -105,7 +109,12 @@ class Dispatcher:
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
             self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
-        self.inflight = InFlightTable(self.answers, on_input=partial(shim.start_rounds, self))
+        self.inflight = InFlightTable(
+            self.answers,
+            on_input=partial(shim.start_rounds, self),
+            budget=self.settings.budget,
+            client=client_of(self.subject, self.session),
+        )
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
             session=self.session,
@@ -129,6 +138,7 @@ class Dispatcher:
                         task_status.started()
                         with self.inbox:
                             async for message in self.inbox:
+                                self.queued.taken()
                                 await self._receive(message, requests)
                         listen.end_all(self)  # nothing more will be asked: they end now, gracefully
                         background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
@@ -138,6 +148,7 @@ class Dispatcher:
             self.forwarder.background = None  # closed: what cannot be sent at once waits for the flush
             for entry in self.inflight.entries.values():  # still owed (a crash answers them): the backends
                 self.forwarder.abandon(entry, "the client session ended")  # stop working on them
+            self.inflight.release_all()
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
             release_subscriptions(self)
@@ -155,7 +166,8 @@ class Dispatcher:
             case Request(id=request_id, method="ping", params=params) if not is_modern_request(params):
                 await self.send(Response(request_id, {}))  # at any time, answered inline (gone in 2026-07-28)
             case Request(id=request_id):
-                await self._accept(message, self.inflight.accept(request_id), requests)
+                entry = self.inflight.accept(request_id, size=request_bytes(message))
+                await self._accept(message, entry, requests)
             case Notification():
                 receive_notification(self, message)
             case Batch():
@@ -175,9 +187,12 @@ class Dispatcher:
             return ErrorResponse(None, bad_id(request_id))
         if request_id in self.inflight:
             return ErrorResponse(request_id, duplicate(request_id))
-        if request.method != "ping" and len(self.inflight) >= self.settings.max_inflight:
+        if request.method == "ping":
+            return None
+        if len(self.inflight) >= self.settings.max_inflight:
             return ErrorResponse(request_id, too_many(self.settings.max_inflight))
-        return None
+        over = self.settings.budget.refusal(self.inflight.client, request_bytes(request))
+        return None if over is None else ErrorResponse(request_id, over)
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
         """Answer or forward at once when the handler can; else a task serves the request."""
@@ -219,7 +234,7 @@ class Dispatcher:
         if refused is not None:
             self.answers.deliver(refused)
             return True
-        entry = self.inflight.accept(message.id)  # type: ignore[arg-type]  # an id: _refused checked it
+        entry = self.inflight.accept(message.id, size=request_bytes(message))  # type: ignore[arg-type]
         refused = modern.accept(self, message, entry)
         if refused is not None:
             self.inflight.remove(entry)

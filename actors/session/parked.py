@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import orjson
 import trio
+from loguru import logger
 
 from actors.protocol.eras import MRTR_METHODS
+from actors.protocol.errors import rpc_error
 from actors.protocol.messages import RpcError
 from actors.protocol.request_state import RequestStateError, RequestStateKey
 from actors.session.bridge import BridgedCall, Target
+from actors.session.budget import OVER_BUDGET, ByteBudget, client_of
 from actors.session.rounds import CallRound, SpentStates, owner_of
 
 if TYPE_CHECKING:
@@ -28,8 +31,10 @@ if TYPE_CHECKING:
 
 GATHER_S: Final = 0.05  # how long asks are gathered before the client is asked (D5)
 TTL_S: Final = 300.0  # how long a parked call waits for the client's retry
-MAX_PARKED: Final = 1024  # calls parked at once, gateway-wide; past it an ask is refused
-MAX_PARKED_PER_CLIENT: Final = 64  # of those, one client's (its principal, else its session): not all
+MAX_PARKED: Final = 1024  # calls bridged at once, gateway-wide; past it the biggest holder's oldest goes
+MAX_PARKED_PER_CLIENT: Final = 256  # of those, one client's (its principal, else its session): not all
+MAX_PARKED_PER_SESSION: Final = 64  # of those, one session's: a principal's many connections share 256
+DROPPED: Final = "dropped to make room: the gateway's table of parked calls was full"
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -44,9 +49,11 @@ class Bridges:
     gather_s: float = GATHER_S
     ttl_s: float = TTL_S
     nursery: trio.Nursery | None = None
-    calls: dict[str, BridgedCall] = attrs.field(factory=dict)
+    calls: dict[str, BridgedCall] = attrs.field(factory=dict)  # oldest first
     opened_by: Counter[str] = attrs.field(factory=Counter)  # client -> its calls in `calls`
     spent: SpentStates = attrs.field(factory=SpentStates)  # wrapped states retried already, until they expire
+    opened_in: Counter[str] = attrs.field(factory=Counter)  # session -> its calls in `calls`
+    budget: ByteBudget = attrs.field(factory=ByteBudget)  # the gateway's: parked calls' kept bytes count
 
     def open(
         self,
@@ -60,14 +67,19 @@ class Bridges:
         session: str = "",
         bound: str | None = None,
         call_round: CallRound | None = None,
-    ) -> BridgedCall | None:
-        """A call to bridge, or None when too many are parked, gateway-wide or by its client: the principal
-        when there is one (its calls may come on many connections), else `session` (its asks are then
-        refused). The states it hands out are good in session `bound` alone (None: a stateless request's,
-        bound to its principal only); `call_round` is the call and round it serves."""
-        client = f"principal:{principal}" if principal is not None else f"session:{session}"
-        if len(self.calls) >= MAX_PARKED or self.opened_by[client] >= MAX_PARKED_PER_CLIENT:
-            return None
+    ) -> BridgedCall | RpcError:
+        """A call to bridge, or the refusal of a client (the principal when there is one, its calls may come
+        on many connections, else `session`) or a session that has as many bridged as it may. When the
+        table is full, the oldest call of the client holding the most is dropped to make room. The states it
+        hands out are good in session `bound` alone (None: a stateless request's, bound to its principal
+        only); `call_round` is the call and round it serves."""
+        client = client_of(principal, session)
+        if self.opened_by[client] >= MAX_PARKED_PER_CLIENT:
+            return too_many_parked("this client", "MAX_PARKED_PER_CLIENT", MAX_PARKED_PER_CLIENT)
+        if self.opened_in[session] >= MAX_PARKED_PER_SESSION:
+            return too_many_parked("this session", "MAX_PARKED_PER_SESSION", MAX_PARKED_PER_SESSION)
+        while len(self.calls) >= MAX_PARKED:
+            self._drop_oldest_of_biggest()
         call = BridgedCall(
             table=self,
             handle=secrets.token_urlsafe(12),
@@ -76,22 +88,31 @@ class Bridges:
             digest=digest_of(params),
             principal=principal,
             capabilities=capabilities,
-            responses=responses,
             target=target,
             client=client,
             bound=bound,
             call_round=call_round if call_round is not None else CallRound(),
+            session=session,
         )
+        call.keep_answers(responses)
         self.calls[call.handle] = call
         self.opened_by[client] += 1
+        self.opened_in[session] += 1
         return call
+
+    def _drop_oldest_of_biggest(self) -> None:
+        """Room in a full table: the oldest call of the client with the most goes (a parked one's retry then
+        starts over; a request waiting on it gets the error)."""
+        biggest = max(self.opened_by, key=self.opened_by.__getitem__)
+        oldest = next(call for call in self.calls.values() if call.client == biggest)
+        logger.warning("dropped a bridged {} of {}: {}", oldest.method, biggest, DROPPED)
+        oldest.fail(too_many_parked("the gateway", "MAX_PARKED", MAX_PARKED), DROPPED)
 
     def forget(self, call: BridgedCall) -> None:
         """An ended call leaves the table (BridgedCall.close)."""
         if self.calls.pop(call.handle, None) is call:
-            self.opened_by[call.client] -= 1
-            if not self.opened_by[call.client]:
-                del self.opened_by[call.client]
+            _uncount(self.opened_by, call.client)
+            _uncount(self.opened_in, call.session)
 
     def open_for(
         self,
@@ -100,10 +121,10 @@ class Bridges:
         target: Target,
         session: str = "",
         bound: str | None = None,
-    ) -> BridgedCall | None:
+    ) -> BridgedCall | RpcError | None:
         """The bridge of a modern call that may need the client's input (tools/call, prompts/get,
-        resources/read): the reply-to and the place for asks of its call to the backend. None for other
-        methods, or when too many calls are parked."""
+        resources/read): the reply-to and the place for asks of its call to the backend; its refusal when
+        its client or session has too many; None for other methods."""
         if call.method not in MRTR_METHODS:
             return None
         return self.open(
@@ -224,6 +245,19 @@ async def _later(delay_s: float, action: Callable[[], None], scope: trio.CancelS
     with scope:
         await trio.sleep(delay_s)
         action()
+
+
+def _uncount(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
+def too_many_parked(whose: str, cap: str, limit: int) -> RpcError:
+    """A call that would be one too many for a client, a session or the gateway: refused, never let through
+    with its state unsealed."""
+    message = f"Request refused: {whose} has {limit} calls waiting for input ({cap}); answer or cancel some"
+    return rpc_error(OVER_BUDGET, message, budget=cap, limit=limit, used=limit)
 
 
 def subject_of(method: str, params: dict[str, Any]) -> str:

@@ -610,3 +610,23 @@ def test_a_relative_config_path_that_is_not_there_says_where_it_looked_and_sugge
         f"config/gateway.toml: no such file (looked for {looked}; "
         "pass --config with the gateway's config file)"
     )
+
+
+def test_the_byte_budgets_have_defaults_and_rules(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(MINIMAL_BACKEND)
+    gateway = load_config(path).gateway
+    assert (gateway.max_request_bytes, gateway.max_client_bytes) == (4 * 1024 * 1024, 16 * 1024 * 1024)
+    cases = {
+        "max_request_bytes = 100": {"gateway.max_request_bytes": "must be at least 1024"},
+        'max_client_bytes = "lots"': {"gateway.max_client_bytes": "expected an integer, got a string"},
+        "max_request_bytes = 33554432": {
+            "gateway.max_request_bytes": "must not be more than max_client_bytes"
+        },
+        "max_request_bytes = 4096\nmax_client_bytes = 2048": {
+            "gateway.max_request_bytes": "must not be more than max_client_bytes",
+            "gateway.max_client_bytes": "must not be less than max_request_bytes",
+        },
+    }
+    for keys, expected in cases.items():
+        assert problems_of(tmp_path, f"[gateway]\n{keys}\n{MINIMAL_BACKEND}") == expected, keys
