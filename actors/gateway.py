@@ -41,12 +41,12 @@ from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
-from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file
+from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
 from actors.frontends.websocket import WebSocketListener
 from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
-from actors.policy import PolicyGate
+from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
 from actors.reload import ReloadOutcome
 from actors.reload import reload as reload_config
@@ -232,7 +232,12 @@ class Gateway:
         """Each frontend now, with its open sessions (for the admin listener)."""
         stdio = tuple(session.id for session in self._sessions)
         network = [
-            FrontendInfo(listener.name, listener.url, tuple(session.id for session in listener.sessions()))
+            FrontendInfo(
+                listener.name,
+                listener.url,
+                tuple(session.id for session in listener.sessions()),
+                listener.issuer_keys(),
+            )
             for listener in self.listeners
         ]
         return network + ([FrontendInfo("stdio", None, stdio)] if stdio else [])
@@ -300,9 +305,16 @@ class Gateway:
             await connections.start(supervise, specs, events)
             task_status.started()
 
+    def limit_budgets(self) -> None:
+        """The config's byte budgets on the ledger every session shares (at start, and on a reload: what is
+        held stays held, new requests meet the new budgets)."""
+        settings = self.config.gateway
+        self.bridges.budget.limit(settings.max_request_bytes, settings.max_client_bytes)
+
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""
         settings = self.config.gateway
+        self.limit_budgets()
         return SessionSettings(
             server_name=settings.name,
             settle_timeout_s=settings.initialize_hold_s,
@@ -326,11 +338,14 @@ class Gateway:
         settings, ends_all = self.session_settings("stdio"), not self.listeners
         if ends_all and not stdin_is_a_file():  # the client that closes stdin quits: its calls in flight
             settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)  # get the drain share
+        principal = stdio_principal(self.config)  # stdio carries no token: [stdio] names its client
         session = Session(
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
             catalog=catalog,
-            settings=settings,
+            settings=stdio_settings(principal, self.config, settings),
+            subject=principal.subject if principal else None,
+            caller=caller_of(principal, "stdio", "stdio"),
         )
         self._sessions.add(session)
         task_status.started()

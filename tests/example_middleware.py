@@ -54,3 +54,30 @@ def not_a_middleware(**options: Any) -> object:
 
 def failing_factory() -> Middleware:
     raise ValueError("missing licence key")
+
+
+class Quota(Middleware):
+    """Lets `limit` rounds of `tool` through, gateway-wide, and refuses every one after them."""
+
+    def __init__(self, tool: str, limit: int) -> None:
+        self.tool, self.limit, self.used = tool, limit, 0
+
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        if call.tool != self.tool:
+            return None
+        if self.used >= self.limit:
+            return RpcError(REFUSED, f"the quota of {self.limit} calls of {self.tool} is spent")
+        self.used += 1
+        return None
+
+
+class PrefixText(Middleware):
+    """Rewrites the `text` argument of every tool call: `prefix` before it."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    async def before_call(self, call: ToolCall) -> RpcError | None:
+        if isinstance(call.arguments, dict) and isinstance(call.arguments.get("text"), str):
+            call.arguments = {**call.arguments, "text": self.prefix + call.arguments["text"]}
+        return None

@@ -17,6 +17,9 @@ process collector (CPU, memory, open files). Nothing is pushed to prometheus-cli
     mcp_gateway_policy_decisions_total{method,decision}          [policy] decisions (allow, deny)
     mcp_gateway_limit_refusals_total{kind}                       [limits] refusals: rate, inflight, http
     mcp_gateway_limit_admitted_total                             tools/call counted and let through
+    mcp_gateway_jwks_fetches_total{frontend,issuer}              key sets fetched from a trusted issuer
+    mcp_gateway_jwks_fetch_failures_total{frontend,issuer}       fetches that failed (the last good set kept)
+    mcp_gateway_jwks_keys{frontend,issuer}                       keys held now (0: none fetched yet)
 
 Every label takes values from a bounded set (meters.py): `code` is a code the gateway knows or "other",
 `tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)"; a decision's `method` is one
@@ -103,12 +106,26 @@ class GatewayCollector(Collector):
         traffic = CounterMetricFamily(
             "mcp_gateway_client_bytes", "MCP frames from and to clients", labels=["frontend", "direction"]
         )
+        labels = ["frontend", "issuer"]
+        fetches = CounterMetricFamily(
+            "mcp_gateway_jwks_fetches", "Key sets fetched from an issuer", labels=labels
+        )
+        failures = CounterMetricFamily(
+            "mcp_gateway_jwks_fetch_failures",
+            "Key set fetches that failed; the last good set stays",
+            labels=labels,
+        )
+        held = GaugeMetricFamily("mcp_gateway_jwks_keys", "Keys of an issuer held now", labels=labels)
         for frontend in self.model.frontends():
             sessions.add_metric([frontend.name], len(frontend.sessions))
+            for keys in frontend.issuers:  # issuers come from the config: a bounded set
+                fetches.add_metric([frontend.name, keys.issuer], keys.fetches)
+                failures.add_metric([frontend.name, keys.issuer], keys.failures)
+                held.add_metric([frontend.name, keys.issuer], len(keys.current) if keys.current else 0)
         for name, meter in self.model.meters.frontends.items():
             traffic.add_metric([name, "in"], meter.bytes_in)
             traffic.add_metric([name, "out"], meter.bytes_out)
-        yield from (sessions, traffic)
+        yield from (sessions, traffic, fetches, failures, held)
 
     def _guards(self) -> Iterator[Metric]:
         meters = self.model.meters

@@ -20,6 +20,7 @@ from actors import __version__
 from actors.admin.history import StateHistory
 from actors.admin.meters import BackendMeter, Meters
 from actors.catalog import BackendStatus, CatalogView
+from actors.identity.keys import IssuerKeys
 from actors.runtime.watch import Watch
 
 SESSIONS_LISTED: Final = 100  # session ids listed per frontend; the count is always whole
@@ -32,6 +33,7 @@ class FrontendInfo:
     name: str
     url: str | None
     sessions: tuple[str, ...]
+    issuers: tuple[IssuerKeys, ...] = attrs.field(default=(), eq=False)  # its trusted issuers' key sets
 
     def as_json(self) -> dict[str, Any]:
         listed = list(self.sessions[:SESSIONS_LISTED])

@@ -20,6 +20,7 @@ from actors.admin.meters import BackendMeter
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
 from actors.backends.input import progress_params
+from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
 from actors.framing.transport import Transport
 from actors.protocol import codec
@@ -102,6 +103,7 @@ class BackendLink:
     lost: BackendError | None = None
     clients: ClientDirectory | None = None  # sessions a request for the client may go to
     roots: str | tuple[str, ...] = "client"  # who answers its roots/list: nobody, the one client, the config
+    roots_chosen: bool = True  # the config named them (not the default): a modern call's asks, too
     # a modern backend's: the gateway's own envelope, in the _meta of every request not for a client's call
     envelope: ModernEnvelope | None = None
     # an error answer to take before its caller gets it; True when taken (and answered) there
@@ -253,7 +255,7 @@ class BackendLink:
         streamed_on = self.stream_of(message.id) if self.stream_of and isinstance(message, Request) else None
         match message:
             case Response(id=request_id, result=result):
-                self._settle(request_id, Reply(result=result))
+                self._settle(request_id, Reply(result=result), nursery)
             case ErrorResponse(id=request_id, error=error):
                 self._settle(request_id, Reply(error=error))
             case Notification(method="notifications/progress", params=params):
@@ -272,7 +274,9 @@ class BackendLink:
                 error = RpcError(METHOD_NOT_FOUND, f"the gateway does not forward {clip(method)} to clients")
                 nursery.start_soon(self.send, ErrorResponse(request_id, error))
 
-    def _settle(self, request_id: int | str | None, reply: Reply) -> None:
+    def _settle(
+        self, request_id: int | str | None, reply: Reply, nursery: trio.Nursery | None = None
+    ) -> None:
         deadline = self._deadlines.get(request_id)  # type: ignore[arg-type]  # a timed call's: a client's
         call = self._forget(request_id)
         if call is None:
@@ -285,6 +289,13 @@ class BackendLink:
             reply = Reply(error=RpcError(INTERNAL_ERROR, message, {"backend": self.name}))
         if reply.error is not None and self.on_error is not None and self.on_error(call, reply.error):
             return
+        if nursery is not None:  # a modern backend's round: roots by config
+            taken = answered_by_config(self, call, reply)
+            if isinstance(taken, Call):  # roots were all it asked: called again at once
+                self.track(taken)
+                nursery.start_soon(self.send_frames, [request_frame(taken, self.envelope)])
+                return
+            reply = taken
         self._answered(call, reply.error, deadline)
         if reply.error is not None and reply.error.code == URL_ELICITATION_REQUIRED and call.asks_to:
             # The client is to open a URL; the backend's notice that it is done goes to the same session.
@@ -354,6 +365,8 @@ def request_frame(call: Call, envelope: ModernEnvelope | None = None) -> bytes:
     if envelope is None:
         return codec.encode(Request(call.call_id, call.method, call.params))
     params = stamped(call.params, call.envelope or envelope)
+    if call.input_responses and "inputResponses" not in params:
+        params["inputResponses"] = call.input_responses  # a fresh call's answers given ahead (SEP-2322)
     return codec.encode(Request(call.call_id, call.method, params))
 
 

@@ -72,6 +72,7 @@ def link_over(
         request_timeout_s=backend.request_timeout_s,
         clients=backend.clients,
         roots=backend.roots,
+        roots_chosen=backend.config.roots is not None,
         meter=backend.meter,
         # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
         stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,

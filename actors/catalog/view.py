@@ -31,6 +31,9 @@ class CatalogView:
     resource_routes: Mapping[str, Route] = attrs.field(factory=dict)  # public URI -> owner, its own URI
     template_routes: tuple[TemplateRoute, ...] = ()  # in config order
     resources_version: int = 0  # resources and templates together
+    # per kind ("tools", "prompts", "resources"): its changes and the changes its backends announced; what
+    # list_changed follows (the versions above are what cursors and cached filtered lists follow)
+    news: Mapping[str, int] = attrs.field(factory=lambda: dict.fromkeys(("tools", "prompts", "resources"), 0))
 
     @property
     def settled(self) -> bool:

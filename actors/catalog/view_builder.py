@@ -31,17 +31,22 @@ Value = TypeVar("Value")
 
 @attrs.define
 class _Versioned(Generic[Value]):
-    """A value and a count of its changes."""
+    """A value, a count of its changes (what cursors are minted for), and a count of the news of it: its
+    changes, and the changes a backend announced that left it as it was (a list changed and changed back
+    between two listings is still news to a client that asked to hear of changes, as it would be on a
+    direct connection, while its cursors stay good)."""
 
     value: Value
     version: int = 0
+    news: int = 0
 
     def update(self, value: Value, announced: bool = False) -> int:
-        """The version, moved on when `value` differs from the last one, or when a backend announced a
-        change of it (a list changed and changed back between two listings is still news to a client that
-        asked to hear of changes, as it would be on a direct connection)."""
-        if announced or value != self.value:
+        """The version, moved on when `value` differs from the last one; the news, also when announced."""
+        if value != self.value:
             self.value, self.version = value, self.version + 1
+            self.news += 1
+        elif announced:
+            self.news += 1
         return self.version
 
 
@@ -93,6 +98,11 @@ class ViewBuilder:
             resources_version=self._resources.update(
                 (resources, templates), bool(announced & {"resources", "templates"})
             ),
+            news={
+                "tools": self._tools.news,
+                "prompts": self._prompts.news,
+                "resources": self._resources.news,
+            },
         )
 
     def _warn_about_names(self, routes: Mapping[str, Route]) -> None:

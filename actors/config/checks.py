@@ -42,6 +42,16 @@ def not_below(other: str) -> Validator:
     return check
 
 
+def not_above(other: str) -> Validator:
+    """The value must not be more than the table's key `other`."""
+
+    def check(instance: Any, _attribute: Any, value: Any) -> None:
+        if value > getattr(instance, other):
+            raise ValueError(f"must not be more than {other}")
+
+    return check
+
+
 def is_environment_name(name: str) -> bool:
     return bool(name) and "=" not in name and "\0" not in name
 

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from actors.config.backend_schema import BackendConfig
+from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.schema import Config
 
 
@@ -102,7 +103,11 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         elif (was.host, was.port) != (now.host, now.port):
             needs_restart.append(f"[{table}] host or port")
         else:
+            if _key_sources(was) != _key_sources(now):  # each issuer's keeper runs from the start
+                needs_restart.append(f"[[{table}.auth.issuers]] issuers or where their keys come from")
             listeners.append(table)
+    if old.stdio != new.stdio:
+        needs_restart.append("[stdio]")
     if old.middleware != new.middleware:
         needs_restart.append("[[middleware]]")
     if old.audit != new.audit:
@@ -122,4 +127,13 @@ def diff(old: Config, new: Config) -> ConfigDiff:
             f"[{table}]" for table in ("policy", "limits") if getattr(old, table) != getattr(new, table)
         ),
         needs_restart=tuple(needs_restart),
+    )
+
+
+def _key_sources(listener: WebSocketSettings | HttpSettings) -> tuple[tuple[object, ...], ...]:
+    """Each trusted issuer and where and how often its keys are fetched."""
+    issuers = listener.oauth.issuers if listener.oauth is not None else ()
+    return tuple(
+        (i.issuer, i.jwks_url, i.jwks_file, i.refresh_min_s, i.refresh_max_s, i.kid_cooldown_s)
+        for i in issuers
     )

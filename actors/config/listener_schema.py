@@ -13,18 +13,21 @@ from typing import Final
 import attrs
 
 from actors.config.checks import at_least, message_size, positive, rule
+from actors.config.oauth_schema import IssuerTable, OAuthSettings, ResourceServerKeys
 
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
 
 
 @attrs.frozen(kw_only=True)
-class AuthTable:
-    """[NAME.auth] as written: where the key comes from, never the key itself."""
+class AuthTable(ResourceServerKeys):
+    """[NAME.auth] as written: where the static key comes from (never the key itself), and the trusted
+    issuers ([[NAME.auth.issuers]]) with the resource-server keys. Set a static key, issuers, or both."""
 
     jwt_secret_env: str | None = None  # HS256: the secret is read from this environment variable
     jwt_public_key_file: Path | None = None  # RS256/ES256: a PEM public key, relative to the config file
     audience: str | None = None
     issuer: str | None = None
+    issuers: tuple[IssuerTable, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -61,6 +64,11 @@ class ListenerSettings:
     # a session that has not finished initialize by then is closed
     initialize_timeout_s: float = attrs.field(default=30.0, validator=positive)
     auth: JwtAuth | None = None  # from [NAME.auth]: loaded by resolve.py, never structured from the file
+    oauth: OAuthSettings | None = None  # [NAME.auth]'s issuers, when it names any: loaded by resolve.py
+
+    @property
+    def checks_tokens(self) -> bool:
+        return self.auth is not None or self.oauth is not None
 
 
 @attrs.frozen(kw_only=True)

@@ -26,6 +26,7 @@ from actors.config.backend_schema import (
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
+from actors.config.oauth_schema import StdioPrincipal
 from actors.config.policy_schema import PolicyTable
 from actors.config.resolve import (
     command_problem,
@@ -35,6 +36,7 @@ from actors.config.resolve import (
     resolve_auth,
     resolve_backend,
     resolve_middleware,
+    resolve_oauth,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.limits import LimitSettings
@@ -52,6 +54,7 @@ TOP_LEVEL: Final = {
     "admin": "[admin]",
     "policy": "[policy]",
     "limits": "[limits]",
+    "stdio": "[stdio]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -93,7 +96,10 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         return tomllib.loads(_read_bytes(Path(path)).decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError([ConfigProblem(shown, "", "no such file")]) from None
+        reason = "no such file"
+        if not Path(path).is_absolute():  # the default, or a path meant for another folder
+            reason += f" (looked for {Path(path).absolute()}; pass --config with the gateway's config file)"
+        raise ConfigError([ConfigProblem(shown, "", reason)]) from None
     except IsADirectoryError:
         raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
     except _NotReadableError as exc:
@@ -153,6 +159,7 @@ def _structure(
         admin = admin_table and resolve_admin(admin_table, problems)
     policy = _policy(document["policy"], problems) if "policy" in document else None
     limits = _convert(document["limits"], LimitSettings, "limits", problems) if "limits" in document else None
+    stdio = _convert(document["stdio"], StdioPrincipal, "stdio", problems) if "stdio" in document else None
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -171,6 +178,7 @@ def _structure(
         admin=admin,
         policy=policy,
         limits=limits,
+        stdio=stdio,
     )
 
 
@@ -234,11 +242,12 @@ def _listener(
     raw = document[name]
     written = {key: value for key, value in raw.items() if key != "auth"} if isinstance(raw, dict) else raw
     settings = _convert(written, cls, name, problems)
-    auth = None
+    auth, oauth = None, None
     if isinstance(raw, dict) and "auth" in raw:
         table = _convert(raw["auth"], AuthTable, f"{name}.auth", problems)
         auth = table and resolve_auth(table, f"{name}.auth", folder, problems)
-    return None if settings is None else attrs.evolve(settings, auth=auth)
+        oauth = table and resolve_oauth(table, f"{name}.auth", folder, problems)
+    return None if settings is None else attrs.evolve(settings, auth=auth, oauth=oauth)
 
 
 def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[MiddlewareSpec, ...]:

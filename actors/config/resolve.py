@@ -23,6 +23,7 @@ from actors.config.backend_schema import BackendConfig, StdioBackend
 from actors.config.commands import CommandNotFoundError, locate_command, python_entry_problem, shown_path
 from actors.config.errors import Problem
 from actors.config.listener_schema import AuthTable, JwtAuth
+from actors.config.oauth_schema import OAuthSettings
 from actors.config.schema import AuditSettings, MiddlewareSpec, MiddlewareTable
 
 
@@ -95,8 +96,12 @@ def host_problem(host: str) -> str | None:
 
 def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> JwtAuth | None:
     """[NAME.auth] loaded: the HS256 secret from its variable, or the RS256/ES256 public key from its file."""
-    if (table.jwt_secret_env is None) == (table.jwt_public_key_file is None):
-        problems.append((key, "set exactly one of jwt_secret_env and jwt_public_key_file"))
+    if table.jwt_secret_env is not None and table.jwt_public_key_file is not None:
+        problems.append((key, "set at most one of jwt_secret_env and jwt_public_key_file"))
+        return None
+    if table.jwt_secret_env is None and table.jwt_public_key_file is None:
+        if not table.issuers:
+            problems.append((key, "set jwt_secret_env, jwt_public_key_file or [[" + key + ".issuers]]"))
         return None
     if table.jwt_secret_env is not None:
         secret = os.environ.get(table.jwt_secret_env)
@@ -124,6 +129,34 @@ def resolve_auth(table: AuthTable, key: str, folder: Path, problems: list[Proble
         problems.append((f"{key}.jwt_public_key_file", f"{shown} is not a PEM public key"))
         return None
     return JwtAuth(key=pem, algorithms=("RS256", "ES256"), audience=table.audience, issuer=table.issuer)
+
+
+def resolve_oauth(table: AuthTable, key: str, folder: Path, problems: list[Problem]) -> OAuthSettings | None:
+    """[NAME.auth]'s trusted issuers, their JWKS files made absolute and checked; None when it names none."""
+    if not table.issuers:
+        return None
+    issuers, seen = [], set()
+    for index, issuer in enumerate(table.issuers):
+        where = f"{key}.issuers[{index}]"
+        if issuer.issuer in seen:
+            problems.append((f"{where}.issuer", f"{issuer.issuer} is listed twice"))
+        seen.add(issuer.issuer)
+        if issuer.jwks_url is not None and issuer.jwks_file is not None:
+            problems.append((where, "set at most one of jwks_url and jwks_file (neither: discovery)"))
+        if issuer.jwks_file is not None:
+            path = (folder / issuer.jwks_file.expanduser()).resolve()
+            if not path.is_file():
+                problems.append((f"{where}.jwks_file", f"{shown_path(issuer.jwks_file, path)} is not a file"))
+            issuer = attrs.evolve(issuer, jwks_file=path)
+        issuers.append(issuer)
+    return OAuthSettings(
+        issuers=tuple(issuers),
+        resource=table.resource,
+        scopes_supported=table.scopes_supported,
+        required_scopes=table.required_scopes,
+        tool_scopes={tool: frozenset(scopes) for tool, scopes in table.tool_scopes.items()},
+        insufficient_scope=table.insufficient_scope,
+    )
 
 
 def resolve_audit(audit: AuditSettings, folder: Path, problems: list[Problem]) -> AuditSettings:

@@ -10,16 +10,20 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
-from actors.config.checks import at_least, message_size, not_blank, positive
+from actors.config.checks import at_least, message_size, not_above, not_below, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
+from actors.config.oauth_schema import StdioPrincipal
 from actors.limits import LimitSettings
 from actors.policy.rules import Policy
+
+MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
+MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
 
 
 class ToolNaming(enum.StrEnum):
@@ -45,6 +49,14 @@ class GatewaySettings:
     initialize_hold_s: float = attrs.field(default=10.0, validator=positive)
     # requests one session may have in flight; past it, an error at once
     max_inflight_per_session: int = attrs.field(default=256, validator=at_least(1))
+    # what one request may hold, counted as its raw frame (decoded it costs ~7-12x, up to 24x)
+    max_request_bytes: int = attrs.field(
+        default=MAX_REQUEST_BYTES, validator=[message_size, not_above("max_client_bytes")]
+    )
+    # what one client (its token principal, else its session) may hold in requests in flight and parked calls
+    max_client_bytes: int = attrs.field(
+        default=MAX_CLIENT_BYTES, validator=[message_size, not_below("max_request_bytes")]
+    )
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
     watch_config: bool = False  # reload when the config file changes (as on SIGHUP)
 
@@ -94,6 +106,16 @@ class Config:
     admin: AdminSettings | None = None  # [admin]: health, readiness, metrics and status (actors/admin/)
     policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
     limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
+    stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
+
+    def tool_scopes(self) -> dict[str, frozenset[str]]:
+        """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""
+        merged: dict[str, frozenset[str]] = {}
+        for listener in (self.websocket, self.http):
+            if listener is not None and listener.oauth is not None:
+                for tool, scopes in listener.oauth.tool_scopes.items():
+                    merged[tool] = merged.get(tool, frozenset()) | scopes
+        return merged
 
     def request_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.request_timeout_s

@@ -20,8 +20,9 @@ from typing import Final
 import attrs
 import orjson
 
-from actors.config import HttpSettings, JwtAuth, WebSocketSettings
-from actors.frontends.auth import Principal, Refused, check_bearer
+from actors.config import HttpSettings, WebSocketSettings
+from actors.frontends.auth import Principal, Refused
+from actors.frontends.bearer import BearerRules
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
@@ -65,7 +66,7 @@ class Admission:
     """Who may reach one listener: its path, Host, Origin and bearer token, and the sessions per client."""
 
     path: str
-    auth: JwtAuth | None
+    bearer: BearerRules | None  # None: no token is asked for
     allowed_hosts: frozenset[str]
     allowed_origins: frozenset[str]
     max_sessions: int
@@ -77,7 +78,7 @@ class Admission:
     def of(cls, settings: WebSocketSettings | HttpSettings) -> Admission:
         return cls(
             path=settings.path,
-            auth=settings.auth,
+            bearer=BearerRules.of(settings) if settings.checks_tokens else None,
             allowed_hosts=frozenset(h if h == "*" else h.strip("[]").lower() for h in settings.allowed_hosts),
             allowed_origins=frozenset(settings.allowed_origins),
             max_sessions=settings.max_sessions,
@@ -87,22 +88,22 @@ class Admission:
     def update(self, settings: WebSocketSettings | HttpSettings) -> None:
         """A reload's rules for the connections that come after; the sessions counted so far stay counted."""
         rules = Admission.of(settings)
-        self.path, self.auth, self.max_sessions, self.per_client = (
-            rules.path,
-            rules.auth,
-            rules.max_sessions,
-            rules.per_client,
-        )
+        self.path, self.max_sessions, self.per_client = rules.path, rules.max_sessions, rules.per_client
+        kept = self.bearer.keys if self.bearer is not None else None
+        url = self.bearer.url if self.bearer is not None else ""
+        self.bearer = BearerRules.of(settings, kept) if settings.checks_tokens else None
+        if self.bearer is not None:
+            self.bearer.bound(url)
         self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins
 
-    def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
+    async def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
         """Path, Host, Origin, then the bearer token: its principal when auth is on, else None; Refused for
         a connection or request that may not go on. `headers` has lower-case names."""
         if path != self.path:
             raise Refused(404, f"no MCP endpoint at {path}; try {self.path}")
         self.check_host(host)
         self.check_origin(headers.get("origin"))
-        return check_bearer(headers, self.auth) if self.auth is not None else None
+        return await self.bearer.principal(headers) if self.bearer is not None else None
 
     def check_host(self, host: str | None) -> None:
         """421 unless the Host header names an allowed host (DNS rebinding protection)."""

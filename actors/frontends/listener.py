@@ -16,6 +16,8 @@ import trio
 from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint
+from actors.identity.keys import IssuerKeys
+from actors.runtime.supervisor import ChildEvent, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
@@ -73,6 +75,11 @@ class Listener(abc.ABC, Generic[SettingsT]):
     def url(self) -> str:
         return self.endpoint.url
 
+    def issuer_keys(self) -> tuple[IssuerKeys, ...]:
+        """The key sets of the issuers whose tokens it accepts (for the admin listener's metrics)."""
+        bearer = self.endpoint.admission.bearer
+        return tuple(bearer.keys.values()) if bearer is not None else ()
+
     async def run(
         self, connections: trio.Nursery, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
     ) -> None:
@@ -81,6 +88,11 @@ class Listener(abc.ABC, Generic[SettingsT]):
         outlives this run."""
         sockets = await self.endpoint.for_run()
         async with trio.open_nursery() as nursery:
+            bearer = self.endpoint.admission.bearer
+            if bearer is not None and (keepers := bearer.keepers()):
+                events, reports = trio.open_memory_channel[ChildEvent](0)
+                nursery.start_soon(_discard, reports)
+                await nursery.start(supervise, keepers, events)
             nursery.start_soon(self._housekeeping, connections)
             nursery.start_soon(Acceptor(self.TABLE, self._connection).run, sockets, connections)
             task_status.started(self.url)
@@ -104,3 +116,9 @@ class Listener(abc.ABC, Generic[SettingsT]):
     @abc.abstractmethod
     async def wait_sessions_done(self) -> None:
         """Until every session stopped by `stop_sessions` has ended and its last words are written."""
+
+
+async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
+    """The issuers' keepers' reports: their supervisor logs every exit and restart itself."""
+    async for _ in reports:
+        pass

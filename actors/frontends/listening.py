@@ -72,6 +72,8 @@ class Endpoint:
         self.admission.port = bound_port(self.sockets)
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{self.scheme}://{shown}:{self.admission.port}{self.settings.path}"
+        if self.admission.bearer is not None:
+            self.admission.bearer.bound(self.url)
 
     async def for_run(self) -> list[trio.SocketListener]:
         """The sockets for one run of the listener: bound again, whole, if a run before lost one."""
@@ -79,7 +81,7 @@ class Endpoint:
             self.close()
             await self.bind()
         assert self.sockets is not None
-        if self.settings.auth is None and self.settings.host not in LOOPBACK_NAMES:
+        if not self.settings.checks_tokens and self.settings.host not in LOOPBACK_NAMES:
             logger.warning("listening on {} WITHOUT auth: add [{}.auth]", self.settings.host, self.table)
         logger.info("listening on {}", self.url)
         return self.sockets

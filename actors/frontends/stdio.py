@@ -1,14 +1,34 @@
-"""The stdio frontend transport: the gateway's own stdin and stdout, newline-delimited."""
+"""The stdio frontend: its transport (the gateway's own stdin and stdout, newline-delimited) and its
+configured principal ([stdio]: stdio carries no token)."""
 
 from __future__ import annotations
 
 import os
 import stat
 
+import attrs
 import trio
 
+from actors.config import Config
 from actors.framing.lines import LineStream
 from actors.framing.pipes import PipeStream
+from actors.identity.principal import Principal
+from actors.identity.scope_gate import ScopeGate
+from actors.session.settings import SessionSettings
+
+
+def stdio_principal(config: Config) -> Principal | None:
+    """The stdio session's principal as [stdio] names it, or None without the table."""
+    table = config.stdio
+    return None if table is None else Principal(table.issuer, table.subject, frozenset(table.scopes))
+
+
+def stdio_settings(principal: Principal | None, config: Config, settings: SessionSettings) -> SessionSettings:
+    """The stdio session's settings: a scope gate first when the listeners say which tools need scopes."""
+    tool_scopes = config.tool_scopes()
+    if principal is None or not tool_scopes:
+        return settings
+    return attrs.evolve(settings, middleware=(ScopeGate(principal, tool_scopes), *settings.middleware))
 
 
 class _RegularFileStream(trio.abc.HalfCloseableStream):

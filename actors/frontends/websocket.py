@@ -20,9 +20,10 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_strea
 
 from actors.config import Config, WebSocketSettings
 from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
-from actors.frontends.auth import Refused
+from actors.frontends.auth import Principal, Refused
 from actors.frontends.listener import Listener
 from actors.frontends.listening import peer_host, peer_of
+from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_request, read_head
 from actors.policy import Caller, caller_of
 from actors.session.session import Session
 
@@ -70,12 +71,34 @@ class WebSocketListener(Listener[WebSocketSettings]):
         async with trio.open_nursery() as nursery:
             request = None
             with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+                handshake = await self._metadata_or_handshake(stream)
+                if handshake is None:
+                    return
                 request = await wrap_server_stream(
-                    nursery, stream, max_message_size=self.settings.max_message_bytes
+                    nursery, handshake, max_message_size=self.settings.max_message_bytes
                 )
             if request is not None:
                 await self._handle(request, stream)
             nursery.cancel_scope.cancel()
+
+    async def _metadata_or_handshake(self, stream: trio.SocketStream) -> trio.abc.Stream | None:
+        """With issuers configured, a plain GET of the metadata is answered here (None); otherwise the stream
+        for the WebSocket handshake."""
+        bearer = self.endpoint.admission.bearer
+        server = bearer.resource_server if bearer is not None else None
+        if server is None:
+            return stream
+        head = await read_head(stream)
+        host = metadata_request(head, self.settings.path)
+        if host is None:
+            return Replayed(stream, head)
+        try:
+            self.endpoint.admission.check_host(host)
+        except Refused as refused:
+            logger.warning("refused a metadata request from {}: {}", peer_of(stream), refused.reason)
+            return None
+        await answer_metadata(stream, server.document())
+        return None
 
     async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
         peer, address = peer_of(stream), peer_host(stream)
@@ -83,7 +106,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
         admission = self.endpoint.admission
         try:
-            principal = admission.check(path, _host_of(request), headers)
+            principal = await admission.check(path, _host_of(request), headers)
             client = admission.open_session(principal, address, len(self._sessions))
         except Refused as refused:
             status, reason = refused.status, refused.reason
@@ -105,19 +128,21 @@ class WebSocketListener(Listener[WebSocketSettings]):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
                 caller = caller_of(principal, address, "websocket")
                 transport = WebSocketTransport(connection, send_timeout, stream)
-                await self._serve(session_id, transport, subject, caller)
+                await self._serve(session_id, transport, principal, caller)
         finally:
             admission.close_session(client)
 
     async def _serve(
-        self, session_id: str, transport: WebSocketTransport, subject: str | None, caller: Caller
+        self, session_id: str, transport: WebSocketTransport, principal: Principal | None, caller: Caller
     ) -> None:
+        bearer = self.endpoint.admission.bearer
+        settings = self.session_settings
         session = Session(
             id=session_id,
             transport=transport,
             catalog=self.catalog,
-            settings=self.session_settings,
-            subject=subject,
+            settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
+            subject=principal.subject if principal else None,
             caller=caller,
         )
         self._sessions[session] = transport

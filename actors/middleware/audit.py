@@ -1,6 +1,7 @@
 """The built-in audit middleware: one record per tools/call in an SQLite file, rotated by age and size.
 
-A record holds when the call came, its session and the client's subject, backend and tool, how long it
+A record holds one round of a call (its call id and round number: a call that asks for input takes
+several), when it came, its session and the client's subject, backend and tool, how long it
 took, how it ended, and the sizes of its arguments and result; argument values only with
 `include_arguments = true`. Records are queued by the sessions and written in batches by one writer task
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
@@ -52,22 +53,32 @@ CREATE TABLE IF NOT EXISTS calls (
     tool TEXT NOT NULL,           -- the public name called
     backend_tool TEXT,            -- the backend's own name for it
     duration_ms REAL NOT NULL,
-    outcome TEXT NOT NULL,        -- ok, tool_error, error, rejected, cancelled
+    outcome TEXT NOT NULL,        -- ok, tool_error, input_required, error, rejected, cancelled
     error_code INTEGER,
     argument_bytes INTEGER NOT NULL,
     result_bytes INTEGER NOT NULL,
     arguments TEXT,               -- JSON, only with include_arguments = true; cut to max_argument_bytes
     cut TEXT,                     -- the fields cut to their cap, comma-separated ("tool,arguments")
+    call_id TEXT,                 -- the same for every round of one call
+    round INTEGER NOT NULL DEFAULT 1, -- 1 for the call, 2, 3... for each retry after it asked for input
     decision TEXT,                -- the [policy]'s: allow or deny; NULL without a [policy]
     rule TEXT                     -- the rule that decided (its name, "rules[N]" or "default")
 )
 """
+# Columns added since the first files were written: a file without one gains it when opened.
+ADDED_COLUMNS: Final = {
+    "cut": "cut TEXT",
+    "call_id": "call_id TEXT",
+    "round": "round INTEGER NOT NULL DEFAULT 1",
+    "decision": "decision TEXT",
+    "rule": "rule TEXT",
+}
 # Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
 # escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut, decision, rule)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 Record = tuple[Any, ...]
@@ -132,6 +143,8 @@ def make_record(
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
+        cap_name(call.call_id)[0] if call.call_id else None,
+        call.round if type(call.round) is int else 1,
         call.decision,
         cap_name(call.rule)[0],
     )
@@ -163,9 +176,9 @@ class AuditStore:
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
-        for column in ("cut", "decision", "rule"):  # a file from before these were recorded
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
+        for column, definition in ADDED_COLUMNS.items():
+            if column not in columns:  # a file from before the column was added
+                self._db.execute(f"ALTER TABLE calls ADD COLUMN {definition}")
         first = self._db.execute("SELECT time FROM calls ORDER BY id LIMIT 1").fetchone()
         self._first_at = _timestamp(first[0]) if first is not None else None
 

@@ -29,7 +29,8 @@ class ClientInfo:
 
 @attrs.define(slots=True)
 class ToolCall:
-    """One tools/call as the gateway routes it. `arguments` may be changed by before_call."""
+    """One round of a tools/call as the gateway routes it. `arguments` may be changed by before_call: every
+    round starts from the client's arguments, so a rewrite applies to each."""
 
     client: ClientInfo
     tool: str  # the public name the client called
@@ -37,6 +38,8 @@ class ToolCall:
     backend_tool: str | None  # the owner's own name for it
     arguments: Any
     started_at: float  # wall clock (time.time()) when the gateway received it
+    call_id: str = ""  # the same for every round of one call
+    round: int = 1  # which round of the call this is: a retry after the backend asked for input is 2, 3...
     decision: str | None = None  # the [policy]'s word on it (allow, deny); None without a [policy]
     rule: str | None = None  # the rule that decided: its name, "rules[N]" or "default"
 
@@ -53,7 +56,8 @@ class CallOutcome:
 
     @property
     def status(self) -> str:
-        """ok, tool_error (the tool answered with isError), error, rejected or cancelled."""
+        """ok, tool_error (the tool answered with isError), input_required (the backend asks for input
+        before the next round), error, rejected or cancelled."""
         if self.cancelled:
             return "cancelled"
         if self.rejected:
@@ -62,6 +66,8 @@ class CallOutcome:
             return "error"
         if isinstance(self.result, dict) and self.result.get("isError") is True:
             return "tool_error"
+        if isinstance(self.result, dict) and self.result.get("resultType") == "input_required":
+            return "input_required"
         return "ok"
 
 

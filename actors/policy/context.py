@@ -63,11 +63,13 @@ def caller_of(principal: HasIdentity | None, address: str, listener: str) -> Cal
     if principal is None:
         return Caller(address=address, listener=listener)
     claims = principal.claims
+    # a configured principal ([stdio]) has no token: its configured scopes are what rules read
+    configured = getattr(principal, "scopes", None) if not claims else None
     return Caller(
         subject=principal.subject,
         issuer=principal.issuer,
         claims=claims,
-        scopes=scopes_of(claims),
+        scopes=tuple(sorted(configured))[:MAX_SCOPES] if configured else scopes_of(claims),
         address=address,
         listener=listener,
     )

@@ -107,7 +107,7 @@ def decode(frame: bytes | str) -> Message:
         raise _invalid(f"expected a JSON-RPC object, got a JSON {type(obj).__name__}")
     if deep:
         _check_depth(obj)
-    return decode_object(obj)
+    return decode_object(obj, len(frame))
 
 
 @attrs.frozen
@@ -210,8 +210,9 @@ def _decode_batch(items: list[Any], deep: bool = False) -> Batch:
     return Batch(tuple(decoded))
 
 
-def decode_object(obj: dict[str, Any]) -> Request | Notification | Response | ErrorResponse:
-    """Classify an already parsed JSON object as a request, notification or response."""
+def decode_object(obj: dict[str, Any], size: int = 0) -> Request | Notification | Response | ErrorResponse:
+    """Classify an already parsed JSON object as a request, notification or response; `size`, its frame's
+    bytes when it came alone, is what a request costs as the budgets count it (session/budget.py)."""
     raw_id = obj.get("id")
     request_id = raw_id if is_id(raw_id) else None
     if isinstance(raw_id, str) and len(raw_id) > MAX_ID_CHARS:
@@ -228,7 +229,7 @@ def decode_object(obj: dict[str, Any]) -> Request | Notification | Response | Er
             return Notification(method, params)
         if request_id is None:
             raise _invalid('"id" must be a string or an integer')
-        return Request(request_id, method, params)
+        return Request(request_id, method, params, size)
     if "id" not in obj or ("result" in obj) == ("error" in obj):
         raise _invalid("neither a request, a notification nor a response", request_id)
     if "result" in obj:

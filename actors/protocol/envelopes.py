@@ -77,6 +77,9 @@ class Call:
     # its asks go to a place of its own (a modern call's), not to a session's mailbox shared by its calls
     own_asks: bool = False
     trace: str | None = None  # the trace id of its traceparent: what its backend's requests name it by
+    # a modern client's inputResponses sent on a call of its own (no requestState): a modern link passes
+    # them on (a server may take them at once, SEP-2322); a legacy link has nowhere to put them
+    input_responses: dict[str, Any] | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)

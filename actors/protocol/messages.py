@@ -35,6 +35,7 @@ class Request:
     id: RequestId
     method: str
     params: Params | None = None
+    size: int = attrs.field(default=0, eq=False, repr=False)  # its frame's bytes, when it came alone
 
 
 @attrs.frozen(slots=True)

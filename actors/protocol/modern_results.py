@@ -15,6 +15,9 @@ from actors.protocol.eras import CACHEABLE_METHODS, SERVER_INFO_KEY, SUBSCRIPTIO
 
 COMPLETE: Final = "complete"
 INPUT_REQUIRED: Final = "input_required"
+# In an input_required result inside the gateway: the answers the gateway gave on the client's behalf (a
+# backend's configured roots, backends/round_roots.py); taken out before the result leaves the gateway.
+GATEWAY_ANSWERS: Final = "gateway/answers"
 PUBLIC: Final = "public"  # may be shared across authorization contexts
 PRIVATE: Final = "private"  # may be reused only within the same one
 MAX_TTL_MS: Final = 2**53 - 1  # the largest integer every JSON peer reads exactly (a JavaScript safe integer)
@@ -39,6 +42,7 @@ def modern_result(
     `_meta` gains the server's identity (none when `server_info` is None). A result that is not an object
     cannot carry any of this and goes out as an empty one."""
     encoded: dict[str, Any] = dict(result) if isinstance(result, dict) else {}
+    encoded.pop(GATEWAY_ANSWERS, None)  # the gateway's, never a client's
     input_required = encoded.get("resultType") == INPUT_REQUIRED
     encoded["resultType"] = INPUT_REQUIRED if input_required else COMPLETE
     if method in CACHEABLE_METHODS and not input_required:

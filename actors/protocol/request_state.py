@@ -74,9 +74,14 @@ class RequestStateKey:
         return state
 
     def open(self, state: object, *, now: float) -> dict[str, Any]:
-        """The payload of a state this key sealed, without `exp`. Raises RequestStateError, and nothing
-        else, for anything else: not a string, too long, not three dot-separated parts starting with v1,
-        not canonical base64url, a tag that does not match, not a JSON object, expired (`now` >= exp)."""
+        """`open_expiring`'s payload alone."""
+        return self.open_expiring(state, now=now)[0]
+
+    def open_expiring(self, state: object, *, now: float) -> tuple[dict[str, Any], float]:
+        """The payload of a state this key sealed, without `exp`, and its expiry. Raises RequestStateError,
+        and nothing else, for anything else: not a string, too long, not three dot-separated parts starting
+        with v1, not canonical base64url, a tag that does not match, not a JSON object, expired (`now` >=
+        exp)."""
         if not isinstance(state, str):
             raise RequestStateError("not a string")
         if len(state) > self.max_chars:
@@ -98,7 +103,7 @@ class RequestStateKey:
             raise RequestStateError("no expiry")
         if now >= expiry:
             raise RequestStateError("expired")
-        return payload
+        return payload, float(expiry)
 
     def _tag(self, signed: str) -> bytes:
         return hmac.new(self.secret, signed.encode("ascii"), hashlib.sha256).digest()

@@ -12,7 +12,8 @@ from loguru import logger
 from actors.protocol.codec import is_id, shown
 from actors.protocol.eras import is_modern_request
 from actors.protocol.errors import INVALID_REQUEST, rpc_error
-from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response
+from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response, RpcError
+from actors.session.budget import request_bytes
 from actors.session.fields import bad_id, duplicate, too_many
 from actors.session.inflight import InFlight
 from actors.session.notifications import receive_notification
@@ -54,8 +55,10 @@ async def receive_batch(d: Dispatcher, batch: Batch, requests: trio.Nursery) -> 
                 answers.append(ErrorResponse(request_id, duplicate(request_id)))
             case Request(id=request_id) if len(d.inflight) >= d.settings.max_inflight:
                 answers.append(ErrorResponse(request_id, too_many(d.settings.max_inflight)))
+            case Request(id=request_id) if (over := _over_budget(d, item)) is not None:
+                answers.append(ErrorResponse(request_id, over))
             case Request(id=request_id):
-                accepted.append((item, d.inflight.accept(request_id, d._batches)))
+                accepted.append((item, d.inflight.accept(request_id, d._batches, request_bytes(item))))
             case _:
                 logger.opt(lazy=True).debug(
                     "ignored a response from the client in a batch: {}", partial(shown, item)
@@ -80,3 +83,8 @@ async def _serve_batch(
         await d.send(Batch(tuple(answers)))  # type: ignore[arg-type]
     for _, entry in accepted:
         d.inflight.remove(entry)
+
+
+def _over_budget(d: Dispatcher, request: Request) -> RpcError | None:
+    """Why a request of a batch is past its own or its client's byte budget (session/budget.py)."""
+    return d.settings.budget.refusal(d.inflight.client, request_bytes(request))

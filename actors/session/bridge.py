@@ -9,17 +9,20 @@ gateway signed. The backend's call stays open, parked. The client's retry (a new
 params, plus `inputResponses` and that state) is checked (signature, expiry, method, name, arguments,
 principal, round), its responses answer the asks they name, and the retry takes the parked call's place: the
 backend's answer, or its next asks, go to it. A retry that never comes is given up after `ttl_s`: the
-backend's call is cancelled and its asks refused. A state is good for one round; the table is the process's,
-so a retry after a restart is refused cleanly, never misrouted.
+backend's call is cancelled and its asks refused. A state is good for one round, in the session it was
+handed out in (a stateless HTTP request's: for its principal); the table is the process's, so a retry after
+a restart is refused cleanly, never misrouted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
+import orjson
 import trio
 from loguru import logger
 
@@ -36,7 +39,8 @@ from actors.protocol.errors import (
     rpc_error,
 )
 from actors.protocol.messages import RpcError
-from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
+from actors.session.rounds import CallRound
 
 if TYPE_CHECKING:
     from actors.session.parked import Bridges
@@ -75,7 +79,8 @@ class BridgedCall:
     digest: str  # of the arguments: a retry must send the same
     principal: str | None
     capabilities: dict[str, Any]
-    responses: dict[str, Any] = attrs.field(factory=dict)  # the current request's inputResponses
+    kept: dict[str, bytes] = attrs.field(factory=dict)  # answers not used yet, raw: decoded when asked
+    kept_bytes: int = 0  # what `kept` counts against the client's budget (Bridges.budget)
     target: Target | None = None
     backend: BackendStatus | None = None
     call_id: int = 0
@@ -83,6 +88,9 @@ class BridgedCall:
     answered: Reply | None = None  # the backend's answer, come while no request waited for it
     round: int = 0  # the round a retry's state must name
     client: str = ""  # whose it is, as Bridges caps calls per client
+    bound: str | None = None  # the session its states are good in (None: a stateless request's)
+    call_round: CallRound = attrs.field(factory=CallRound)  # the call, and the round this request is
+    session: str = ""  # where it was opened, as Bridges caps calls per session
     gathering: bool = False
     closed: bool = False
     _gather: trio.CancelScope | None = None  # the timer of the asks being gathered
@@ -130,8 +138,8 @@ class BridgedCall:
             )
             return
         key = self._key_for(ask)
-        if key in self.responses:  # answered before it was asked (the client sent it on this request)
-            error = self._settle(key, ask, self.responses[key])
+        if key in self.kept:  # answered before it was asked (the client sent it on this request)
+            error = self._settle(key, ask, orjson.loads(self.kept[key]))
             if error is not None:
                 self.fail(error, "the client's answer was malformed")
             return
@@ -142,10 +150,21 @@ class BridgedCall:
 
     def _wrapped(self, result: dict[str, Any]) -> Reply:
         """A modern backend's input_required, its requestState sealed inside the gateway's, bound like a
-        bridged call's: the retry is checked here, then goes to the same backend with the backend's exact
-        state (`Bridges.unwrap`). A state too large to carry is the backend's fault: an error names it."""
+        bridged call's and to this session, and good for one retry: the retry is checked here, then goes to
+        the same backend with the backend's exact state (`Bridges.unwrap`), as the next round of the same
+        call. A state too large to carry is the backend's fault: an error names it."""
         backend = self.backend.name if self.backend is not None else ""
-        payload = {"w": result.get("requestState"), "b": backend, **self._binding()}
+        answers = result.get(GATEWAY_ANSWERS)  # the gateway's own answers (configured roots): in the seal
+        result = {key: value for key, value in result.items() if key != GATEWAY_ANSWERS}
+        payload = {
+            "w": result.get("requestState"),
+            "b": backend,
+            "i": secrets.token_urlsafe(12),
+            "c": self.call_round.call_id,
+            "k": self.call_round.number + 1,
+            **({"g": answers} if isinstance(answers, dict) and answers else {}),
+            **self._binding(),
+        }
         try:
             state = self.table.key.seal(payload, ttl_s=self.table.ttl_s, now=time.time())
         except (ValueError, TypeError) as exc:
@@ -180,7 +199,7 @@ class BridgedCall:
         return Reply(result={"resultType": INPUT_REQUIRED, "inputRequests": requests, "requestState": state})
 
     def _binding(self) -> dict[str, Any]:
-        return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal}
+        return {"m": self.method, "n": self.name, "a": self.digest, "p": self.principal, "s": self.bound}
 
     def _key_for(self, ask: Ask) -> str:
         key = str(ask.request_id if ask.request_id is not None else ask.ask_id)
@@ -211,18 +230,31 @@ class BridgedCall:
         then it gets the parked answer, the asks still open, or whatever the backend does next."""
         self.round += 1
         self.capabilities = capabilities
-        self.responses = responses
-        for key in [key for key in self.pending if key in responses]:
+        settled = [key for key in self.pending if key in responses]
+        for key in settled:
             error = self._settle(key, self.pending.pop(key), responses[key])
             if error is not None:
                 self.fail(error, "the client's answer was malformed")
                 return error
+        self.keep_answers({key: value for key, value in responses.items() if key not in settled})
         self.target = target
         if self.answered is not None:
             self.fill(self.answered)
         elif self.pending:
             self._ask_client()  # what it did not answer, at once (a missing answer is asked again)
         return None
+
+    def keep_answers(self, responses: dict[str, Any]) -> None:
+        """What the current request answered and no ask has used yet, kept as raw bytes (a decoded tree costs
+        ~7-24 times as much) and counted for its client until the call ends or the next round."""
+        self._forget_answers()
+        self.kept = {key: orjson.dumps(value) for key, value in responses.items()}
+        self.kept_bytes = sum(len(key) + len(raw) for key, raw in self.kept.items())
+        self.table.budget.keep(self.client, self.kept_bytes)
+
+    def _forget_answers(self) -> None:
+        self.table.budget.release(self.client, self.kept_bytes)
+        self.kept, self.kept_bytes = {}, 0
 
     def _settle(self, key: str, ask: Ask, value: object) -> RpcError | None:
         field = ANSWER_FIELD.get(ask.method)
@@ -260,6 +292,7 @@ class BridgedCall:
             return
         self.closed = True
         self.table.forget(self)
+        self._forget_answers()
         for timer in (self._gather, self._expiry):
             if timer is not None:
                 timer.cancel()

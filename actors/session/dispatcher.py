@@ -43,8 +43,9 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import lifecycle, listen, mailbox, modern, shim, tools
+from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
 from actors.session.batches import receive_batch
+from actors.session.budget import QueuedBytes, client_of, request_bytes
 from actors.session.client_asks import ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
@@ -83,6 +84,9 @@ class Dispatcher:
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
     caller: Caller = STDIO_CALLER  # who asks, as [policy] and [limits] see it (policy/context.caller_of)
+    queued: QueuedBytes = attrs.field(  # the sizes of what waits in `inbox`, shared with the reader
+        default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
+    )
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
@@ -107,7 +111,12 @@ class Dispatcher:
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
             self.asks_to, self.asks = trio.open_memory_channel[Mail](MAILBOX_SIZE)
-        self.inflight = InFlightTable(self.answers, on_input=partial(shim.start_rounds, self))
+        self.inflight = InFlightTable(
+            self.answers,
+            on_input=partial(shim.start_rounds, self),
+            budget=self.settings.budget,
+            client=client_of(self.subject, self.session),
+        )
         self.client_asks = ClientAsks(self.send)
         self.forwarder = Forwarder(
             session=self.session,
@@ -116,6 +125,7 @@ class Dispatcher:
             asks_to=self.asks_to,
             bridges=self.settings.bridges,
             subject=self.subject,
+            bound=self.bound,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -130,6 +140,7 @@ class Dispatcher:
                         task_status.started()
                         with self.inbox:
                             async for message in self.inbox:
+                                self.queued.taken()
                                 await self._receive(message, requests)
                         listen.end_all(self)  # nothing more will be asked: they end now, gracefully
                         background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
@@ -139,9 +150,7 @@ class Dispatcher:
             self.forwarder.background = None  # closed: what cannot be sent at once waits for the flush
             for entry in self.inflight.entries.values():  # still owed (a crash answers them): the backends
                 self.forwarder.abandon(entry, "the client session ended")  # stop working on them
-                if entry.release is not None:  # and its caller's slot is free again
-                    entry.release()
-                    entry.release = None
+            self.inflight.release_all()
             with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_FLUSH_S):
                 await self.forwarder.commands.flush()  # cancels queued for full inboxes are not lost
             release_subscriptions(self)
@@ -150,6 +159,7 @@ class Dispatcher:
             self.client_asks.refuse_queued(mailbox_in, "the client session ended")
             mailbox_in.close()  # backends asking from now on learn the session is gone
             self.client_asks.fail_all("the client session ended before answering")
+            self.settings.bridges.session_ended(self.bound)
 
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
@@ -158,7 +168,8 @@ class Dispatcher:
             case Request(id=request_id, method="ping", params=params) if not is_modern_request(params):
                 await self.send(Response(request_id, {}))  # at any time, answered inline (gone in 2026-07-28)
             case Request(id=request_id):
-                await self._accept(message, self.inflight.accept(request_id), requests)
+                entry = self.inflight.accept(request_id, size=request_bytes(message))
+                await self._accept(message, entry, requests)
             case Notification():
                 receive_notification(self, message)
             case Batch():
@@ -178,9 +189,12 @@ class Dispatcher:
             return ErrorResponse(None, bad_id(request_id))
         if request_id in self.inflight:
             return ErrorResponse(request_id, duplicate(request_id))
-        if request.method != "ping" and len(self.inflight) >= self.settings.max_inflight:
+        if request.method == "ping":
+            return None
+        if len(self.inflight) >= self.settings.max_inflight:
             return ErrorResponse(request_id, too_many(self.settings.max_inflight))
-        return None
+        over = self.settings.budget.refusal(self.inflight.client, request_bytes(request))
+        return None if over is None else ErrorResponse(request_id, over)
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
         """Answer or forward at once when the handler can; else a task serves the request."""
@@ -222,7 +236,7 @@ class Dispatcher:
         if refused is not None:
             self.answers.deliver(refused)
             return True
-        entry = self.inflight.accept(message.id)  # type: ignore[arg-type]  # an id: _refused checked it
+        entry = self.inflight.accept(message.id, size=request_bytes(message))  # type: ignore[arg-type]
         refused = modern.accept(self, message, entry)
         if refused is not None:
             self.inflight.remove(entry)
@@ -249,6 +263,12 @@ class Dispatcher:
         if answer is not None:
             self.inflight.remove(entry)
         return answer
+
+    @property
+    def bound(self) -> str | None:
+        """The session the requestStates it hands out are good in; None for a session of one request (a
+        modern HTTP POST), whose retry comes as another POST: its states are bound to its principal."""
+        return None if self.settings.quiet else self.session
 
     def chain_of(self, request_id: RequestId) -> MiddlewareChain | None:
         """The middleware a request goes through: its own client's when it is modern, else the session's."""
@@ -312,7 +332,9 @@ class Dispatcher:
     def _later(self, method: str, entry: InFlight | None) -> Later | None:
         call = entry.modern if entry is not None else None
         if call is not None and call.state is not None:
-            return None  # a retry continues its call; the middleware saw the call
+            if method == "tools/call" and call.chain is not None:
+                return retries.retry_through_middleware  # the call's next round, through the middleware
+            return None  # a retry, decided at once (modern.decide)
         if method == "tools/call" and (self.chain if call is None else call.chain) is not None:
             return tools.call_through_middleware
         return LATER.get(method) if call is None else MODERN_LATER.get(method)

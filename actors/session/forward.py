@@ -58,10 +58,15 @@ class Forwarder:
     commands: BackendCommands = attrs.field(factory=BackendCommands)
     background: trio.Nursery | None = None  # set by the dispatcher: where queued commands and late sends run
     envelope: ModernEnvelope | None = None  # the legacy session's client, as modern backends are told of it
-    bridges: Bridges | None = None  # where modern calls that may need the client's input are parked
+    bridges: Bridges = attrs.field(factory=Bridges)  # where modern calls that may need input are parked
     subject: str | None = None  # the client's token subject: a parked call's principal
+    bound: str | None = None  # the session the states handed out are good in (None: a stateless request)
 
-    def call_for(self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None) -> Call:
+    def call_for(
+        self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None
+    ) -> Call | RpcError:
+        """The Call to send; or, for a modern call that may need input when its client or session has as many
+        bridged as it may, the refusal: such a call never goes out unbridged (its state would be unsealed)."""
         params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
         params, trace = with_trace(forward.method, params)  # what its backend asks while serving it names it
         if token is not None:
@@ -77,13 +82,14 @@ class Forwarder:
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
         # reach it alone.
-        bridged = (
-            self.bridges.open_for(modern, self.subject, reply_to, self.session) if self.bridges else None
-        )
+        bridged = self.bridges.open_for(modern, self.subject, reply_to, self.session, self.bound)
+        if isinstance(bridged, RpcError):
+            return bridged
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
+            input_responses=modern.responses if modern.state is None and modern.responses else None,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id = forward.backend, call_id
@@ -95,6 +101,9 @@ class Forwarder:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
         entry.rewrite, entry.forward = forward.rewrite, forward
         call = self.call_for(forward, entry, entry)
+        if isinstance(call, RpcError):
+            entry.fill(Reply(error=call))
+            return
         calls, call_now = forward.backend.calls, forward.backend.call_now
         assert calls is not None and self.background is not None
         if not self.commands.holds(calls):
@@ -131,6 +140,8 @@ class Forwarder:
         """Forward and wait for the answer (in the request's task)."""
         backend, slot = forward.backend, ReplySlot()
         call = self.call_for(forward, slot, entry)
+        if isinstance(call, RpcError):
+            return ErrorResponse(request_id, call)
         sent = False  # in the backend's inbox: from then on, giving up on it means telling the backend
         try:
             error = await self._send(backend, call)

@@ -121,13 +121,27 @@ def visible(d: Dispatcher, key: str, items: tuple[Item, ...], version: int) -> t
     return gate.visible(d.caller, key, version, items, target_of), gate.version(version)
 
 
-def seen_version(d: Dispatcher, kind: str, items: tuple[Item, ...], version: int) -> int:
-    """What a session remembers having told its client of a list: the catalog's version, and with a
-    [policy] also which items this caller sees, so a reload that changes them is announced (list_changed)
-    and one that does not, is not."""
+def news(d: Dispatcher) -> dict[str, int]:
+    """What a session tells its client of each list (list_changed, listens): the catalog's news of it, and
+    with a [policy] also which items this caller sees, so a reload that changes them is news and one that
+    does not, is not."""
+    view = d.catalog.value
+    told = dict(view.news)
     gate = d.settings.policy
     if gate is None or gate.policy is None:
-        return version
+        return told
+    lists = {
+        "tools": (view.tools, view.tools_version),
+        "prompts": (view.prompts, view.prompts_version),
+        "resources": (view.resources + view.templates, view.resources_version),
+    }
+    return {kind: told[kind] + (_shown(d, kind, *lists[kind]) << 32) for kind in told}
+
+
+def _shown(d: Dispatcher, kind: str, items: tuple[Item, ...], version: int) -> int:
+    """Which items of a list this caller sees, as one number."""
+    gate = d.settings.policy
+    assert gate is not None
     view = d.catalog.value
     method = CALL_OF[kind]
 
@@ -138,8 +152,7 @@ def seen_version(d: Dispatcher, kind: str, items: tuple[Item, ...], version: int
     shown = gate.visible(
         d.caller, "seen:resources" if kind == "resources" else kind, version, items, target_of
     )
-    names = tuple(item.get("name") or item.get("uri") or item.get("uriTemplate") for item in shown)
-    return version + (hash(names) << 32)
+    return hash(tuple(item.get("name") or item.get("uri") or item.get("uriTemplate") for item in shown))
 
 
 def _key_of(item: Item) -> str:

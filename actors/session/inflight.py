@@ -25,6 +25,7 @@ from actors.protocol.modern_results import legacy_result
 
 if TYPE_CHECKING:
     from actors.session.bridge import BridgedCall
+    from actors.session.budget import ByteBudget
     from actors.session.forward import Forward
     from actors.session.modern import ModernCall
 
@@ -90,6 +91,7 @@ class InFlight:
     modern: ModernCall | None = None  # a request of the 2026-07-28 era: its answer is encoded for that era
     forward: Forward | None = None  # what was forwarded: a modern backend's input_required calls it again
     bridge: BridgedCall | None = None  # the bridged call it is a request of: stopping it ends that call
+    charged: int = 0  # its raw bytes, counted against its client's budget until it leaves the table
     done: bool = False
     release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
 
@@ -128,6 +130,8 @@ class InFlightTable:
     answers: Answers
     entries: dict[RequestId, InFlight] = attrs.field(factory=dict)
     on_input: Callable[[InFlight, dict[str, Any]], None] | None = None  # runs a legacy client's rounds
+    budget: ByteBudget | None = None  # the gateway's ledger: each entry's bytes count for `client`
+    client: str = ""
     _emptied: trio.Event | None = None
 
     def __contains__(self, request_id: RequestId) -> bool:
@@ -139,21 +143,38 @@ class InFlightTable:
     def get(self, request_id: RequestId) -> InFlight | None:
         return self.entries.get(request_id)
 
-    def accept(self, request_id: RequestId, batch: int = 0) -> InFlight:
+    def accept(self, request_id: RequestId, batch: int = 0, size: int = 0) -> InFlight:
+        """A request taken in: its `size` bytes are charged to the client until it leaves the table (the
+        budget was checked before: Dispatcher._refused)."""
         entry = self.entries[request_id] = InFlight(request_id=request_id, table=self, batch=batch)
+        if self.budget is not None and size:
+            self.budget.keep(self.client, size)
+            entry.charged = size
         return entry
 
     def remove(self, entry: InFlight) -> None:
         entry.done = True
         entry.forwarded = None
-        if entry.release is not None:
-            entry.release()
-            entry.release = None
+        self._release(entry)
         if self.entries.get(entry.request_id) is entry:
             del self.entries[entry.request_id]
             if not self.entries and self._emptied is not None:
                 self._emptied.set()
                 self._emptied = None
+
+    def _release(self, entry: InFlight) -> None:
+        """What the entry holds is freed once: its bytes in the client's budget and its [limits] slot."""
+        if entry.charged and self.budget is not None:
+            self.budget.release(self.client, entry.charged)
+        entry.charged = 0
+        if entry.release is not None:
+            entry.release()
+            entry.release = None
+
+    def release_all(self) -> None:
+        """The session is over: whatever its entries still hold (bytes, [limits] slots) is freed."""
+        for entry in self.entries.values():
+            self._release(entry)
 
     async def wait_empty(self) -> None:
         while self.entries:

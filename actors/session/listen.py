@@ -152,8 +152,7 @@ async def updated(d: Dispatcher, event: BackendEvent) -> None:
 
 
 def _versions(d: Dispatcher) -> dict[str, int]:
-    view = d.catalog.value
-    return {"tools": view.tools_version, "prompts": view.prompts_version, "resources": view.resources_version}
+    return guard.news(d)  # the catalog's news, and under a [policy] what this caller sees
 
 
 def _problem(wanted: object) -> Any:

@@ -43,14 +43,7 @@ async def read(
 async def announce_list_changes(d: Dispatcher) -> None:
     """notifications/{tools,prompts,resources}/list_changed for each list changed since the client was last
     told."""
-    view = d.catalog.value
-    versions = {
-        "tools": guard.seen_version(d, "tools", view.tools, view.tools_version),
-        "prompts": guard.seen_version(d, "prompts", view.prompts, view.prompts_version),
-        "resources": guard.seen_version(
-            d, "resources", view.resources + view.templates, view.resources_version
-        ),
-    }
+    versions = guard.news(d)
     for kind, current in versions.items():
         if d.announced.get(kind, 0) != current:
             d.announced[kind] = current

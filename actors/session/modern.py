@@ -56,6 +56,8 @@ from actors.session.forward import Forward
 from actors.session.handlers import MODERN_NOW, RESUME, Resume
 from actors.session.inflight import Answers, InFlight
 from actors.session.logs import LOG_SEVERITY
+from actors.session.parked import Unwrapped
+from actors.session.rounds import CallRound
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
@@ -79,6 +81,7 @@ class ModernCall:
     legacy_ready: trio.Event | None = None  # set once the connection's legacy session is ready
     responses: dict[str, Any] = attrs.field(factory=dict)  # inputResponses (tools/call, prompts/get, read)
     state: object = None  # requestState: a retry continues a parked call (None: a call of its own)
+    round: CallRound = attrs.field(factory=CallRound)  # the call this request is a round of, and which
 
     def log(self, notification: Notification) -> None:
         """A backend's log message while this call was its one call in flight: to the client, when the
@@ -205,6 +208,7 @@ def resume(
         capabilities=call.envelope.client_capabilities,
         responses=call.responses,
         target=target,
+        bound=d.bound,
     )
     if isinstance(outcome, RpcError):
         return call.encode(ErrorResponse(request_id, outcome))
@@ -248,9 +252,7 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         if isinstance(outcome, Forward):
             return outcome
         return call.encode(outcome, list_hint(d, request.method) if request.method in LIST_KINDS else None)
-    unwrapped = d.settings.bridges.unwrap(
-        method=call.method, params=call.params, state=call.state, principal=d.subject
-    )
+    unwrapped = unwrap(d, call)
     if unwrapped is None:
         gate = d.settings.policy
         if gate is not None and gate.policy is not None:  # every round is judged by the rules in force
@@ -262,32 +264,40 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
                     state=call.state,
                     principal=d.subject,
                     reason="the gateway's policy refused the retry",
+                    bound=d.bound,
                 )
                 return call.encode(routed)
         return RESUME  # a retry: it continues a call parked on a legacy backend's asks
     if isinstance(unwrapped, RpcError):
         return call.encode(ErrorResponse(request.id, unwrapped))
     routed = handler(d, request.id, call.params)
-    if unwrapped == ("", None):  # the user has opened the URLs: the call, made again as new
+    if not unwrapped.backend:  # the user has opened the URLs: the call, made again as new
         return routed if isinstance(routed, Forward) else call.encode(routed)
-    return _retried(d, request.id, call, routed, *unwrapped)
+    return retried(request.id, call, routed, unwrapped)
 
 
-def _retried(
-    d: Dispatcher,
-    request_id: RequestId,
-    call: ModernCall,
-    routed: Message | Forward,
-    backend: str,
-    state: Any,
+def unwrap(d: Dispatcher, call: ModernCall) -> Unwrapped | RpcError | None:
+    """A retry's state opened and spent (see Bridges.unwrap); the call learns which call and round it is."""
+    unwrapped = d.settings.bridges.unwrap(
+        method=call.method, params=call.params, state=call.state, principal=d.subject, bound=d.bound
+    )
+    if isinstance(unwrapped, Unwrapped) and unwrapped.backend:
+        call.round.call_id, call.round.number = unwrapped.round.call_id, unwrapped.round.number
+    return unwrapped
+
+
+def retried(
+    request_id: RequestId, call: ModernCall, routed: Message | Forward, unwrapped: Unwrapped
 ) -> Message | Forward:
-    """A modern backend's round retried: to the backend that asked, with its answers and its exact state."""
+    """A modern backend's round retried: to the backend that asked, with its answers (and those the gateway
+    gave on the client's behalf, which win) and its exact state."""
     if not isinstance(routed, Forward):
         return call.encode(routed)
-    if routed.backend.name != backend:  # the name moved to another backend since: that one never asked
+    if routed.backend.name != unwrapped.backend:  # the name moved to another backend: that one never asked
         refused = RequestStateError("its backend no longer serves this request").to_rpc_error()
         return call.encode(ErrorResponse(request_id, refused))
-    params = {**routed.params, "inputResponses": call.responses, "requestState": state}
+    responses = {**call.responses, **unwrapped.answers}
+    params = {**routed.params, "inputResponses": responses, "requestState": unwrapped.state}
     return attrs.evolve(routed, params=params)
 
 

@@ -16,6 +16,7 @@ from actors.protocol.errors import INVALID_REQUEST, MessageError, MessageTooLarg
 from actors.protocol.messages import ErrorResponse, Message, RpcError
 from actors.runtime.channels import put
 from actors.runtime.log import RateLimiter
+from actors.session.budget import ByteBudget, QueuedBytes
 
 REFUSAL_LOG_RATE: Final = 2.0  # warnings per second about refused frames: a client may send floods of them
 
@@ -37,6 +38,7 @@ class Reader:
     take_now: Callable[[Message], bool] | None = None  # the dispatcher's, for a message it takes at once
     quiet: bool = False  # the end of the stream is logged at DEBUG only (a session for one request)
     traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's: bytes read count there
+    queued: QueuedBytes = attrs.field(factory=lambda: QueuedBytes(ByteBudget()))  # decoded, not yet taken
     _refusals: RateLimiter = attrs.field(factory=lambda: RateLimiter(REFUSAL_LOG_RATE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -60,11 +62,18 @@ class Reader:
             if frame is None:
                 logger.log("DEBUG" if self.quiet else "INFO", "client closed its stream")
                 return
-            self.traffic.bytes_in += len(frame)
+            size = len(frame)
+            self.traffic.bytes_in += size
+            await self.queued.reserve(size)  # decoded, a frame costs many times its size: one at a time
             try:
                 message = codec.decode(frame)
             except MessageError as exc:
+                self.queued.release(size)
                 await self.outbox.send(ErrorResponse(exc.request_id, exc.error))
                 continue
-            if self.take_now is None or not self.take_now(message):
+            del frame
+            if self.take_now is not None and self.take_now(message):
+                self.queued.release(size)
+            else:
+                self.queued.queued(size)
                 await put(self.dispatch, message)

@@ -96,6 +96,7 @@ class Session:
                             dispatcher.take_now,
                             quiet=self.settings.quiet,
                             traffic=self.settings.traffic,
+                            queued=dispatcher.queued,
                         ),
                     )
                     task_status.started()

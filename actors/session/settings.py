@@ -15,6 +15,7 @@ from actors.middleware import Middleware
 from actors.policy import PolicyGate
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
+from actors.session.budget import ByteBudget
 from actors.session.parked import Bridges
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
@@ -50,6 +51,8 @@ class SessionSettings:
     max_inflight: int = 256  # requests of one session not yet answered; past it, an error at once
     initialize_within_s: float | None = None  # a network client must finish initialize by then (None: never)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on a legacy backend's asks
+    # bytes per request and per client, gateway-wide: the ledger parked calls count in too
+    budget: ByteBudget = attrs.field(default=attrs.Factory(lambda self: self.bridges.budget, takes_self=True))
     first_settle: FirstSettle = attrs.field(factory=FirstSettle)  # shared by every session of the gateway
     quiet: bool = False  # a session for one request (HTTP, 2026-07-28): its end is logged at DEBUG only
     traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's byte counts (the admin's /metrics)

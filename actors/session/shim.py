@@ -13,6 +13,7 @@ MAX_ROUNDS, or when a leg fails or times out, the call fails: a tool call with a
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -23,7 +24,7 @@ from actors.protocol.capabilities import missing_capability
 from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
-from actors.protocol.modern_results import INPUT_REQUIRED
+from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
 from actors.session import guard
 from actors.session.forward import SHUTTING_DOWN, Forward
 
@@ -35,6 +36,7 @@ MAX_INPUT_REQUESTS: Final = 64  # a round asking for more is a backend's bug or 
 MAX_ROUNDS: Final = 8  # the backend's rounds one legacy call may take (its client holds a request open)
 LEG_TIMEOUT_S: Final = 600.0  # one request to the client, answered within
 STATE_ONLY_WAIT_S: Final = 0.25  # a round that asks nothing, only hands back a state, waits this long
+NextRound = Callable[[dict[str, Any], int], Awaitable[Message]]  # (inputResponses and state, round number)
 KINDS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
 URL_ELICITATION_VERSION: Final = "2025-11-25"  # the legacy version whose URL elicitations need an id
 
@@ -48,26 +50,37 @@ def needs_input(result: object) -> bool:
 
 
 async def complete(
-    d: Dispatcher, request_id: RequestId, forward: Forward, result: dict[str, Any], entry: InFlight | None
+    d: Dispatcher,
+    request_id: RequestId,
+    forward: Forward,
+    result: dict[str, Any],
+    entry: InFlight | None,
+    send: NextRound | None = None,
 ) -> Message:
-    """The legacy client's answer to a call whose backend asked for input: the rounds, then the result."""
-    for _ in range(MAX_ROUNDS):
+    """The legacy client's answer to a call whose backend asked for input: the rounds, then the result.
+    `send` makes each round after the first (through the session's middleware, when it has some); without
+    it, each goes straight to the backend."""
+
+    async def straight(extra: dict[str, Any], number: int) -> Message:
+        """A round judged by the rules in force, then straight to the backend that asked."""
+        refused = guard.refuse_round(d, request_id, forward.target) if forward.target else None
+        if refused is not None:
+            return refused  # a modern backend keeps nothing between rounds: there is nothing to cancel
+        params = {**forward.params, **extra}
+        again = Forward(forward.backend, forward.method, params, forward.rewrite, forward.target)
+        return await d.forwarder.wait(again, request_id, entry)
+
+    for number in range(2, MAX_ROUNDS + 2):
         try:
             answers = await _round(d, forward.backend.name, result)
         except RoundFailed as exc:
             logger.info("{} of backend {} failed: {}", forward.method, forward.backend.name, exc)
             return _failure(request_id, forward.method, str(exc))
-        refused = guard.refuse_round(d, request_id, forward.target) if forward.target else None
-        if refused is not None:
-            return refused  # a modern backend keeps nothing between rounds: there is nothing to cancel
-        params = {**forward.params, "inputResponses": answers}
+        given = result.get(GATEWAY_ANSWERS)  # the gateway's own (configured roots): never the client's
+        extra: dict[str, Any] = {"inputResponses": {**answers, **(given if isinstance(given, dict) else {})}}
         if "requestState" in result:
-            params["requestState"] = result["requestState"]
-        answer = await d.forwarder.wait(
-            Forward(forward.backend, forward.method, params, forward.rewrite, forward.target),
-            request_id,
-            entry,
-        )
+            extra["requestState"] = result["requestState"]
+        answer = await (send or straight)(extra, number)
         if not isinstance(answer, Response) or not needs_input(answer.result):
             return answer
         result = answer.result

@@ -1,11 +1,19 @@
-"""tools/list and tools/call, through the session's middleware when there is some."""
+"""tools/list and tools/call, through the session's middleware when there is some.
+
+With middleware, every round of a call passes it: the first request, a modern client's retry of a modern
+backend's round, and each round the shim makes for a legacy client. Each round is a ToolCall of its own
+(before_call sees the client's arguments again, so a rewrite applies to every round; after_call sees the
+round's result) with the call's id and the round's number."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from actors.catalog import Route
 from actors.middleware import CallOutcome, ToolCall
+from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
@@ -13,10 +21,14 @@ from actors.protocol.pages import page
 from actors.session import guard, shim
 from actors.session.fields import named_error
 from actors.session.forward import Forward
+from actors.session.rounds import CallRound
 from actors.session.routing import forward_named
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
+    from actors.session.inflight import InFlight
+
+Shape = Callable[[Forward], "Message | Forward"]  # what a round adds to the routed call (or its refusal)
 
 
 def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
@@ -45,26 +57,64 @@ def _new_call(d: Dispatcher, request_id: RequestId) -> bool:
     return entry is None or entry.modern is None or entry.modern.state is None
 
 
-async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
-    """With middleware: its before_call and after_call around the call, in the request's task."""
+async def call_through_middleware(
+    d: Dispatcher, request_id: RequestId, params: Params, shape: Shape | None = None
+) -> Message:
+    """With middleware: its before_call and after_call around each round of the call, in the request's
+    task. `shape`: what a modern client's retry adds to the call (its answers and the backend's state)."""
     chain = d.chain_of(request_id)
     assert chain is not None
-    view = d.catalog.value
     error = named_error(params)  # before the middleware sees the call
     if error is not None:
         return ErrorResponse(request_id, error)
-    name: str = params["name"]
-    routes, route = view.routes, view.routes.get(name)
+    entry = d.inflight.get(request_id)
+    modern = entry.modern if entry is not None else None
+    call_round = modern.round if modern is not None else CallRound()
+    answer, sent = await _round(d, chain, request_id, params, call_round, entry, shape)
+    if modern is not None or sent is None:
+        return answer
+    if not isinstance(answer, Response) or not shim.needs_input(answer.result):
+        return answer
+
+    async def next_round(extra: dict[str, Any], number: int) -> Message:
+        """A round the shim makes for this legacy client: to the backend that asked, through the chain."""
+
+        def shaped(routed: Forward) -> Message | Forward:
+            if routed.backend.name != sent.backend.name:
+                reason = "the tool's backend changed between rounds"
+                return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, f"Internal error: {reason}"))
+            params = {**routed.params, **extra}
+            return Forward(routed.backend, routed.method, params, routed.rewrite, routed.target)
+
+        round_ = CallRound(call_round.call_id, number)
+        return (await _round(d, chain, request_id, params, round_, entry, shaped))[0]
+
+    return await shim.complete(d, request_id, sent, answer.result, entry, next_round)
+
+
+async def _round(
+    d: Dispatcher,
+    chain: MiddlewareChain,
+    request_id: RequestId,
+    params: Params,
+    call_round: CallRound,
+    entry: InFlight | None,
+    shape: Shape | None,
+) -> tuple[Message, Forward | None]:
+    """One round through the chain: judged by the [policy] in force (every round), counted by the [limits]
+    (a call's first round only); its answer, and what was forwarded (None: nothing reached a backend)."""
+    name = params.get("name")
+    name = name if isinstance(name, str) else ""
+    routes: Mapping[str, Route] = d.catalog.value.routes
+    route = routes.get(name)
     refused = None
     decision = guard.decide(d, guard.named_target("tools/call", "tool", name, route)) if route else None
     if decision is not None and not decision.allowed:  # the audit names the rule; the client, no tool
         refused = CallOutcome(error=guard.unknown(request_id, "tool", name).error, rejected=True)
     else:
-        visible, version = guard.visible(d, "tools", view.tools, view.tools_version)
-        if chain.hides(version, visible, name):
-            routes = {}  # filtered out for this client: as unknown as a name nobody has
+        routes = _routes(d, chain, name)
         route = routes.get(name)
-    if refused is None and route is not None and _new_call(d, request_id):
+    if refused is None and route is not None and call_round.number == 1 and _new_call(d, request_id):
         refusal = guard.limit_call(d, request_id, route.backend, name)
         if refusal is not None:
             refused = CallOutcome(result=guard.limited_result(refusal), rejected=True)
@@ -77,8 +127,10 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
         time.time(),
         decision=decision.word if decision is not None else None,
         rule=decision.rule if decision is not None else None,
+        call_id=call_round.call_id,
+        round=call_round.number,
     )
-    entry = d.inflight.get(request_id)
+    sent: list[Forward] = []
 
     async def forward(call: ToolCall) -> Message:
         forwarded = params
@@ -87,11 +139,23 @@ async def call_through_middleware(d: Dispatcher, request_id: RequestId, params: 
                 message = "Internal error: middleware changed the arguments into something not a JSON object"
                 return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, message))
             forwarded = {**params, "arguments": call.arguments}
-        outcome = forward_named(
+        outcome: Message | Forward = forward_named(
             d, request_id, forwarded, "tools/call", "tool", routes, policy_checked=decision is not None
         )
-        return (
-            await shim.forwarded(d, outcome, request_id, entry) if isinstance(outcome, Forward) else outcome
-        )
+        if isinstance(outcome, Forward) and shape is not None:
+            outcome = shape(outcome)
+        if not isinstance(outcome, Forward):
+            return outcome
+        sent.append(outcome)
+        return await d.forwarder.wait(outcome, request_id, entry)
 
-    return await chain.call(request_id, call, forward, refused)
+    answer = await chain.call(request_id, call, forward, refused)
+    return answer, sent[0] if sent else None
+
+
+def _routes(d: Dispatcher, chain: MiddlewareChain, name: str) -> Mapping[str, Route]:
+    view = d.catalog.value
+    visible, version = guard.visible(d, "tools", view.tools, view.tools_version)  # the policy's list, then
+    if chain.hides(version, visible, name):  # the middleware's filter of it
+        return {}  # filtered out for this client: as unknown as a name nobody has
+    return view.routes

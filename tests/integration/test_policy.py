@@ -4,6 +4,7 @@ WebSockets and Streamable HTTP, tokens made by `mcp-gateway token`, real backend
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -370,3 +371,26 @@ async def test_a_listen_is_granted_only_the_resources_the_policy_lets_its_caller
         ack = await gateway.receive()
         assert ack.get("method") == "notifications/subscriptions/acknowledged", ack
         assert ack["params"]["notifications"]["resourceSubscriptions"] == ["test://alpha/readme"]
+
+
+async def test_a_reload_that_changes_what_a_caller_sees_is_news_to_its_listen(tmp_path: Path) -> None:
+    """A listen follows the same news as list_changed: a reload that changes only the rules, and with them
+    the tools this caller sees, is announced to the listen."""
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha", TOOLS)])
+    config.write_text(config.read_text() + "[policy]\n[[policy.rules]]\neffect = 'deny'\nwhen = 'false'\n")
+    meta = {
+        PROTOCOL_VERSION_KEY: "2026-07-28",
+        CLIENT_CAPABILITIES_KEY: {},
+        CLIENT_INFO_KEY: {"name": "r", "version": "1"},
+    }
+    async with raw_gateway(config, tmp_path / "gateway.log") as gateway:
+        await gateway.request(
+            "L", "subscriptions/listen", {"notifications": {"toolsListChanged": True}, "_meta": meta}
+        )
+        ack = await gateway.receive()
+        assert ack.get("method") == "notifications/subscriptions/acknowledged", ack
+        assert ack["params"]["notifications"].get("toolsListChanged") is True, ack
+        config.write_text(config.read_text().replace("when = 'false'", "when = 'mcp.tool.name == \"echo\"'"))
+        gateway.process.send_signal(signal.SIGHUP)
+        told = await gateway.receive()
+        assert told.get("method") == "notifications/tools/list_changed", told

@@ -166,3 +166,15 @@ async def test_listener_and_auth_changes_apply_to_new_connections_only(
         await wait_until_listed(open_before, lambda names: "echo" in names)  # keep is back
         await open_before.call(1, "echo", text="still in")  # the session open before goes on
         assert (await open_before.answer_to(1))["result"]["structuredContent"] == {"text": "still in"}
+
+
+async def test_a_reload_applies_new_byte_budgets_to_new_requests(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    write_config(path, entries())
+    async with running(path) as gateway:
+        assert gateway.bridges.budget.max_client_bytes == 16 * 1024 * 1024
+        write_config(path, entries(), max_request_bytes=2048, max_client_bytes=4096)
+        outcome = await gateway.reload("a test")
+        assert outcome.ok, outcome
+        budget = gateway.bridges.budget
+        assert (budget.max_request_bytes, budget.max_client_bytes) == (2048, 4096)

@@ -367,7 +367,9 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     from actors.config import JwtAuth
-    from actors.frontends.auth import Principal, Refused, check_bearer
+    from actors.identity.principal import Principal
+    from actors.identity.verifier import verify_static
+    from actors.identity.verify import TokenRefusedError
 
     for private, algorithm in (
         (rsa.generate_private_key(65537, 2048), "RS256"),
@@ -388,16 +390,15 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             "exp": int(time.time()) + 60,
         }
         good = jwt.encode(claims, private, algorithm=algorithm)
-        assert check_bearer({"authorization": f"Bearer {good}"}, auth) == Principal(
+        assert verify_static(good, auth) == Principal(
             "https://issuer.example", "bob"
         )
         for bad in (
             jwt.encode({**claims, "iss": "https://elsewhere.example"}, private, algorithm=algorithm),
             jwt.encode(claims, SECRET, algorithm="HS256"),  # HS256 is not an allowed algorithm here
         ):
-            with pytest.raises(Refused) as refused:
-                check_bearer({"authorization": f"Bearer {bad}"}, auth)
-            assert refused.value.status == 401
+            with pytest.raises(TokenRefusedError):
+                verify_static(bad, auth)
 
 
 async def test_resource_updates_reach_only_the_sessions_that_subscribed(tmp_path: Path) -> None:

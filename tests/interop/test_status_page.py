@@ -66,6 +66,11 @@ async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path)
             assert "gateway page-test" in tree and "stdio: 1 session(s)" in tree, tree
             assert await page.evaluate('document.getElementById("ready").textContent') == "ready"
             await expect_axes(page, "alpha")
+            eras = backend_of(await gateway.status(), "alpha")["eras"]
+            facts = await page.evaluate(
+                "document.querySelector('article[data-backend=\"alpha\"] .facts').textContent"
+            )
+            assert eras == "legacy" and "eraslegacy" in facts, facts  # <dt>eras</dt><dd>legacy</dd> (#24)
 
             alpha_pid = backend_of(await gateway.status(), "alpha")["pid"]
             assert await page.evaluate(f'document.body.textContent.includes("{alpha_pid}")')

@@ -56,6 +56,7 @@ from actors.frontends.http.sse import (
     until_disconnect,
 )
 from actors.frontends.http.transport import EventStream, RequestStream
+from actors.identity.metadata import metadata_paths
 from actors.protocol import codec
 from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
@@ -63,6 +64,7 @@ from actors.protocol.messages import Batch, Notification, Request, RequestId
 
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
 _POST: Final = [(b"allow", b"POST")]
+_PUBLIC: Final = [(b"access-control-allow-origin", b"*")]  # metadata any web client may read
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -120,11 +122,18 @@ class HttpApp:
                 self._no_requests = trio.Event()
 
     async def _serve(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        principal = self.admission.check(scope["path"], headers.get("host"), headers)
+        method = scope["method"]
+        if method == "GET" and self._serves_metadata(scope["path"]):
+            self.admission.check_host(headers.get("host"))
+            assert self.admission.bearer is not None
+            server = self.admission.bearer.resource_server
+            assert server is not None
+            await respond(send, 200, server.document(), [*JSON_HEADERS, *_PUBLIC])
+            return
+        principal = await self.admission.check(scope["path"], headers.get("host"), headers)
         client = scope.get("client")
         address = str(client[0]) if client else "?"
         self._limit(principal, address)
-        method = scope["method"]
         if method in ("GET", "DELETE") and modern_header(headers):
             raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
         if method == "POST":
@@ -150,6 +159,11 @@ class HttpApp:
         if retry_s:
             retry = [(b"retry-after", str(retry_s).encode())]
             raise Refused(429, f"too many requests from this client; retry in {retry_s} s", retry)
+
+    def _serves_metadata(self, path: str) -> bool:
+        """RFC 9728 metadata is served when the listener checks tokens from issuers."""
+        bearer = self.admission.bearer
+        return bearer is not None and bearer.oauth is not None and path in metadata_paths(self.settings.path)
 
     async def _post(
         self,
@@ -177,6 +191,9 @@ class HttpApp:
                 send, 400, error_body(exc.request_id, exc.error.message, exc.error.code), JSON_HEADERS
             )
             return
+        if isinstance(message, Request) and message.method == "tools/call" and self.admission.bearer:
+            params = message.params if isinstance(message.params, dict) else {}
+            self.admission.bearer.check_call(principal, params.get("name"))
         if is_modern_post(headers, message):
             await self.modern.serve(headers, message, body, (principal, address), receive, send)
             return

@@ -150,7 +150,7 @@ class HttpSessions(Mapping[str, HttpSession]):
             id=label,
             transport=transport,
             catalog=self.catalog,
-            settings=self.session_settings,
+            settings=self._settings_for(principal, self.session_settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
         )
@@ -180,7 +180,7 @@ class HttpSessions(Mapping[str, HttpSession]):
             id=f"http-{next(self._numbers)}",
             transport=transport,
             catalog=self.catalog,
-            settings=self._one_request_settings,
+            settings=self._settings_for(principal, self._one_request_settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
         )
@@ -265,6 +265,10 @@ class HttpSessions(Mapping[str, HttpSession]):
         finally:
             self.admission.close_session(client)
             self._one_request.discard(session)
+
+    def _settings_for(self, principal: Principal | None, settings: SessionSettings) -> SessionSettings:
+        bearer = self.admission.bearer
+        return settings if bearer is None else bearer.session_settings(principal, settings)
 
     def _open_now(self) -> int:
         return len(self._by_id) + len(self._one_request)

@@ -111,17 +111,22 @@ def test_unchanged_tools_keep_their_version() -> None:
     assert catalog.view().tools_version == version
 
 
-def test_a_change_a_backend_announced_moves_the_version_even_when_the_list_came_back_the_same() -> None:
-    """A list changed and changed back between two listings: a direct client would have heard of it."""
+def test_a_change_a_backend_announced_is_news_even_when_the_list_came_back_the_same() -> None:
+    """A list changed and changed back between two listings: a direct client would have heard of it. Its
+    version (what cursors are minted for) stays: a client paging through it goes on where it was."""
     catalog = new_catalog()
     catalog.apply(ready("first", "a"))
-    versions = catalog.view()
+    before = catalog.view()
     catalog.apply(ListChanged("first", "tools", tools("a")))
-    assert catalog.view().tools_version == versions.tools_version + 1
+    view = catalog.view()
+    assert view.news["tools"] == before.news["tools"] + 1 and view.tools_version == before.tools_version
     catalog.apply(ListChanged("first", "prompts", ()))
     view = catalog.view()
-    assert view.prompts_version == versions.prompts_version + 1
-    assert view.tools_version == versions.tools_version + 1  # told once: the kinds are reset per view
+    assert view.news["prompts"] == before.news["prompts"] + 1
+    assert view.news["tools"] == before.news["tools"] + 1  # told once: the kinds are reset per view
+    catalog.apply(ListChanged("first", "tools", tools("a", "b")))
+    view = catalog.view()
+    assert view.tools_version == before.tools_version + 1 and view.news["tools"] == before.news["tools"] + 2
 
 
 async def test_actor_publishes_each_change() -> None:

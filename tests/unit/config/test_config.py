@@ -431,7 +431,7 @@ def test_websocket_settings_and_their_problems(tmp_path: Path, monkeypatch: pyte
     both = problems_of(
         tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "A"\njwt_public_key_file = "k.pem"\n'
     )
-    assert both == {"websocket.auth": "set exactly one of jwt_secret_env and jwt_public_key_file"}
+    assert both == {"websocket.auth": "set at most one of jwt_secret_env and jwt_public_key_file"}
     unset = problems_of(tmp_path, MINIMAL_BACKEND + '[websocket.auth]\njwt_secret_env = "NOT_SET_ANYWHERE"\n')
     assert unset == {
         "websocket.auth.jwt_secret_env": "environment variable NOT_SET_ANYWHERE is not set or empty"
@@ -597,3 +597,36 @@ def test_roots_default_to_the_one_client_only_without_network_listeners(tmp_path
     path.write_text(path.read_text() + "[http]\n")
     shared = load_config(path)
     assert [shared.roots_of(b) for b in shared.backends] == [("file:///srv/a",), "none"]
+
+
+def test_a_relative_config_path_that_is_not_there_says_where_it_looked_and_suggests_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as missing:
+        load_config("config/gateway.toml")
+    looked = tmp_path / "config" / "gateway.toml"
+    assert str(missing.value) == (
+        f"config/gateway.toml: no such file (looked for {looked}; "
+        "pass --config with the gateway's config file)"
+    )
+
+
+def test_the_byte_budgets_have_defaults_and_rules(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(MINIMAL_BACKEND)
+    gateway = load_config(path).gateway
+    assert (gateway.max_request_bytes, gateway.max_client_bytes) == (4 * 1024 * 1024, 16 * 1024 * 1024)
+    cases = {
+        "max_request_bytes = 100": {"gateway.max_request_bytes": "must be at least 1024"},
+        'max_client_bytes = "lots"': {"gateway.max_client_bytes": "expected an integer, got a string"},
+        "max_request_bytes = 33554432": {
+            "gateway.max_request_bytes": "must not be more than max_client_bytes"
+        },
+        "max_request_bytes = 4096\nmax_client_bytes = 2048": {
+            "gateway.max_request_bytes": "must not be more than max_client_bytes",
+            "gateway.max_client_bytes": "must not be less than max_request_bytes",
+        },
+    }
+    for keys, expected in cases.items():
+        assert problems_of(tmp_path, f"[gateway]\n{keys}\n{MINIMAL_BACKEND}") == expected, keys

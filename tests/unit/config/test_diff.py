@@ -62,3 +62,22 @@ def test_listener_settings_apply_and_its_address_or_middleware_need_a_restart(tm
     assert diff(old, none).needs_restart == ("[websocket] removed",)
     # a new listener also changes the roots default of every backend: restarted to be told
     assert diff(none, old).changed == ("a",)
+
+
+def test_new_issuers_or_key_sources_need_a_restart_and_other_auth_keys_apply(tmp_path: Path) -> None:
+    def with_issuers(name: str, *issuers: str, scopes: str = "a") -> Any:
+        config = write_config(tmp_path / name, [backend("a")])
+        tables = "".join(f'[[http.auth.issuers]]\nissuer = "{issuer}"\n' for issuer in issuers)
+        config.write_text(
+            config.read_text() + f'\n[http]\n[http.auth]\nscopes_supported = ["{scopes}"]\n{tables}'
+        )
+        return load_config(config)
+
+    one = with_issuers("a.toml", "https://idp.example")
+    rescoped = with_issuers("b.toml", "https://idp.example", scopes="b")
+    assert diff(one, rescoped).listeners == ("http",) and not diff(one, rescoped).needs_restart
+    two = with_issuers("c.toml", "https://idp.example", "https://other.example")
+    assert diff(one, two).needs_restart == ("[[http.auth.issuers]] issuers or where their keys come from",)
+    stdio = write_config(tmp_path / "d.toml", [backend("a")])
+    stdio.write_text(stdio.read_text() + '\n[stdio]\nsubject = "alice"\n')
+    assert diff(loaded(tmp_path, "e.toml", [backend("a")]), load_config(stdio)).needs_restart == ("[stdio]",)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actors.config import JwtAuth
 from actors.frontends.admission import (
     LOOPBACK_CLIENT,
     RETRY_AFTER_S,
@@ -72,8 +73,10 @@ def admission(**overrides: object) -> Admission:
         "allowed_origins": ("https://app.example",),
         "max_sessions": 3,
         "max_sessions_per_client": 2,
+        "oauth": None,
         **overrides,
     }
+    settings["checks_tokens"] = settings["auth"] is not None or settings["oauth"] is not None
     gate = Admission.of(SimpleNamespace(**settings))  # type: ignore[arg-type]
     gate.port = 8766
     return gate
@@ -108,13 +111,22 @@ def test_only_pages_of_the_listener_itself_or_listed_origins_are_allowed() -> No
     assert refusal(gate.check_origin, "null") == 403
 
 
-def test_the_path_comes_first_and_auth_only_when_configured() -> None:
+async def test_the_path_comes_first_and_auth_only_when_configured() -> None:
     gate = admission()
-    assert refusal(gate.check, "/other", "evil.example", {}) == 404
-    assert refusal(gate.check, "/mcp", "evil.example", {}) == 421
-    assert refusal(gate.check, "/mcp", "localhost:8766", {"origin": "http://localhost:3000"}) == 403
-    assert gate.check("/mcp", "localhost:8766", {}) is None  # no auth: no subject
-    assert refusal(admission(auth=object()).check, "/mcp", "localhost:8766", {}) == 401
+
+    async def refused(gate: Admission, *args: object) -> int | None:
+        try:
+            await gate.check(*args)  # type: ignore[arg-type]
+        except Refused as refused:
+            return refused.status
+        return None
+
+    assert await refused(gate, "/other", "evil.example", {}) == 404
+    assert await refused(gate, "/mcp", "evil.example", {}) == 421
+    assert await refused(gate, "/mcp", "localhost:8766", {"origin": "http://localhost:3000"}) == 403
+    assert await gate.check("/mcp", "localhost:8766", {}) is None  # no auth: no subject
+    auth = JwtAuth(key="k" * 32, algorithms=("HS256",), audience=None, issuer=None)
+    assert await refused(admission(auth=auth), "/mcp", "localhost:8766", {}) == 401
 
 
 def test_sessions_are_counted_per_client() -> None:

@@ -149,6 +149,30 @@ def test_a_file_from_before_the_cut_column_is_upgraded(tmp_path: Path) -> None:
     assert row["cut"] == "tool"
 
 
+def test_a_file_from_before_rounds_gains_call_id_and_round_and_keeps_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    with sqlite3.connect(path) as db:  # as a file written before the rounds' columns
+        db.execute(
+            "CREATE TABLE calls (id INTEGER PRIMARY KEY, time TEXT NOT NULL, session TEXT NOT NULL,"
+            " subject TEXT, client TEXT, backend TEXT, tool TEXT NOT NULL, backend_tool TEXT,"
+            " duration_ms REAL NOT NULL, outcome TEXT NOT NULL, error_code INTEGER,"
+            " argument_bytes INTEGER NOT NULL, result_bytes INTEGER NOT NULL, arguments TEXT, cut TEXT)"
+        )
+        db.execute(
+            "INSERT INTO calls VALUES (1, '2026-11-25T00:00:00+00:00', 's', NULL, NULL, NULL, 'old', NULL,"
+            " 1.0, 'ok', NULL, 2, 2, NULL, NULL)"
+        )
+    db.close()
+    store = AuditStore(AuditSettings(path=path))
+    second = ToolCall(ClientInfo("ws-1"), "ask", "b", "ask", {}, time.time(), call_id="c-1", round=2)
+    store.write([make_record(second, CallOutcome(result={"resultType": "input_required"}), False)])
+    store.close()
+    assert [(r["tool"], r["call_id"], r["round"], r["outcome"]) for r in rows(path)] == [
+        ("old", None, 1, "ok"),
+        ("ask", "c-1", 2, "input_required"),
+    ]
+
+
 def test_what_a_flood_must_write_to_push_records_out(tmp_path: Path, log_lines: list[str]) -> None:
     """The numbers of the README: one client controls its clientInfo name, the tool name and the
     arguments; at their caps a record takes at most ~700 bytes, or ~4.7 KB with argument values."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from actors.config import ConfigError, load_config
+from actors.identity.principal import Principal
 from actors.policy import Caller, PolicyGate, Target
 from actors.policy.context import SAMPLE, caller_of, context_of
 from actors.policy.rules import Default, Effect, Policy, compile_rule
@@ -87,6 +88,13 @@ def test_the_adapter_reads_scope_strings_and_scp_lists_and_ignores_anything_else
     Verified.claims = {"scope": {"not": "a list"}}
     assert caller_of(Verified(), "1.2.3.4", "http").scopes == ()
     assert caller_of(None, "1.2.3.4", "http").key != caller_of(None, "1.2.3.5", "http").key
+
+
+def test_a_configured_stdio_principal_is_a_caller_with_its_configured_scopes() -> None:
+    principal = Principal("local", "editor", frozenset({"write", "read"}))
+    caller = caller_of(principal, "stdio", "stdio")
+    assert (caller.subject, caller.issuer, caller.scopes) == ("editor", "local", ("read", "write"))
+    assert caller.variables["scopes"] == ["read", "write"] and caller.variables["jwt"] == {}
 
 
 @pytest.mark.parametrize(

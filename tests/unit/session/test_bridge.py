@@ -12,8 +12,9 @@ import trio.testing
 
 from actors.catalog import BackendState, BackendStatus
 from actors.protocol.envelopes import Ask, BackendCommand, Cancel, Reply, ReplySlot, Withdraw
+from actors.protocol.messages import RpcError
 from actors.session.bridge import MAX_PENDING, BridgedCall
-from actors.session.parked import GATHER_S, MAX_PARKED_PER_CLIENT, Bridges
+from actors.session.parked import GATHER_S, MAX_PARKED_PER_SESSION, Bridges
 
 PARAMS = {"name": "tool", "arguments": {"x": 1}}
 FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
@@ -54,7 +55,7 @@ def opened(table: Bridges, target: ReplySlot, capabilities: dict[str, Any] | Non
         responses={},
         target=target,
     )
-    assert call is not None
+    assert isinstance(call, BridgedCall)
     call.backend, call.call_id = BACKEND["b"], 7
     return call
 
@@ -224,16 +225,15 @@ async def test_every_round_keeps_one_timer_and_an_ended_call_leaves_no_entry_and
         assert (table.calls, dict(table.opened_by), len(nursery.child_tasks)) == ({}, {}, 0)
 
 
-async def test_one_client_cannot_take_every_parked_call(autojump_clock: Any) -> None:
+async def test_one_session_cannot_take_every_parked_call(autojump_clock: Any) -> None:
     async with bridges() as (table, _):
-        kept = [table.open(**OPEN, session="greedy") for _ in range(MAX_PARKED_PER_CLIENT)]
-        assert all(kept) and table.open(**OPEN, session="greedy") is None  # past its share: its asks refused
-        assert table.open(**OPEN, session="another") is not None  # others are not starved
+        kept = [table.open(**OPEN, session="greedy") for _ in range(MAX_PARKED_PER_SESSION)]
+        assert all(isinstance(call, BridgedCall) for call in kept)
+        refused = table.open(**OPEN, session="greedy")  # past its share: refused, with the cap named
+        assert isinstance(refused, RpcError) and refused.data["budget"] == "MAX_PARKED_PER_SESSION"
+        assert isinstance(table.open(**OPEN, session="another"), BridgedCall)  # others are not starved
         for call in kept:
-            assert call is not None
+            assert isinstance(call, BridgedCall)
             call.close("done")
-        assert table.open(**OPEN, session="greedy") is not None and table.opened_by["session:greedy"] == 1
-        # A principal's calls count together, whatever connection (one-request HTTP sessions) they come on.
-        signed = {**OPEN, "principal": "alice"}
-        assert all(table.open(**signed, session=f"post-{n}") for n in range(MAX_PARKED_PER_CLIENT))
-        assert table.open(**signed, session="one-more-post") is None
+        assert isinstance(table.open(**OPEN, session="greedy"), BridgedCall)
+        assert (table.opened_by["session:greedy"], table.opened_in["greedy"]) == (1, 1)
