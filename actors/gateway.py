@@ -43,8 +43,10 @@ from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
 from actors.frontends.websocket import WebSocketListener
+from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
+from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
 from actors.reload import ReloadOutcome
 from actors.reload import reload as reload_config
@@ -93,12 +95,17 @@ class Gateway:
     catalog_events: trio.MemorySendChannel[CatalogEvent] | None = None  # the catalog's inbox, for a reload
     _reloading: trio.Lock = attrs.field(factory=trio.Lock)
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
+    policy: PolicyGate = attrs.field(init=False)  # the [policy] in force; a reload swaps its rules
+    limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
     def __attrs_post_init__(self) -> None:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
+        self.policy = PolicyGate(self.config.policy)
+        self.limiter = Limiter(self.config.limits)
+        self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
 
     def stop(self, reason: str = "stopped") -> None:
         """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""
@@ -321,6 +328,8 @@ class Gateway:
             first_settle=self.first_settle,
             max_inflight=settings.max_inflight_per_session,
             traffic=self.meters.frontend(frontend),
+            policy=self.policy,
+            limiter=self.limiter,
         )
 
     async def _serve_stdio(
@@ -336,6 +345,7 @@ class Gateway:
             catalog=catalog,
             settings=stdio_settings(principal, self.config, settings),
             subject=principal.subject if principal else None,
+            caller=caller_of(principal, "stdio", "stdio"),
         )
         self._sessions.add(session)
         task_status.started()

@@ -63,6 +63,8 @@ async def apply(gateway: Gateway, new: Config, change: ConfigDiff) -> None:
         for name in (*change.removed, *change.changed):
             stopping.start_soon(children.stop, name)
     gateway.config = new
+    gateway.policy.swap(new.policy)  # whole: the next request is judged by the new rules alone
+    gateway.limiter.reconfigure(new.limits)
     gateway.limit_budgets()  # sessions share one ledger: a stdio-only gateway has no listener to rebuild
     fresh = frozenset((*change.added, *change.changed))
     await gateway.catalog_events.send(

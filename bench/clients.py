@@ -135,13 +135,16 @@ async def _read_lines(stream: trio.abc.ReceiveStream, peer: Peer) -> None:
                 peer.deliver(line)
 
 
-async def websocket_peer(nursery: trio.Nursery, argv: list[str], port: int) -> Peer:
+async def websocket_peer(
+    nursery: trio.Nursery, argv: list[str], port: int, headers: list[tuple[str, str]] | None = None
+) -> Peer:
+    """A gateway started from `argv`, reached over its WebSocket on `port` (with `headers`: a token)."""
     process = await _start(argv, pipes=False)
     with trio.fail_after(30):
         while True:
             try:
                 connection = await connect_websocket_url(
-                    nursery, f"ws://127.0.0.1:{port}/mcp", subprotocols=["mcp"]
+                    nursery, f"ws://127.0.0.1:{port}/mcp", subprotocols=["mcp"], extra_headers=headers or []
                 )
                 break
             except OSError:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from clients import Sample
+from policy_cost import print_policy
 
 GATEWAY: Final = "gateway stdio"
 RELAY: Final = "floor: trio relay"
@@ -176,6 +177,8 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
             f"gateway RSS {s['gateway_rss_mib_before']:.1f} "
             f"-> {s['gateway_rss_mib_after']:.1f} MiB, {s['kib_per_session']:.1f} KiB per session"
         )
+    if "policy" in scenarios:
+        print_policy(scenarios["policy"])
     if "kill" in scenarios:
         k = scenarios["kill"]
         print(

@@ -33,6 +33,7 @@ import orjson
 import trio
 from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, stop_all, websocket_peer
 from gateway_profile import profile_gateway
+from policy_cost import policy_cost
 from proctools import peak_rss_mib
 from report import machine, print_report, row, targets
 from scenarios import (
@@ -204,6 +205,8 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["sessions"] = await idle_websocket_sessions(folder, args.sessions, free_port())
     if "kill" in chosen:
         results["kill"] = await backend_kill(folder, args.kills, args.kill_in_flight)
+    if "policy" in chosen:
+        results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
     return results
 
 
@@ -219,8 +222,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument(
         "--scenarios",
-        default="catalog,memory,sessions,kill",
-        help="extra scenarios, comma-separated, or none (default: all four)",
+        default="catalog,memory,sessions,kill,policy",
+        help="extra scenarios, comma-separated, or none (default: all five)",
     )
     parser.add_argument("--catalog-backends", type=int, default=50, help="backends of the big catalog")
     parser.add_argument("--tools-per-backend", type=int, default=200, help="tools each (default 200)")

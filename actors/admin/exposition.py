@@ -14,12 +14,16 @@ process collector (CPU, memory, open files). Nothing is pushed to prometheus-cli
     mcp_gateway_client_bytes_total{frontend,direction}           MCP frames from (in) and to (out) clients
     mcp_gateway_sessions{frontend}                               open sessions
     mcp_gateway_ready                                            1 when /readyz says ready
+    mcp_gateway_policy_decisions_total{method,decision}          [policy] decisions (allow, deny)
+    mcp_gateway_limit_refusals_total{kind}                       [limits] refusals: rate, inflight, http
+    mcp_gateway_limit_admitted_total                             tools/call counted and let through
     mcp_gateway_jwks_fetches_total{frontend,issuer}              key sets fetched from a trusted issuer
     mcp_gateway_jwks_fetch_failures_total{frontend,issuer}       fetches that failed (the last good set kept)
     mcp_gateway_jwks_keys{frontend,issuer}                       keys held now (0: none fetched yet)
 
 Every label takes values from a bounded set (meters.py): `code` is a code the gateway knows or "other",
-`tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)".
+`tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)"; a decision's `method` is one
+of policy/gate.py's METHODS or "other" (never a principal or a tool: those are in the audit).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class GatewayCollector(Collector):
         yield from self._calls()
         yield from self._backends()
         yield from self._frontends()
+        yield from self._guards()
         ready = GaugeMetricFamily("mcp_gateway_ready", "1 when the gateway is ready (as /readyz)")
         ready.add_metric([], 1.0 if self.model.readiness()[0] else 0.0)
         yield ready
@@ -121,6 +126,23 @@ class GatewayCollector(Collector):
             traffic.add_metric([name, "in"], meter.bytes_in)
             traffic.add_metric([name, "out"], meter.bytes_out)
         yield from (sessions, traffic, fetches, failures, held)
+
+    def _guards(self) -> Iterator[Metric]:
+        meters = self.model.meters
+        if meters.policy is not None and meters.policy.policy is not None:
+            decisions = CounterMetricFamily(
+                "mcp_gateway_policy_decisions", "[policy] decisions", labels=["method", "decision"]
+            )
+            for (method, decision), count in sorted(meters.policy.decisions.items()):
+                decisions.add_metric([method, decision], count)
+            yield decisions
+        if meters.limiter is not None and meters.limiter.settings is not None:
+            refusals = CounterMetricFamily("mcp_gateway_limit_refusals", "[limits] refusals", labels=["kind"])
+            for kind in ("rate", "inflight", "http"):
+                refusals.add_metric([kind], meters.limiter.refusals[kind])
+            admitted = CounterMetricFamily("mcp_gateway_limit_admitted", "tools/call let through by [limits]")
+            admitted.add_metric([], meters.limiter.admitted)
+            yield from (refusals, admitted)
 
 
 def _rows(meter: BackendMeter) -> Iterator[tuple[str, str, CallStats]]:

@@ -19,6 +19,8 @@ from typing import Final
 
 import trio
 
+from actors.limits import Limiter
+from actors.policy import PolicyGate
 from actors.protocol import errors
 from actors.protocol.envelopes import Call
 from actors.protocol.messages import RpcError
@@ -185,6 +187,8 @@ class Meters:
     def __init__(self) -> None:
         self.backends: dict[str, BackendMeter] = {}
         self.frontends: dict[str, Traffic] = {}
+        self.policy: PolicyGate | None = None  # its decisions by (method, allow|deny): counted there
+        self.limiter: Limiter | None = None  # its admissions and refusals by kind: counted there
 
     def backend(self, name: str) -> BackendMeter:
         meter = self.backends.get(name)

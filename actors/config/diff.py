@@ -30,6 +30,7 @@ class ConfigDiff:
     catalog_changed: bool = False  # the naming rule or expose_backend_stderr is new
     listeners: tuple[str, ...] = ()  # listener tables whose settings changed (new connections get them)
     sessions_changed: bool = False  # what new sessions are built with ([gateway] keys) is new
+    guards_changed: tuple[str, ...] = ()  # "[policy]", "[limits]": in force for every session's next request
     needs_restart: tuple[str, ...] = ()  # what a reload does not apply, each said in a few words
 
     @property
@@ -42,6 +43,7 @@ class ConfigDiff:
             or self.catalog_changed
             or self.listeners
             or self.sessions_changed
+            or self.guards_changed
         )
 
     def summary(self) -> str:
@@ -56,6 +58,8 @@ class ConfigDiff:
             parts.append("catalog rules")
         if self.sessions_changed:
             parts.append("[gateway] settings for new sessions")
+        if self.guards_changed:
+            parts.append(f"new {' and '.join(self.guards_changed)}")
         parts.append(f"{len(self.unchanged)} backend{'' if len(self.unchanged) == 1 else 's'} untouched")
         return "; ".join(parts)
 
@@ -119,6 +123,9 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         catalog_changed=catalog_changed,
         listeners=tuple(listeners),
         sessions_changed=old.gateway != new.gateway,
+        guards_changed=tuple(
+            f"[{table}]" for table in ("policy", "limits") if getattr(old, table) != getattr(new, table)
+        ),
         needs_restart=tuple(needs_restart),
     )
 

@@ -27,6 +27,7 @@ from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.policy_schema import PolicyTable
 from actors.config.resolve import (
     command_problem,
     host_problem,
@@ -38,6 +39,8 @@ from actors.config.resolve import (
     resolve_oauth,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
+from actors.limits import LimitSettings
+from actors.policy.rules import MAX_RULES, Policy
 
 _T = TypeVar("_T")
 _Listener = TypeVar("_Listener", bound=ListenerSettings)
@@ -49,6 +52,8 @@ TOP_LEVEL: Final = {
     "audit": "[audit]",
     "middleware": "[[middleware]]",
     "admin": "[admin]",
+    "policy": "[policy]",
+    "limits": "[limits]",
     "stdio": "[stdio]",
 }
 _converter: Final = make_converter()
@@ -152,6 +157,8 @@ def _structure(
     if "admin" in document:
         admin_table = _convert(document["admin"], AdminTable, "admin", problems)
         admin = admin_table and resolve_admin(admin_table, problems)
+    policy = _policy(document["policy"], problems) if "policy" in document else None
+    limits = _convert(document["limits"], LimitSettings, "limits", problems) if "limits" in document else None
     stdio = _convert(document["stdio"], StdioPrincipal, "stdio", problems) if "stdio" in document else None
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
@@ -169,6 +176,8 @@ def _structure(
         audit=audit,
         middleware=middleware,
         admin=admin,
+        policy=policy,
+        limits=limits,
         stdio=stdio,
     )
 
@@ -250,6 +259,16 @@ def _middleware(raw: Any, folder: Path, problems: list[Problem]) -> tuple[Middle
         if spec is not None:
             specs.append(spec)
     return tuple(specs)
+
+
+def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
+    """[policy] with its rules compiled; a rule that does not compile is reported under its `when`."""
+    rules = raw.get("rules") if isinstance(raw, dict) else None
+    if rules is not None and (not isinstance(rules, list) or len(rules) > MAX_RULES):
+        problems.append(("policy.rules", f"expected at most {MAX_RULES} [[policy.rules]] tables"))
+        return None
+    table = _convert(raw, PolicyTable, "policy", problems)
+    return table.compiled() if table is not None else None
 
 
 def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:

@@ -19,6 +19,8 @@ from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_above, not_below, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.limits import LimitSettings
+from actors.policy.rules import Policy
 
 MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
 MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
@@ -102,6 +104,8 @@ class Config:
     audit: AuditSettings | None = None
     middleware: tuple[MiddlewareSpec, ...] = ()
     admin: AdminSettings | None = None  # [admin]: health, readiness, metrics and status (actors/admin/)
+    policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
+    limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:

@@ -24,6 +24,7 @@ from actors.frontends.auth import Principal, Refused
 from actors.frontends.listener import Listener
 from actors.frontends.listening import peer_host, peer_of
 from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_request, read_head
+from actors.policy import Caller, caller_of
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -125,13 +126,14 @@ class WebSocketListener(Listener[WebSocketSettings]):
             subject = principal.subject if principal else None
             with logger.contextualize(session=session_id, **({"subject": subject} if subject else {})):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
+                caller = caller_of(principal, address, "websocket")
                 transport = WebSocketTransport(connection, send_timeout, stream)
-                await self._serve(session_id, transport, principal)
+                await self._serve(session_id, transport, principal, caller)
         finally:
             admission.close_session(client)
 
     async def _serve(
-        self, session_id: str, transport: WebSocketTransport, principal: Principal | None
+        self, session_id: str, transport: WebSocketTransport, principal: Principal | None, caller: Caller
     ) -> None:
         bearer = self.endpoint.admission.bearer
         settings = self.session_settings
@@ -141,6 +143,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
             catalog=self.catalog,
             settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
             subject=principal.subject if principal else None,
+            caller=caller,
         )
         self._sessions[session] = transport
         try:

@@ -60,7 +60,9 @@ CREATE TABLE IF NOT EXISTS calls (
     arguments TEXT,               -- JSON, only with include_arguments = true; cut to max_argument_bytes
     cut TEXT,                     -- the fields cut to their cap, comma-separated ("tool,arguments")
     call_id TEXT,                 -- the same for every round of one call
-    round INTEGER NOT NULL DEFAULT 1  -- 1 for the call, 2, 3... for each retry after it asked for input
+    round INTEGER NOT NULL DEFAULT 1, -- 1 for the call, 2, 3... for each retry after it asked for input
+    decision TEXT,                -- the [policy]'s: allow or deny; NULL without a [policy]
+    rule TEXT                     -- the rule that decided (its name, "rules[N]" or "default")
 )
 """
 # Columns added since the first files were written: a file without one gains it when opened.
@@ -68,13 +70,15 @@ ADDED_COLUMNS: Final = {
     "cut": "cut TEXT",
     "call_id": "call_id TEXT",
     "round": "round INTEGER NOT NULL DEFAULT 1",
+    "decision": "decision TEXT",
+    "rule": "rule TEXT",
 }
 # Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
 # escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 Record = tuple[Any, ...]
@@ -141,6 +145,8 @@ def make_record(
         ",".join(cut) or None,
         cap_name(call.call_id)[0] if call.call_id else None,
         call.round if type(call.round) is int else 1,
+        call.decision,
+        cap_name(call.rule)[0],
     )
 
 

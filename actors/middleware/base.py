@@ -40,6 +40,8 @@ class ToolCall:
     started_at: float  # wall clock (time.time()) when the gateway received it
     call_id: str = ""  # the same for every round of one call
     round: int = 1  # which round of the call this is: a retry after the backend asked for input is 2, 3...
+    decision: str | None = None  # the [policy]'s word on it (allow, deny); None without a [policy]
+    rule: str | None = None  # the rule that decided: its name, "rules[N]" or "default"
 
 
 @attrs.define(slots=True)

@@ -60,14 +60,19 @@ class MiddlewareChain:
         return name not in self._filtered[2]
 
     async def call(
-        self, request_id: RequestId, call: ToolCall, forward: Callable[[ToolCall], Awaitable[Message]]
+        self,
+        request_id: RequestId,
+        call: ToolCall,
+        forward: Callable[[ToolCall], Awaitable[Message]],
+        refused: CallOutcome | None = None,
     ) -> Message:
-        """before_call in order, the call (unless refused), then after_call in reverse order."""
+        """before_call in order, the call (unless refused), then after_call in reverse order. A call the
+        gateway itself `refused` (its policy, its limits) skips before_call; every after_call sees it."""
         started = trio.current_time()
-        entered: list[Middleware] = []
-        outcome: CallOutcome | None = None
+        entered: list[Middleware] = [] if refused is None else list(self.middleware)
+        outcome = refused  # rejected: an error, or a tool result with isError (over a limit)
         try:
-            for middleware in self.middleware:
+            for middleware in self.middleware if refused is None else ():
                 entered.append(middleware)
                 try:
                     refusal = await middleware.before_call(call)

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from actors.catalog import Route
 from actors.catalog.resource_routes import template_owner
+from actors.policy import Target
 from actors.protocol.errors import INVALID_PARAMS, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId
+from actors.session import guard
 from actors.session.fields import backend_down, invalid_field
 from actors.session.forward import Forward
 
@@ -41,6 +43,14 @@ def complete(d: Dispatcher, request_id: RequestId, params: Params) -> Message | 
     if route is None or status is None:
         message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
         return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+    target = (
+        Target("completion/complete", route.backend, prompt=name)
+        if kind == "ref/prompt"
+        else Target("completion/complete", route.backend, uri=uri)
+    )
+    refused = guard.refuse_completion(d, request_id, target)
+    if refused is not None:
+        return refused
     if not status.ready:
         return ErrorResponse(request_id, backend_down(str(name or uri), status, "ref"))
     return Forward(status, "completion/complete", {**params, "ref": own_ref})

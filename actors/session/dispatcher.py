@@ -24,6 +24,7 @@ from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.middleware.chain import MiddlewareChain
+from actors.policy import STDIO_CALLER, Caller
 from actors.protocol.codec import clip, is_id, shown
 from actors.protocol.envelopes import Mail
 from actors.protocol.eras import is_modern_request
@@ -82,6 +83,7 @@ class Dispatcher:
     # the way backends answer into the outbox; the writer drains its overflow
     answers: Answers = attrs.field(default=attrs.Factory(lambda self: Answers(self.outbox), takes_self=True))
     subject: str | None = None  # the client's bearer token subject
+    caller: Caller = STDIO_CALLER  # who asks, as [policy] and [limits] see it (policy/context.caller_of)
     queued: QueuedBytes = attrs.field(  # the sizes of what waits in `inbox`, shared with the reader
         default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
     )

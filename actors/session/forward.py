@@ -17,6 +17,7 @@ import trio
 from actors.backends.ask_owner import with_trace
 from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
+from actors.policy import Target
 from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
@@ -39,6 +40,7 @@ class Forward:
     method: str
     params: Params
     rewrite: Rewrite | None = None  # applied to a successful result (a resource's URI as the client wrote it)
+    target: Target | None = None  # what the [policy] judged: each later round of the call is judged again
 
 
 @attrs.define(kw_only=True)

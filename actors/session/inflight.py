@@ -93,6 +93,7 @@ class InFlight:
     bridge: BridgedCall | None = None  # the bridged call it is a request of: stopping it ends that call
     charged: int = 0  # its raw bytes, counted against its client's budget until it leaves the table
     done: bool = False
+    release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
 
     def fill(self, reply: Reply) -> None:
         """The call's one answer, from the backend's connection: into the outbox under the client's id."""
@@ -162,12 +163,16 @@ class InFlightTable:
                 self._emptied = None
 
     def _release(self, entry: InFlight) -> None:
+        """What the entry holds is freed once: its bytes in the client's budget and its [limits] slot."""
         if entry.charged and self.budget is not None:
             self.budget.release(self.client, entry.charged)
         entry.charged = 0
+        if entry.release is not None:
+            entry.release()
+            entry.release = None
 
     def release_all(self) -> None:
-        """The session is over: whatever its entries still hold leaves the client's budget."""
+        """The session is over: whatever its entries still hold (bytes, [limits] slots) is freed."""
         for entry in self.entries.values():
             self._release(entry)
 

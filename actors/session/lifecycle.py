@@ -17,6 +17,7 @@ from actors.protocol.eras import MODERN_VERSIONS, ModernEnvelope
 from actors.protocol.errors import INVALID_PARAMS, INVALID_REQUEST, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 from actors.protocol.versions import negotiate_version
+from actors.session import guard
 from actors.session.fields import invalid_field, label
 from actors.session.settings import SessionState
 
@@ -45,7 +46,7 @@ async def initialize(d: Dispatcher, request_id: RequestId, params: Params) -> Me
     view = await settled_view(d, "initialize")
     d.state = SessionState.OPERATING
     d.operating.set()
-    d.announced = dict(view.news)
+    d.announced = guard.news(d)
     client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
     if d.settings.middleware:
         name = client.get("name") if isinstance(client.get("name"), str) else None

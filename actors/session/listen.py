@@ -22,6 +22,7 @@ from actors.protocol.envelopes import next_call_id
 from actors.protocol.eras import SUBSCRIPTION_ID_KEY
 from actors.protocol.errors import rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Notification, Params, RequestId, Response
+from actors.session import guard
 from actors.session.fields import invalid_field
 from actors.session.forward import Forward
 from actors.session.resources import MAX_SUBSCRIPTIONS, MAX_URI_CHARS, release_subscriptions, watched
@@ -151,8 +152,7 @@ async def updated(d: Dispatcher, event: BackendEvent) -> None:
 
 
 def _versions(d: Dispatcher) -> dict[str, int]:
-    view = d.catalog.value
-    return dict(view.news)
+    return guard.news(d)  # the catalog's news, and under a [policy] what this caller sees
 
 
 def _problem(wanted: object) -> Any:
@@ -180,6 +180,8 @@ async def _subscribe(d: Dispatcher, entry: Listen, uri: str) -> None:
     status = view.backends.get(route.backend) if route is not None else None
     if route is None or status is None or not status.ready:
         return
+    if guard.refuse_uri(d, entry.request_id, "resources/subscribe", route.backend, uri) is not None:
+        return  # denied by the [policy]: left out of what is granted, as a URI nobody owns
     resources = status.capabilities.get("resources")
     if not (isinstance(resources, dict) and resources.get("subscribe") is True):
         return

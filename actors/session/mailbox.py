@@ -10,7 +10,7 @@ import trio
 
 from actors.protocol.envelopes import BackendEvent, Mail, Notify
 from actors.protocol.messages import Notification
-from actors.session import listen, logs
+from actors.session import guard, listen, logs
 from actors.session.lifecycle import CATALOG_CHANGED
 from actors.session.settings import SessionState
 
@@ -43,8 +43,7 @@ async def read(
 async def announce_list_changes(d: Dispatcher) -> None:
     """notifications/{tools,prompts,resources}/list_changed for each list changed since the client was last
     told."""
-    view = d.catalog.value
-    versions = dict(view.news)
+    versions = guard.news(d)
     for kind, current in versions.items():
         if d.announced.get(kind, 0) != current:
             d.announced[kind] = current

@@ -254,6 +254,19 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
         return call.encode(outcome, list_hint(d, request.method) if request.method in LIST_KINDS else None)
     unwrapped = unwrap(d, call)
     if unwrapped is None:
+        gate = d.settings.policy
+        if gate is not None and gate.policy is not None:  # every round is judged by the rules in force
+            routed = handler(d, request.id, call.params)
+            if isinstance(routed, ErrorResponse):
+                d.settings.bridges.end(
+                    method=call.method,
+                    params=call.params,
+                    state=call.state,
+                    principal=d.subject,
+                    reason="the gateway's policy refused the retry",
+                    bound=d.bound,
+                )
+                return call.encode(routed)
         return RESUME  # a retry: it continues a call parked on a legacy backend's asks
     if isinstance(unwrapped, RpcError):
         return call.encode(ErrorResponse(request.id, unwrapped))
@@ -307,7 +320,11 @@ def list_hint(d: Dispatcher, method: str) -> tuple[int, str]:
         for status in d.catalog.value.backends.values()
         if status.ready and (feature in status.capabilities or kind == "tools")
     ]
-    return merge_cache_hints(hints, per_caller_policy=d.subject is not None or bool(d.settings.middleware))
+    gate = d.settings.policy
+    shaped = (
+        d.subject is not None or bool(d.settings.middleware) or (gate is not None and gate.policy is not None)
+    )
+    return merge_cache_hints(hints, per_caller_policy=shaped)
 
 
 async def resumed(

@@ -164,6 +164,24 @@ class Bridges:
         error = call.attach(target, responses, capabilities)
         return call if error is None else error
 
+    def end(
+        self,
+        *,
+        method: str,
+        params: dict[str, Any],
+        state: object,
+        principal: str | None,
+        reason: str,
+        bound: str | None = None,
+    ) -> None:
+        """The parked call a refused retry names (the policy denied it) ends now: its backend is told, its
+        asks are refused, it leaves the table with its timers."""
+        opened = self._opened(method, params, state, principal, bound)
+        call = None if isinstance(opened, RpcError) else self.calls.get(str(opened[0].get("h")))
+        if call is not None and call.target is None:
+            call.cancel_at_backend(reason)
+            call.close(reason)
+
     def unwrap(
         self,
         *,

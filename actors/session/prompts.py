@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from actors.protocol.messages import Message, Params, RequestId
 from actors.protocol.pages import page
+from actors.session import guard
 from actors.session.forward import Forward
 from actors.session.routing import forward_named
 
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 
 def list_prompts(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
-    return page(request_id, params, "prompts", view.prompts, view.prompts_version, d.settings.page_size)
+    prompts, version = guard.visible(d, "prompts", view.prompts, view.prompts_version)
+    return page(request_id, params, "prompts", prompts, version, d.settings.page_size)
 
 
 def get_prompt(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward:

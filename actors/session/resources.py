@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Final
 
 from actors.catalog import BackendStatus
 from actors.catalog.resource_routes import resource_route, with_public_uri
+from actors.policy import Target
 from actors.protocol.codec import clip
 from actors.protocol.errors import RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 from actors.protocol.pages import page
+from actors.session import guard
 from actors.session.fields import backend_down, invalid_field
 from actors.session.forward import Forward
 from actors.session.settings import TOO_MANY_REQUESTS
@@ -27,30 +29,36 @@ MAX_SUBSCRIPTIONS: Final = 1024  # resources one session may be subscribed to (t
 
 def list_resources(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
-    return page(request_id, params, "resources", view.resources, view.resources_version, d.settings.page_size)
+    resources, version = guard.visible(d, "resources", view.resources, view.resources_version)
+    return page(request_id, params, "resources", resources, version, d.settings.page_size)
 
 
 def list_templates(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
-    return page(
-        request_id, params, "resourceTemplates", view.templates, view.resources_version, d.settings.page_size
-    )
+    templates, version = guard.visible(d, "resourceTemplates", view.templates, view.resources_version)
+    return page(request_id, params, "resourceTemplates", templates, version, d.settings.page_size)
 
 
 def read_resource(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward:
-    routed = owner(d, request_id, params)
+    routed = owner(d, request_id, params, "resources/read")
     if isinstance(routed, ErrorResponse):
         return routed
     status, own, uri = routed
     rewrite = partial(with_public_uri, own=own, public=uri) if own != uri else None
-    return Forward(status, "resources/read", {**params, "uri": own}, rewrite)
+    return Forward(
+        status,
+        "resources/read",
+        {**params, "uri": own},
+        rewrite,
+        Target("resources/read", status.name, uri=uri),
+    )
 
 
 async def subscribe(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     """The first session to subscribe to a URI subscribes the gateway at the owner; the others join once the
     owner has said yes. This session then gets notifications/resources/updated for it, under the form it
     used."""
-    routed = owner(d, request_id, params)
+    routed = owner(d, request_id, params, "resources/subscribe")
     if isinstance(routed, ErrorResponse):
         return routed
     status, own, uri = routed
@@ -97,9 +105,10 @@ def release_subscriptions(d: Dispatcher, holder: str | None = None) -> None:
 
 
 def owner(
-    d: Dispatcher, request_id: RequestId, params: Params
+    d: Dispatcher, request_id: RequestId, params: Params, method: str | None = None
 ) -> tuple[BackendStatus, str, str] | ErrorResponse:
-    """The ready backend that owns params.uri, its form of the URI, and the URI as the client wrote it."""
+    """The ready backend that owns params.uri, its form of the URI, and the URI as the client wrote it;
+    with `method`, only when the [policy] lets this caller (else it is not found)."""
     uri = params.get("uri")
     if not isinstance(uri, str):
         return ErrorResponse(request_id, invalid_field("uri", "a string"))
@@ -112,6 +121,9 @@ def owner(
         return ErrorResponse(
             request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {clip(uri)}", uri=uri)
         )
+    refused = guard.refuse_uri(d, request_id, method, route.backend, uri) if method else None
+    if refused is not None:
+        return refused
     if not status.ready:
         return ErrorResponse(request_id, backend_down(uri, status, "resource"))
     return status, route.own, uri

@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from actors.catalog import Route
-from actors.protocol.codec import clip
-from actors.protocol.errors import INVALID_PARAMS, rpc_error
 from actors.protocol.messages import ErrorResponse, Params, RequestId
+from actors.session import guard
 from actors.session.fields import backend_down, named_error
 from actors.session.forward import Forward
 
@@ -17,9 +16,17 @@ if TYPE_CHECKING:
 
 
 def forward_named(
-    d: Dispatcher, request_id: RequestId, params: Params, method: str, kind: str, routes: Mapping[str, Route]
+    d: Dispatcher,
+    request_id: RequestId,
+    params: Params,
+    method: str,
+    kind: str,
+    routes: Mapping[str, Route],
+    *,
+    policy_checked: bool = False,
 ) -> Forward | ErrorResponse:
-    """A request naming a tool or prompt by its public name: to the owner, under the owner's name."""
+    """A request naming a tool or prompt by its public name: to the owner, under the owner's name, when
+    the [policy] lets this caller (unless `policy_checked` already)."""
     error = named_error(params)
     if error is not None:
         return ErrorResponse(request_id, error)
@@ -27,10 +34,13 @@ def forward_named(
     route = routes.get(name)
     status = d.catalog.value.backends.get(route.backend) if route is not None else None
     if route is None or status is None:
-        shown_name = clip(name)
-        return ErrorResponse(
-            request_id, rpc_error(INVALID_PARAMS, f"Unknown {kind}: {shown_name}", **{kind: shown_name})
-        )
+        return guard.unknown(request_id, kind, name)
+    refused = None if policy_checked else guard.refuse_named(d, request_id, method, kind, name, route)
+    if refused is not None:
+        return refused
     if not status.ready:
         return ErrorResponse(request_id, backend_down(name, status, kind))
-    return Forward(status, method, params if route.own == name else {**params, "name": route.own})
+    target = guard.named_target(method, kind, name, route)
+    return Forward(
+        status, method, params if route.own == name else {**params, "name": route.own}, None, target
+    )

@@ -16,6 +16,7 @@ from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.framing.transport import Transport
+from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
 from actors.protocol.envelopes import Mail
 from actors.protocol.errors import INTERNAL_ERROR
@@ -45,6 +46,7 @@ class Session:
     catalog: Watch[CatalogView]
     settings: SessionSettings
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
+    caller: Caller = STDIO_CALLER  # who asks, for [policy] and [limits]
     done: trio.Event = attrs.field(factory=trio.Event)
     crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -78,6 +80,7 @@ class Session:
                         asks_to=asks_to,
                         answers=answers,
                         subject=self.subject,
+                        caller=self.caller,
                         on_ready=self._initialized,
                     )
                     self._dispatcher = dispatcher

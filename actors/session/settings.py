@@ -10,7 +10,9 @@ import attrs
 from actors.admin.meters import Traffic
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
+from actors.limits import Limiter
 from actors.middleware import Middleware
+from actors.policy import PolicyGate
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.session.budget import ByteBudget
@@ -54,3 +56,5 @@ class SessionSettings:
     first_settle: FirstSettle = attrs.field(factory=FirstSettle)  # shared by every session of the gateway
     quiet: bool = False  # a session for one request (HTTP, 2026-07-28): its end is logged at DEBUG only
     traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's byte counts (the admin's /metrics)
+    policy: PolicyGate | None = None  # the gateway's [policy] in force (a reload swaps its rules)
+    limiter: Limiter | None = None  # the gateway's [limits]: buckets per caller, not per session

@@ -25,6 +25,7 @@ from actors.protocol.envelopes import Ask, ReplySlot, Withdraw, next_call_id
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import ErrorResponse, Message, RequestId, Response, RpcError
 from actors.protocol.modern_results import GATEWAY_ANSWERS, INPUT_REQUIRED
+from actors.session import guard
 from actors.session.forward import SHUTTING_DOWN, Forward
 
 if TYPE_CHECKING:
@@ -61,10 +62,13 @@ async def complete(
     it, each goes straight to the backend."""
 
     async def straight(extra: dict[str, Any], number: int) -> Message:
+        """A round judged by the rules in force, then straight to the backend that asked."""
+        refused = guard.refuse_round(d, request_id, forward.target) if forward.target else None
+        if refused is not None:
+            return refused  # a modern backend keeps nothing between rounds: there is nothing to cancel
         params = {**forward.params, **extra}
-        return await d.forwarder.wait(
-            Forward(forward.backend, forward.method, params, forward.rewrite), request_id, entry
-        )
+        again = Forward(forward.backend, forward.method, params, forward.rewrite, forward.target)
+        return await d.forwarder.wait(again, request_id, entry)
 
     for number in range(2, MAX_ROUNDS + 2):
         try:

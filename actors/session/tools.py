@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from actors.catalog import Route
-from actors.middleware import ToolCall
+from actors.middleware import CallOutcome, ToolCall
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.protocol.pages import page
-from actors.session import shim
+from actors.session import guard, shim
 from actors.session.fields import named_error
 from actors.session.forward import Forward
 from actors.session.rounds import CallRound
@@ -34,15 +34,27 @@ Shape = Callable[[Forward], "Message | Forward"]  # what a round adds to the rou
 def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     view = d.catalog.value
     chain = d.chain_of(request_id)
-    tools = view.tools if chain is None else chain.tools(view.tools_version, view.tools)
+    tools, version = guard.visible(d, "tools", view.tools, view.tools_version)  # the policy's, then
+    tools = tools if chain is None else chain.tools(version, tools)  # the middleware's filter
     if isinstance(tools, RpcError):
         return ErrorResponse(request_id, tools)
-    return page(request_id, params, "tools", tools, view.tools_version, d.settings.page_size)
+    return page(request_id, params, "tools", tools, version, d.settings.page_size)
 
 
 def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward:
-    """Without middleware: forwarded at once."""
-    return forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
+    """Without middleware: forwarded at once, when the [policy] and the [limits] let it go."""
+    outcome = forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
+    if isinstance(outcome, Forward) and _new_call(d, request_id):
+        refusal = guard.limit_call(d, request_id, outcome.backend.name, params["name"])
+        if refusal is not None:
+            return Response(request_id, guard.limited_result(refusal))
+    return outcome
+
+
+def _new_call(d: Dispatcher, request_id: RequestId) -> bool:
+    """Not a retry round of a call already counted (rounds are judged by the policy, not counted again)."""
+    entry = d.inflight.get(request_id)
+    return entry is None or entry.modern is None or entry.modern.state is None
 
 
 async def call_through_middleware(
@@ -71,7 +83,8 @@ async def call_through_middleware(
             if routed.backend.name != sent.backend.name:
                 reason = "the tool's backend changed between rounds"
                 return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, f"Internal error: {reason}"))
-            return Forward(routed.backend, routed.method, {**routed.params, **extra}, routed.rewrite)
+            params = {**routed.params, **extra}
+            return Forward(routed.backend, routed.method, params, routed.rewrite, routed.target)
 
         round_ = CallRound(call_round.call_id, number)
         return (await _round(d, chain, request_id, params, round_, entry, shaped))[0]
@@ -88,17 +101,32 @@ async def _round(
     entry: InFlight | None,
     shape: Shape | None,
 ) -> tuple[Message, Forward | None]:
-    """One round through the chain: its answer, and what was forwarded (None: nothing reached a backend)."""
+    """One round through the chain: judged by the [policy] in force (every round), counted by the [limits]
+    (a call's first round only); its answer, and what was forwarded (None: nothing reached a backend)."""
     name = params.get("name")
-    routes = _routes(d, chain, name)
-    route = routes.get(name) if isinstance(name, str) else None
+    name = name if isinstance(name, str) else ""
+    routes: Mapping[str, Route] = d.catalog.value.routes
+    route = routes.get(name)
+    refused = None
+    decision = guard.decide(d, guard.named_target("tools/call", "tool", name, route)) if route else None
+    if decision is not None and not decision.allowed:  # the audit names the rule; the client, no tool
+        refused = CallOutcome(error=guard.unknown(request_id, "tool", name).error, rejected=True)
+    else:
+        routes = _routes(d, chain, name)
+        route = routes.get(name)
+    if refused is None and route is not None and call_round.number == 1 and _new_call(d, request_id):
+        refusal = guard.limit_call(d, request_id, route.backend, name)
+        if refusal is not None:
+            refused = CallOutcome(result=guard.limited_result(refusal), rejected=True)
     call = ToolCall(
         chain.client,
-        name if isinstance(name, str) else "",
+        name,
         route.backend if route else None,
         route.own if route else None,
         params.get("arguments"),
         time.time(),
+        decision=decision.word if decision is not None else None,
+        rule=decision.rule if decision is not None else None,
         call_id=call_round.call_id,
         round=call_round.number,
     )
@@ -111,7 +139,9 @@ async def _round(
                 message = "Internal error: middleware changed the arguments into something not a JSON object"
                 return ErrorResponse(request_id, rpc_error(INTERNAL_ERROR, message))
             forwarded = {**params, "arguments": call.arguments}
-        outcome: Message | Forward = forward_named(d, request_id, forwarded, "tools/call", "tool", routes)
+        outcome: Message | Forward = forward_named(
+            d, request_id, forwarded, "tools/call", "tool", routes, policy_checked=decision is not None
+        )
         if isinstance(outcome, Forward) and shape is not None:
             outcome = shape(outcome)
         if not isinstance(outcome, Forward):
@@ -119,12 +149,13 @@ async def _round(
         sent.append(outcome)
         return await d.forwarder.wait(outcome, request_id, entry)
 
-    answer = await chain.call(request_id, call, forward)
+    answer = await chain.call(request_id, call, forward, refused)
     return answer, sent[0] if sent else None
 
 
-def _routes(d: Dispatcher, chain: MiddlewareChain, name: object) -> Mapping[str, Route]:
+def _routes(d: Dispatcher, chain: MiddlewareChain, name: str) -> Mapping[str, Route]:
     view = d.catalog.value
-    if isinstance(name, str) and chain.hides(view.tools_version, view.tools, name):
+    visible, version = guard.visible(d, "tools", view.tools, view.tools_version)  # the policy's list, then
+    if chain.hides(version, visible, name):  # the middleware's filter of it
         return {}  # filtered out for this client: as unknown as a name nobody has
     return view.routes

@@ -127,7 +127,8 @@ def test_the_audit_file_rotates_by_size_and_keeps_its_backups(tmp_path: Path) ->
     store = AuditStore(AuditSettings(path=path, max_bytes=16 * 1024, backups=2, max_age_s=0))
     store.open()
     when, arguments = "2026-11-23T00:00:00+00:00", "x" * 500
-    record = (when, "s", None, None, "b", "t", "t", 1.0, "ok", None, 10, 10, arguments, None, "c", 1)
+    names = (when, "s", None, None, "b", "t", "t")
+    record = (*names, 1.0, "ok", None, 10, 10, arguments, None, "c", 1, "allow", "r")
     for _ in range(40):
         store.write([record] * 10)
     store.close()

@@ -136,3 +136,39 @@ async def test_roots_none_refuses_a_modern_backends_ask_for_roots(tmp_path: Path
         with pytest.raises(MCPError) as refused:
             await client.call_tool("ask_roots", {})
     assert "offers it none" in refused.value.error.message
+
+
+STDIO_POLICY: Final = """
+[stdio]
+subject = "editor"
+scopes = ["rounds"]
+[policy]
+default = "deny"
+[[policy.rules]]
+name = "editors run rounds"
+when = 'principal.subject == "editor" && "rounds" in scopes && mcp.tool.name == "three_rounds"'
+[limits]
+calls_per_s = 0.01
+burst = 1
+"""
+
+
+@pytest.mark.parametrize("era", [MODERN, LEGACY])
+async def test_a_stdio_principals_call_is_judged_every_round_and_counted_once(
+    tmp_path: Path, era: str
+) -> None:
+    """[stdio] names the caller the rules read; each round of a call is judged (the audit names the rule on
+    every round) while [limits] counts the call once: a burst of 1 lets all three rounds through."""
+    config = config_with(tmp_path / "g.toml", STDIO_POLICY)
+    async with client_of(config, era, elicitation_callback=elicit) as client:
+        assert text_of(await client.call_tool("three_rounds", {"text": "a"})) == "a | a | a"
+        limited = await client.call_tool("three_rounds", {"text": "b"})  # the call after it is counted
+        assert limited.is_error and "rate limited" in limited.content[0].text
+    rows = [row for row in audit_rows(tmp_path / "audit.sqlite3") if row["tool"] == "three_rounds"]
+    assert [(row["round"], row["outcome"], row["decision"], row["rule"]) for row in rows] == [
+        (1, "input_required", "allow", "editors run rounds"),
+        (2, "input_required", "allow", "editors run rounds"),
+        (3, "ok", "allow", "editors run rounds"),
+        (1, "rejected", "allow", "editors run rounds"),
+    ]
+    assert {row["subject"] for row in rows} == {"editor"}

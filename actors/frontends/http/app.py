@@ -31,7 +31,7 @@ import trio
 from loguru import logger
 
 from actors.config import HttpSettings
-from actors.frontends.admission import Admission
+from actors.frontends.admission import Admission, client_key
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
@@ -131,11 +131,12 @@ class HttpApp:
             await respond(send, 200, server.document(), [*JSON_HEADERS, *_PUBLIC])
             return
         principal = await self.admission.check(scope["path"], headers.get("host"), headers)
+        client = scope.get("client")
+        address = str(client[0]) if client else "?"
+        self._limit(principal, address)
         if method in ("GET", "DELETE") and modern_header(headers):
             raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
         if method == "POST":
-            client = scope.get("client")
-            address = str(client[0]) if client else "?"
             await self._post(headers, principal, address, receive, send)
         elif method == "GET":
             await self._get(headers, principal, receive, send)
@@ -147,6 +148,17 @@ class HttpApp:
             await respond(send, 204, b"", [])
         else:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
+
+    def _limit(self, principal: Principal | None, address: str) -> None:
+        """[limits] http_requests_per_s: per caller (the token's principal, else the address), whatever
+        session the request is for; over it, 429 with Retry-After in whole seconds."""
+        limiter = self.sessions.session_settings.limiter
+        if limiter is None:
+            return
+        retry_s = limiter.admit_request(client_key(principal, address))
+        if retry_s:
+            retry = [(b"retry-after", str(retry_s).encode())]
+            raise Refused(429, f"too many requests from this client; retry in {retry_s} s", retry)
 
     def _serves_metadata(self, path: str) -> bool:
         """RFC 9728 metadata is served when the listener checks tokens from issuers."""

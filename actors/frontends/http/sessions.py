@@ -34,6 +34,7 @@ from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.resting import Resting
 from actors.frontends.http.transport import HttpSessionTransport
+from actors.policy import caller_of
 from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
@@ -151,6 +152,7 @@ class HttpSessions(Mapping[str, HttpSession]):
             catalog=self.catalog,
             settings=self._settings_for(principal, self.session_settings),
             subject=principal.subject if principal else None,
+            caller=caller_of(principal, address, "http"),
         )
         entry = HttpSession(
             session_id=session_id,
@@ -180,6 +182,7 @@ class HttpSessions(Mapping[str, HttpSession]):
             catalog=self.catalog,
             settings=self._settings_for(principal, self._one_request_settings),
             subject=principal.subject if principal else None,
+            caller=caller_of(principal, address, "http"),
         )
         self._one_request.add(session)
         self.nursery.start_soon(self._run_one_request, session, client)

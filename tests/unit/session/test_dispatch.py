@@ -13,6 +13,7 @@ import trio.testing
 from actors.backends.ask_owner import trace_id
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.middleware import Middleware
+from actors.policy import PolicyGate
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, Cancel, ListChanged, Reply
 from actors.protocol.errors import (
     BACKEND_UNAVAILABLE,
@@ -55,7 +56,11 @@ def tool(name: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def dispatcher(
-    *, ready: bool = True, timeout_s: float = 30.0, middleware: tuple[Middleware, ...] = ()
+    *,
+    ready: bool = True,
+    timeout_s: float = 30.0,
+    middleware: tuple[Middleware, ...] = (),
+    policy: PolicyGate | None = None,
 ) -> AsyncIterator[Harness]:
     inbox_send, inbox_recv = trio.open_memory_channel[Message](16)
     outbox_send, outbox_recv = trio.open_memory_channel[Message](16)
@@ -72,7 +77,7 @@ async def dispatcher(
         harness.publish(BackendReady("one", (tool("echo"), tool("slow")), calls))
         harness.publish(BackendReady("two", (tool("echo"),), calls))
     settings = SessionSettings(
-        server_name="test-gateway", settle_timeout_s=60.0, drain_s=5.0, middleware=middleware
+        server_name="test-gateway", settle_timeout_s=60.0, drain_s=5.0, middleware=middleware, policy=policy
     )
     actor = Dispatcher(
         session="s1", inbox=inbox_recv, outbox=outbox_send, catalog=catalog.watch, settings=settings

@@ -1,0 +1,128 @@
+"""What a rule sees: who asks (a Caller) and what the request names (a Target), as CEL variables.
+
+Variables: `jwt` (the verified token's claims; {} without a token), `scopes` (its `scope`/`scp`, a list),
+`principal` ({issuer, subject}), `source` ({address, listener}), and `mcp` ({method, backend, tool: {name,
+target}, prompt: {name}, resource: {uri}}; what a request does not name is "").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+import attrs
+import orjson
+
+MAX_SCOPES: Final = 64  # scopes read from one token: a list a rule tests with `in`
+
+
+class HasIdentity(Protocol):
+    """What a frontend knows of a verified token: actors.frontends.auth.Principal fits."""
+
+    issuer: str | None
+    subject: str
+    claims: Mapping[str, Any]
+
+
+@attrs.frozen
+class Caller:
+    """Who asks: the principal of a verified token (or none), the peer's address and the listener."""
+
+    subject: str | None = None
+    issuer: str | None = None
+    claims: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    scopes: tuple[str, ...] = ()
+    address: str = ""
+    listener: str = ""  # "stdio", "websocket" or "http"
+    variables: dict[str, Any] = attrs.field(init=False, eq=False, repr=False)
+    # Whom limits count against and decisions are cached for: the principal, else the address.
+    key: str = attrs.field(init=False, eq=False)
+    # Everything a rule can read of the caller, as one string: what cached decisions are keyed by.
+    fingerprint: str = attrs.field(init=False, eq=False, repr=False)
+    engine: dict[str, Any] = attrs.field(init=False, eq=False, repr=False, factory=dict)  # see engine_context
+
+    def __attrs_post_init__(self) -> None:
+        variables = {
+            "jwt": dict(self.claims),
+            "scopes": list(self.scopes),
+            "principal": {"issuer": self.issuer or "", "subject": self.subject or ""},
+            "source": {"address": self.address, "listener": self.listener},
+        }
+        object.__setattr__(self, "variables", variables)
+        who = ["token", self.issuer, self.subject] if self.subject else ["peer", self.listener, self.address]
+        object.__setattr__(self, "key", orjson.dumps(who).decode())
+        seen = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS, default=str)
+        object.__setattr__(self, "fingerprint", seen.decode())
+
+
+STDIO_CALLER: Final = Caller(listener="stdio", address="stdio")
+
+
+def caller_of(principal: HasIdentity | None, address: str, listener: str) -> Caller:
+    """The ONE adapter from what a frontend verified to what rules and limits read."""
+    if principal is None:
+        return Caller(address=address, listener=listener)
+    claims = principal.claims
+    # a configured principal ([stdio]) has no token: its configured scopes are what rules read
+    configured = getattr(principal, "scopes", None) if not claims else None
+    return Caller(
+        subject=principal.subject,
+        issuer=principal.issuer,
+        claims=claims,
+        scopes=tuple(sorted(configured))[:MAX_SCOPES] if configured else scopes_of(claims),
+        address=address,
+        listener=listener,
+    )
+
+
+def scopes_of(claims: Mapping[str, Any]) -> tuple[str, ...]:
+    """RFC 8693 `scope` (space-separated) or a `scp` list; anything else is no scopes."""
+    raw = claims.get("scope", claims.get("scp"))
+    if isinstance(raw, str):
+        return tuple(raw.split()[:MAX_SCOPES])
+    if isinstance(raw, list):
+        return tuple(item for item in raw[:MAX_SCOPES] if isinstance(item, str))
+    return ()
+
+
+@attrs.frozen
+class Target:
+    """What a request names. Build with the class methods."""
+
+    method: str
+    backend: str = ""
+    tool: str = ""
+    prompt: str = ""
+    uri: str = ""
+
+    def variables(self, keys: frozenset[str] | None = None) -> dict[str, Any]:
+        """`mcp` as rules see it; with `keys`, only those parts (what no rule reads is left out)."""
+        every = {
+            "method": self.method,
+            "backend": self.backend,
+            "tool": {"name": self.tool, "target": self.backend if self.tool else ""},
+            "prompt": {"name": self.prompt},
+            "resource": {"uri": self.uri},
+        }
+        return every if keys is None else {key: every[key] for key in keys}
+
+
+def context_of(caller: Caller, target: Target) -> dict[str, Any]:
+    return {**caller.variables, "mcp": target.variables()}
+
+
+def engine_context(caller: Caller) -> Any:
+    """The caller's variables converted for the CEL engine once (converting claims costs far more than
+    running a rule); kept on the Caller, so a session pays it once. Each decision sets only `mcp`."""
+    context = caller.engine.get("context")
+    if context is None:
+        import cel  # the `policy` extra; only reached when a [policy] compiled
+
+        context = cel.Context()
+        for name, value in caller.variables.items():
+            context.add_variable(name, value)
+        caller.engine["context"] = context
+    return context
+
+
+SAMPLE: Final = context_of(Caller(), Target(method=""))  # every variable, empty: what `check` tries rules on

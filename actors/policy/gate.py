@@ -1,0 +1,108 @@
+"""The gateway's policy as sessions use it: the compiled rules of the config in force (swapped whole by a
+reload), each decision counted, and the lists each caller may see cached per list version.
+
+Owns: the cache of filtered lists (at most MAX_CACHED, the least recently used dropped first; emptied by a
+swap). One per gateway, shared by its sessions; used only from Trio tasks of the one thread.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from actors.policy.context import Caller, Target, engine_context
+from actors.policy.rules import ALLOWED_WITHOUT_POLICY, Decision, Policy
+
+MAX_CACHED: Final = 512  # filtered lists kept: (caller, list kind, version); a new caller's costs one pass
+# Decisions kept, by (caller, target): a rule is a pure function of what it sees, so the same caller naming
+# the same target gets the same answer until the rules change. Past the cap the table starts afresh.
+MAX_DECISIONS: Final = 8192
+METHODS: Final = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "resources/subscribe",
+        "completion/complete",
+    }
+)  # the label values /metrics may show; anything else counts as "other"
+
+Item = Mapping[str, Any]
+
+
+@attrs.define(eq=False)
+class PolicyGate:
+    policy: Policy | None = None
+    generation: int = 0  # bumped by every swap: part of each filtered list's version
+    decisions: Counter[tuple[str, str]] = attrs.field(factory=Counter)  # (method, allow|deny) -> count
+    _visible: OrderedDict[tuple[str, str, int], tuple[Item, ...]] = attrs.field(factory=OrderedDict)
+    _decided: dict[tuple[str, str, str, str, str, str], Decision] = attrs.field(factory=dict)
+
+    def swap(self, policy: Policy | None) -> None:
+        """A reload's new rules, in force from the next request on (one assignment: never half of each)."""
+        if policy == self.policy:
+            return
+        self.policy = policy
+        self.generation += 1
+        self._visible.clear()
+        self._decided.clear()
+
+    def decide(self, caller: Caller, target: Target) -> Decision:
+        policy = self.policy
+        if policy is None:
+            return ALLOWED_WITHOUT_POLICY
+        key = (caller.fingerprint, target.method, target.backend, target.tool, target.prompt, target.uri)
+        decision = self._decided.get(key)
+        if decision is None:
+            context = engine_context(caller)
+            context.add_variable("mcp", target.variables(policy.mcp_keys))
+            decision = policy.evaluate(context)
+            if len(self._decided) >= MAX_DECISIONS:
+                self._decided.clear()
+            self._decided[key] = decision
+        method = target.method if target.method in METHODS else "other"
+        self.decisions[(method, decision.word)] += 1
+        return decision
+
+    def version(self, list_version: int) -> int:
+        """A filtered list's version: its catalog version and the rules' generation (cursors follow both)."""
+        return list_version << 16 | self.generation & 0xFFFF
+
+    def visible(
+        self,
+        caller: Caller,
+        kind: str,
+        list_version: int,
+        items: tuple[Item, ...],
+        target_of: Callable[[Item], Target | None],
+    ) -> tuple[Item, ...]:
+        """The items of one list this caller may see (an item with no target is hidden), computed once per
+        caller, list version and rules."""
+        policy = self.policy
+        if policy is None:
+            return items
+        key = (caller.fingerprint, kind, list_version)
+        cached = self._visible.get(key)
+        if cached is not None:
+            self._visible.move_to_end(key)
+            return cached
+        shown = []
+        context, keys = engine_context(caller), policy.mcp_keys
+        for item in items:
+            target = target_of(item)
+            if target is None:
+                continue
+            context.add_variable("mcp", target.variables(keys))
+            if policy.evaluate(context).allowed:
+                shown.append(item)
+        visible = self._visible[key] = tuple(shown)
+        if len(self._visible) > MAX_CACHED:
+            self._visible.popitem(last=False)
+        return visible

@@ -1,0 +1,215 @@
+"""The gateway's [policy] and [limits] where a session names a target.
+
+A denied request is refused before anything reaches a backend, with the answer the target would get if it
+did not exist (as peers do for hidden tools: nothing tells a caller what it may not see): -32602 "Unknown
+tool/prompt" for tools/call and prompts/get (and completion's prompt refs), resource-not-found for
+resources/read and subscriptions, -32602 for a completion's template ref. Lists are filtered per caller,
+each item as if it were called (its mcp.method is the call's), and paged over the filtered list.
+A tools/call over a limit gets a tool result with isError: "rate limited, retry in N s".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from actors.catalog import Route
+from actors.catalog.resource_routes import resource_route, template_owner
+from actors.catalog.view import CatalogView
+from actors.limits import Refusal
+from actors.policy import Decision, Target
+from actors.protocol.codec import clip
+from actors.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, rpc_error
+from actors.protocol.messages import ErrorResponse, RequestId
+
+if TYPE_CHECKING:
+    from actors.session.dispatcher import Dispatcher
+
+Item = Mapping[str, Any]
+CALL_OF: dict[str, str] = {  # a list's items are judged as the call that would use them
+    "tools": "tools/call",
+    "prompts": "prompts/get",
+    "resources": "resources/read",
+    "resourceTemplates": "resources/read",
+}
+
+
+def decide(d: Dispatcher, target: Target) -> Decision | None:
+    """The policy's decision, or None without a [policy]. A denial is logged (never with claims)."""
+    gate = d.settings.policy
+    if gate is None or gate.policy is None:
+        return None
+    decision = gate.decide(d.caller, target)
+    if not decision.allowed:
+        logger.info(
+            "policy denied {} {} for {}: {} ({})",
+            target.method,
+            clip(target.tool or target.prompt or target.uri or target.backend),
+            d.caller.subject or d.caller.address,
+            decision.rule,
+            decision.reason,
+        )
+    return decision
+
+
+def named_target(method: str, kind: str, name: str, route: Route | None) -> Target:
+    backend = route.backend if route is not None else ""
+    if kind == "tool":
+        return Target(method, backend, tool=name)
+    return Target(method, backend, prompt=name)
+
+
+def unknown(request_id: RequestId, kind: str, name: str) -> ErrorResponse:
+    shown = clip(name)
+    return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, f"Unknown {kind}: {shown}", **{kind: shown}))
+
+
+def refuse_named(
+    d: Dispatcher, request_id: RequestId, method: str, kind: str, name: str, route: Route | None
+) -> ErrorResponse | None:
+    """tools/call, prompts/get: refused as unknown when the policy denies it."""
+    decision = decide(d, named_target(method, kind, name, route))
+    return unknown(request_id, kind, name) if decision is not None and not decision.allowed else None
+
+
+def refuse_uri(
+    d: Dispatcher, request_id: RequestId, method: str, backend: str, uri: str
+) -> ErrorResponse | None:
+    """resources/read, subscribe, unsubscribe: refused as not found when the policy denies it."""
+    decision = decide(d, Target(method, backend, uri=uri))
+    if decision is None or decision.allowed:
+        return None
+    return ErrorResponse(
+        request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {clip(uri)}", uri=uri)
+    )
+
+
+def refuse_completion(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
+    decision = decide(d, target)
+    if decision is None or decision.allowed:
+        return None
+    message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
+    return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
+
+
+def refuse_round(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
+    """A later round of a call (a legacy client's, lived out by the gateway): judged by the rules in force,
+    refused as the first round would have been."""
+    decision = decide(d, target)
+    if decision is None or decision.allowed:
+        return None
+    if target.tool or target.prompt:
+        kind = "tool" if target.tool else "prompt"
+        return unknown(request_id, kind, target.tool or target.prompt)
+    message = f"Resource not found: {clip(target.uri)}"
+    return ErrorResponse(request_id, rpc_error(RESOURCE_NOT_FOUND, message, uri=target.uri))
+
+
+def visible(d: Dispatcher, key: str, items: tuple[Item, ...], version: int) -> tuple[tuple[Item, ...], int]:
+    """The items of a list this caller may see, and the version its cursors carry."""
+    gate = d.settings.policy
+    if gate is None or gate.policy is None:
+        return items, version
+    view = d.catalog.value
+    method = CALL_OF[key]
+
+    def target_of(item: Item) -> Target | None:
+        return _item_target(view, key, method, item)
+
+    return gate.visible(d.caller, key, version, items, target_of), gate.version(version)
+
+
+def news(d: Dispatcher) -> dict[str, int]:
+    """What a session tells its client of each list (list_changed, listens): the catalog's news of it, and
+    with a [policy] also which items this caller sees, so a reload that changes them is news and one that
+    does not, is not."""
+    view = d.catalog.value
+    told = dict(view.news)
+    gate = d.settings.policy
+    if gate is None or gate.policy is None:
+        return told
+    lists = {
+        "tools": (view.tools, view.tools_version),
+        "prompts": (view.prompts, view.prompts_version),
+        "resources": (view.resources + view.templates, view.resources_version),
+    }
+    return {kind: told[kind] + (_shown(d, kind, *lists[kind]) << 32) for kind in told}
+
+
+def _shown(d: Dispatcher, kind: str, items: tuple[Item, ...], version: int) -> int:
+    """Which items of a list this caller sees, as one number."""
+    gate = d.settings.policy
+    assert gate is not None
+    view = d.catalog.value
+    method = CALL_OF[kind]
+
+    def target_of(item: Item) -> Target | None:
+        return _item_target(view, kind if kind != "resources" else _key_of(item), method, item)
+
+    # tools and prompts: the very lists their list handlers filter, so this pass warms their cache
+    shown = gate.visible(
+        d.caller, "seen:resources" if kind == "resources" else kind, version, items, target_of
+    )
+    return hash(tuple(item.get("name") or item.get("uri") or item.get("uriTemplate") for item in shown))
+
+
+def _key_of(item: Item) -> str:
+    """A resource's or a template's list, from its shape (they are announced together)."""
+    return "resourceTemplates" if "uriTemplate" in item else "resources"
+
+
+def _item_target(view: CatalogView, key: str, method: str, item: Item) -> Target | None:
+    if key == "tools" or key == "prompts":
+        name = item.get("name")
+        routes = view.routes if key == "tools" else view.prompt_routes
+        route = routes.get(name) if isinstance(name, str) else None
+        return (
+            named_target(method, key[:-1], name, route)
+            if route is not None and isinstance(name, str)
+            else None
+        )
+    if key == "resources":
+        uri = item.get("uri")
+        route = resource_route(view, uri) if isinstance(uri, str) else None
+        return Target(method, route.backend, uri=uri) if route is not None and isinstance(uri, str) else None
+    template = item.get("uriTemplate")
+    owner, _ = template_owner(view, template) if isinstance(template, str) else (None, "")
+    return (
+        Target(method, owner.backend, uri=template)
+        if owner is not None and isinstance(template, str)
+        else None
+    )
+
+
+def limit_call(d: Dispatcher, request_id: RequestId, backend: str, tool: str) -> Refusal | None:
+    """A new tools/call counted against the caller's limits (its in-flight slot freed when the request's
+    entry leaves the table, however it ends), or why it may not go now."""
+    limiter = d.settings.limiter
+    if limiter is None or not limiter.active:
+        return None
+    admitted = limiter.admit(d.caller.key, backend, tool)
+    if isinstance(admitted, Refusal):
+        logger.info(
+            "limits refused tools/call {} for {}: {}",
+            clip(tool),
+            d.caller.subject or d.caller.address,
+            admitted.kind,
+        )
+        return admitted
+    entry = d.inflight.get(request_id)
+    if entry is None:
+        admitted()
+    else:
+        entry.release = admitted
+    return None
+
+
+def limited_result(refusal: Refusal) -> dict[str, Any]:
+    """What a model reads when a call is over a limit: a tool result it can act on."""
+    return {
+        "content": [{"type": "text", "text": refusal.message}],
+        "isError": True,
+        "_meta": {"retryAfterSeconds": refusal.retry_after_s},
+    }
