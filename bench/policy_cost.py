@@ -117,7 +117,7 @@ async def policy_cost(
                 for name, peer in peers.items():
                     await measure(peer, level, seconds, samples[name])
             cpu = {name: s.gateway_cpu / len(s.latencies) * 1e6 for name, s in samples.items()}
-            results["levels"][level] = {
+            results["levels"][str(level)] = {
                 "auth_cpu_us_per_call": round(cpu["auth"], 1),
                 "guarded_cpu_us_per_call": round(cpu["auth+policy+limits"], 1),
                 "increase_percent": round((cpu["auth+policy+limits"] / cpu["auth"] - 1) * 100, 1),
