@@ -6,11 +6,9 @@ Framing (newlines, WebSocket frames) belongs to the transports.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Final
 
-import attrs
 import orjson
 
 from actors.protocol.errors import (
@@ -20,6 +18,7 @@ from actors.protocol.errors import (
     InexactIntegerError,
     MessageError,
 )
+from actors.protocol.exact_integers import checked_integers, may_hold_long_integers
 from actors.protocol.messages import (
     Batch,
     ErrorResponse,
@@ -50,11 +49,6 @@ WRAP_MARGIN: Final = 2
 MAX_DEPTH: Final = ENCODABLE_DEPTH - WRAP_MARGIN
 CLIP_CHARS: Final = 200  # of a peer's string quoted back in an error message or a log line
 MAX_ID_CHARS: Final = 1024  # a longer string id is refused: it would be held while in flight, and echoed
-# orjson reads an integer outside [-2**63, 2**64 - 1] as a float, silently changing it. Only a frame with a
-# run of 19 or more digits can hold one; such a frame is read once more, exactly, to find out.
-_LONG_DIGITS: Final = re.compile(rb"\d{19}")
-INTEGER_MIN: Final = -(2**63)
-INTEGER_MAX: Final = 2**64 - 1
 
 
 def is_id(value: object) -> bool:
@@ -98,8 +92,8 @@ def decode(frame: bytes | str) -> Message:
         obj = orjson.loads(frame)
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
-    if _LONG_DIGITS.search(frame.encode() if isinstance(frame, str) else frame):
-        obj = _check_integers(frame, obj)
+    if may_hold_long_integers(frame):
+        obj = checked_integers(frame, obj)
     deep = _may_be_deep(frame)
     if isinstance(obj, list):
         return _decode_batch(obj, deep)
@@ -108,62 +102,6 @@ def decode(frame: bytes | str) -> Message:
     if deep:
         _check_depth(obj)
     return decode_object(obj, len(frame))
-
-
-@attrs.frozen
-class _Inexact:
-    """Where the exact reading found an integer outside 64 bits."""
-
-    digits: str
-
-
-def _exact_int(digits: str) -> int | _Inexact:
-    value = int(digits)
-    return value if INTEGER_MIN <= value <= INTEGER_MAX else _Inexact(digits)
-
-
-def _first_inexact(value: object) -> _Inexact | None:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _Inexact):
-            return item
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
-
-
-def _inexact_error(inexact: _Inexact, message: object) -> InexactIntegerError:
-    message = message if isinstance(message, dict) else {}
-    raw_id = message.get("id")
-    reason = (
-        f"the integer {clip(inexact.digits, 40)} is outside 64 bits, which the gateway cannot carry "
-        "exactly; send it as a string"
-    )
-    response = "method" not in message and ("result" in message or "error" in message)
-    return InexactIntegerError(reason, raw_id if is_id(raw_id) else None, response=response)
-
-
-def _check_integers(frame: bytes | str, obj: Any) -> Any:
-    """Raise InexactIntegerError when the frame holds an integer the codec would turn into a float; in a
-    batch, such an element is replaced by its error, and the others stand. Reads the frame a second time
-    with the standard library, whose integers are exact (only frames with a long run of digits come
-    here)."""
-    try:
-        exact = json.loads(frame, parse_int=_exact_int)
-    except (ValueError, RecursionError):  # stricter than orjson on odd input; too deep is refused after
-        return obj
-    if isinstance(obj, list) and isinstance(exact, list) and len(exact) == len(obj):
-        return [
-            _inexact_error(found, item) if (found := _first_inexact(checked)) else item
-            for item, checked in zip(obj, exact, strict=True)
-        ]
-    found = _first_inexact(exact)
-    if found is not None:
-        raise _inexact_error(found, obj)
-    return obj
 
 
 def _may_be_deep(frame: bytes | str) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.protocol import codec
+from actors.protocol import codec, exact_integers
 from actors.protocol.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -141,7 +141,7 @@ def test_the_id_of_an_oversized_message_is_read_only_when_certain(
 # --- integers beyond 64 bits: refused, never rounded ------------------------------------------------------
 
 
-@given(st.integers(min_value=codec.INTEGER_MIN, max_value=codec.INTEGER_MAX))
+@given(st.integers(min_value=exact_integers.INTEGER_MIN, max_value=exact_integers.INTEGER_MAX))
 def test_an_integer_within_64_bits_passes_exactly(value: int) -> None:
     frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n":%d,"s":"%d"}}' % (value, value)
     request = codec.decode(frame)
@@ -152,8 +152,8 @@ def test_an_integer_within_64_bits_passes_exactly(value: int) -> None:
 
 @given(
     st.one_of(
-        st.integers(min_value=codec.INTEGER_MAX + 1, max_value=10**60),
-        st.integers(min_value=-(10**60), max_value=codec.INTEGER_MIN - 1),
+        st.integers(min_value=exact_integers.INTEGER_MAX + 1, max_value=10**60),
+        st.integers(min_value=-(10**60), max_value=exact_integers.INTEGER_MIN - 1),
     )
 )
 def test_an_integer_beyond_64_bits_is_refused_with_the_request_id(value: int) -> None:
@@ -185,3 +185,10 @@ def test_in_a_batch_only_the_element_with_an_inexact_integer_is_refused() -> Non
     first, second = batch.items
     assert first == Request(1, "ping")
     assert isinstance(second, ErrorResponse) and second.id == 2 and second.error.code == INVALID_PARAMS
+
+
+def test_a_frame_given_as_a_memoryview_or_text_is_checked_alike() -> None:
+    frame = b'{"jsonrpc":"2.0","id":4,"method":"x","params":{"n":123456789012345678901234}}'
+    for form in (memoryview(frame), frame.decode()):
+        with pytest.raises(InexactIntegerError):
+            codec.decode(form)
