@@ -25,16 +25,6 @@ TOOL_SCOPES: Final = '{ echo = ["tools:echo"], add = ["tools:add"] }'  # [NAME.a
 CLIENTS: Final = {"alice-app": ("tools:echo", "tools:add"), "bob-app": ("tools:echo",)}  # id -> its scopes
 Asgi = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 POST_HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 

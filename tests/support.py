@@ -34,6 +34,17 @@ DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
 SESSION_DEADLINE_S: Final = (
     120.0  # a whole SDK session, so a hung gateway fails its test instead of the suite
 )
+# A raw initialize request (2025-11-25), for the tests that speak HTTP or WebSocket without the SDK
+INITIALIZE: Final = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 LEGACY_ERA: Final = "legacy"  # the SDK Client's mode= for the initialize handshake (2025-11-25 and older)
 
 

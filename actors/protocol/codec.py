@@ -19,7 +19,7 @@ from actors.protocol.errors import (
     MessageError,
 )
 from actors.protocol.exact_integers import checked_integers, may_hold_long_integers
-from actors.protocol.messages import (
+from actors.protocol.messages import (  # is_id: also codec's, as callers know it
     Batch,
     ErrorResponse,
     Message,
@@ -28,6 +28,7 @@ from actors.protocol.messages import (
     RequestId,
     Response,
     RpcError,
+    is_id,
 )
 
 JSONRPC = "2.0"
@@ -49,11 +50,6 @@ WRAP_MARGIN: Final = 2
 MAX_DEPTH: Final = ENCODABLE_DEPTH - WRAP_MARGIN
 CLIP_CHARS: Final = 200  # of a peer's string quoted back in an error message or a log line
 MAX_ID_CHARS: Final = 1024  # a longer string id is refused: it would be held while in flight, and echoed
-
-
-def is_id(value: object) -> bool:
-    """A JSON-RPC id: a string or an integer (bool is an int in Python; MCP forbids null)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def clip(text: str, limit: int = CLIP_CHARS) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Final
 import attrs
 
 from actors.protocol.errors import InexactIntegerError
+from actors.protocol.messages import is_id
 
 _LONG_DIGITS: Final = re.compile(rb"[0-9]{19}")
 _LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")  # a WebSocket's text frame, searched as it is
@@ -25,10 +26,6 @@ _CLIP: Final = 40  # digits of a refused integer quoted back
 def may_hold_long_integers(frame: bytes | str) -> bool:
     pattern = _LONG_DIGITS_TEXT if isinstance(frame, str) else _LONG_DIGITS
     return pattern.search(frame) is not None
-
-
-def _is_id(value: object) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 @attrs.frozen
@@ -64,7 +61,7 @@ def _inexact_error(inexact: _Inexact, message: object) -> InexactIntegerError:
         "exactly; send it as a string"
     )
     response = "method" not in message and ("result" in message or "error" in message)
-    return InexactIntegerError(reason, raw_id if _is_id(raw_id) else None, response=response)
+    return InexactIntegerError(reason, raw_id if is_id(raw_id) else None, response=response)
 
 
 def checked_integers(frame: bytes | str, obj: Any) -> Any:

@@ -67,3 +67,8 @@ class Batch:
 
 
 Message = Request | Notification | Response | ErrorResponse | Batch
+
+
+def is_id(value: object) -> bool:
+    """A JSON-RPC id: a string or an integer (bool is an int in Python; MCP forbids null)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

@@ -27,22 +27,21 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loguru import logger
-from support import DEADLINE_S, ROOT, backend_entry, running, with_http, with_websocket, write_config
+from support import (
+    DEADLINE_S,
+    INITIALIZE,
+    ROOT,
+    backend_entry,
+    running,
+    with_http,
+    with_websocket,
+    write_config,
+)
 from trio_websocket import open_websocket_url
 
 from actors.gateway import Gateway
 
 WS_KEY: Final = b"dGhlIHNhbXBsZSBub25jZQ=="
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 ACCEPT_BOTH: Final = {"accept": "application/json, text/event-stream"}
 
 

@@ -3,6 +3,7 @@ and swept when the backend does not answer within request_timeout_s (one timer f
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -41,17 +42,21 @@ class RecordingTransport:
         pass
 
 
-@asynccontextmanager
-async def swept(timeout_s: float) -> AsyncIterator[tuple[RecordingTransport, BackendLink, trio.Nursery]]:
-    """A link whose sweep runs, over a transport that records what the link writes."""
-    transport = RecordingTransport()
-    link = BackendLink(
+def link_over(transport: RecordingTransport, timeout_s: float = math.inf) -> BackendLink:
+    return BackendLink(
         name="alpha",
         transport=transport,  # type: ignore[arg-type]
         on_notification=lambda _: None,
         cancel_scope=trio.CancelScope(),
         request_timeout_s=timeout_s,
     )
+
+
+@asynccontextmanager
+async def swept(timeout_s: float) -> AsyncIterator[tuple[RecordingTransport, BackendLink, trio.Nursery]]:
+    """A link whose sweep runs, over a transport that records what the link writes."""
+    transport = RecordingTransport()
+    link = link_over(transport, timeout_s)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(link.sweep)
         yield transport, link, nursery
@@ -132,12 +137,7 @@ class FeedingTransport(RecordingTransport):
 
 async def test_an_answer_with_an_integer_beyond_64_bits_fails_its_call_and_a_request_is_refused() -> None:
     transport = FeedingTransport()
-    link = BackendLink(
-        name="alpha",
-        transport=transport,  # type: ignore[arg-type]
-        on_notification=lambda _: None,
-        cancel_scope=trio.CancelScope(),
-    )
+    link = link_over(transport)
     rounded = call(1)
     link.frame_for(rounded)
     transport.incoming += [
