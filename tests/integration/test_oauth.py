@@ -22,9 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
 from nanoidp_fixture import SECRET, Idp, nanoidp
-from oauth_support import CLIENTS, INITIALIZE, POST_HEADERS, TOOL_SCOPES, hmac_token, http_client, listed
+from oauth_support import CLIENTS, POST_HEADERS, TOOL_SCOPES, hmac_token, http_client, listed
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, LEGACY_ERA, backend_entry, running, write_config
+from support import DEADLINE_S, INITIALIZE, LEGACY_ERA, backend_entry, running, write_config
 from trio_websocket import ConnectionRejected, open_websocket_url
 
 from actors.gateway import Gateway

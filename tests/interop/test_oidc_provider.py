@@ -15,9 +15,10 @@ import jwt
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from oauth_support import INITIALIZE, POST_HEADERS, free_port
+from oauth_support import POST_HEADERS, free_port
 from support import (
     DEADLINE_S,
+    INITIALIZE,
     LEGACY_ERA,
     backend_entry,
     drain,
