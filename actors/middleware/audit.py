@@ -275,13 +275,15 @@ class AuditMiddleware(Middleware):
             raise GatewayStartError(f"cannot open the audit log {self.settings.path}: {exc}") from None
         logger.info("audit log: {}", self.settings.path)
         task_status.started()
+        batch: list[Record] = []  # in hand: a cancel between receiving it and writing it must not lose it
         try:
             while True:
-                batch = [await self._pending.receive()]
-                await self._write(self._more(batch))
+                batch = self._more([await self._pending.receive()])
+                await self._write(batch)
+                batch = []
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_AT_SHUTDOWN_S):
-                batch = self._more([])
+                batch = self._more(batch)
                 while batch:
                     await self._write(batch)
                     batch = self._more([])

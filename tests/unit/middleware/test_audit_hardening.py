@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from loguru import logger
 
 from actors.config import AuditSettings
-from actors.middleware.audit import NAME_BYTES, AuditStore, Record, make_record
+from actors.middleware.audit import NAME_BYTES, AuditMiddleware, AuditStore, Record, make_record
 from actors.middleware.base import CallOutcome, ClientInfo, ToolCall
 
 MB = 1024 * 1024
@@ -196,3 +198,17 @@ def test_what_a_flood_must_write_to_push_records_out(tmp_path: Path, log_lines: 
     rotations = [line for line in log_lines if "rotating" in line]
     assert rotations and all(line.startswith("WARNING audit log: rotating") for line in rotations)
     assert all("records, 20" in line for line in rotations)
+
+
+async def test_a_record_the_writer_took_is_written_when_shutdown_cancels_it_before_the_write(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.sqlite3"
+    audit = AuditMiddleware(AuditSettings(path=path))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(audit.run)
+        await trio.testing.wait_all_tasks_blocked()  # the writer waits in receive()
+        outcome = CallOutcome(result={"content": []}, duration_s=0.01)
+        await audit.after_call(call("last"), outcome)  # hands the record to the waiting writer...
+        nursery.cancel_scope.cancel()  # ...which is cancelled before it reaches the disk
+    assert [row["tool"] for row in rows(path)] == ["last"]
