@@ -140,6 +140,15 @@ async def websocket_peer(
 ) -> Peer:
     """A gateway started from `argv`, reached over its WebSocket on `port` (with `headers`: a token)."""
     process = await _start(argv, pipes=False)
+    peer = await websocket_session(nursery, port, headers, process.pid)
+    peer.backend_pids = sorted(children(process.pid))
+    return peer
+
+
+async def websocket_session(
+    nursery: trio.Nursery, port: int, headers: list[tuple[str, str]] | None = None, pid: int = 0
+) -> Peer:
+    """One more initialized session with the gateway (process `pid`) listening on `port`."""
     with trio.fail_after(30):
         while True:
             try:
@@ -153,10 +162,9 @@ async def websocket_peer(
     async def send_line(data: bytes) -> None:
         await connection.send_message(data.decode())
 
-    peer = Peer(send_line, process.pid, [])
+    peer = Peer(send_line, pid, [])
     nursery.start_soon(_read_frames, connection, peer)
     await peer.initialize()
-    peer.backend_pids = sorted(children(process.pid))
     return peer
 
 

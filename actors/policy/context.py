@@ -7,6 +7,7 @@ target}, prompt: {name}, resource: {uri}}; what a request does not name is "").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
@@ -17,10 +18,11 @@ MAX_SCOPES: Final = 64  # scopes read from one token: a list a rule tests with `
 
 
 class HasIdentity(Protocol):
-    """What a frontend knows of a verified token: actors.frontends.auth.Principal fits."""
+    """What a frontend knows of its client: actors.identity.principal.Principal fits."""
 
     issuer: str | None
     subject: str
+    scopes: frozenset[str]
     claims: Mapping[str, Any]
 
 
@@ -51,38 +53,30 @@ class Caller:
         object.__setattr__(self, "variables", variables)
         who = ["token", self.issuer, self.subject] if self.subject else ["peer", self.listener, self.address]
         object.__setattr__(self, "key", orjson.dumps(who).decode())
-        seen = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS, default=str)
-        object.__setattr__(self, "fingerprint", seen.decode())
+        try:
+            seen = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS, default=str).decode()
+        except TypeError:  # a claim orjson cannot write (an integer past 64 bits): the slow writer can
+            seen = json.dumps(variables, sort_keys=True, default=str)
+        object.__setattr__(self, "fingerprint", seen)
 
 
 STDIO_CALLER: Final = Caller(listener="stdio", address="stdio")
 
 
 def caller_of(principal: HasIdentity | None, address: str, listener: str) -> Caller:
-    """The ONE adapter from what a frontend verified to what rules and limits read."""
+    """The ONE adapter from what a frontend verified to what rules and limits read. The scopes are the
+    principal's, read once by the identity layer (a token's `scope`/`scp`, or [stdio]'s configured ones),
+    so a rule and a listener's tool_scopes never disagree on what a token grants."""
     if principal is None:
         return Caller(address=address, listener=listener)
-    claims = principal.claims
-    # a configured principal ([stdio]) has no token: its configured scopes are what rules read
-    configured = getattr(principal, "scopes", None) if not claims else None
     return Caller(
         subject=principal.subject,
         issuer=principal.issuer,
-        claims=claims,
-        scopes=tuple(sorted(configured))[:MAX_SCOPES] if configured else scopes_of(claims),
+        claims=principal.claims,
+        scopes=tuple(sorted(principal.scopes))[:MAX_SCOPES],
         address=address,
         listener=listener,
     )
-
-
-def scopes_of(claims: Mapping[str, Any]) -> tuple[str, ...]:
-    """RFC 8693 `scope` (space-separated) or a `scp` list; anything else is no scopes."""
-    raw = claims.get("scope", claims.get("scp"))
-    if isinstance(raw, str):
-        return tuple(raw.split()[:MAX_SCOPES])
-    if isinstance(raw, list):
-        return tuple(item for item in raw[:MAX_SCOPES] if isinstance(item, str))
-    return ()
 
 
 @attrs.frozen

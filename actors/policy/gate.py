@@ -8,13 +8,14 @@ swap). One per gateway, shared by its sessions; used only from Trio tasks of the
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 import attrs
 
-from actors.policy.context import Caller, Target, engine_context
+from actors.policy.context import Caller, Target
 from actors.policy.rules import ALLOWED_WITHOUT_POLICY, Decision, Policy
+from actors.policy.run import Item, RuleRun, filter_items
 
 MAX_CACHED: Final = 512  # filtered lists kept: (caller, list kind, version); a new caller's costs one pass
 # Decisions kept, by (caller, target): a rule is a pure function of what it sees, so the same caller naming
@@ -33,8 +34,6 @@ METHODS: Final = frozenset(
         "completion/complete",
     }
 )  # the label values /metrics may show; anything else counts as "other"
-
-Item = Mapping[str, Any]
 
 
 @attrs.define(eq=False)
@@ -61,9 +60,7 @@ class PolicyGate:
         key = (caller.fingerprint, target.method, target.backend, target.tool, target.prompt, target.uri)
         decision = self._decided.get(key)
         if decision is None:
-            context = engine_context(caller)
-            context.add_variable("mcp", target.variables(policy.mcp_keys))
-            decision = policy.evaluate(context)
+            decision = policy.evaluate(RuleRun(policy, caller, target))
             if len(self._decided) >= MAX_DECISIONS:
                 self._decided.clear()
             self._decided[key] = decision
@@ -93,16 +90,8 @@ class PolicyGate:
         if cached is not None:
             self._visible.move_to_end(key)
             return cached
-        shown = []
-        context, keys = engine_context(caller), policy.mcp_keys
-        for item in items:
-            target = target_of(item)
-            if target is None:
-                continue
-            context.add_variable("mcp", target.variables(keys))
-            if policy.evaluate(context).allowed:
-                shown.append(item)
-        visible = self._visible[key] = tuple(shown)
+        visible = self._visible[key] = filter_items(policy, caller, items, target_of)
         if len(self._visible) > MAX_CACHED:
             self._visible.popitem(last=False)
         return visible
+

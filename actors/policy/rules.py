@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
+
+from actors.policy.fast import Function, compile_fast
 
 MAX_RULES: Final = 256  # rules in one [policy]: each one runs for every target a list names
 MAX_EXPRESSION_CHARS: Final = 4096  # one `when`: an expression, not a program
@@ -40,6 +42,10 @@ class Rule:
     when: str
     name: str  # as written, or "rules[N]"
     program: Any = attrs.field(eq=False, repr=False)
+    # The same rule read in Python (actors/policy/fast.py), None when it is outside that subset.
+    fast: Function | None = attrs.field(default=None, eq=False, repr=False)
+    # Whether it reads `mcp`: a rule that does not gives one answer per caller, whatever the target.
+    reads_target: bool = attrs.field(default=True, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -77,14 +83,15 @@ class Policy:
                 keys |= {key} if key in MCP_KEYS else MCP_KEYS  # `mcp` alone, or mcp[...]: all of it
         object.__setattr__(self, "mcp_keys", frozenset(keys))
 
-    def evaluate(self, context: Mapping[str, Any] | Any) -> Decision:
-        """Deny wins, then every require, then the first allow that holds, then the default."""
+    def evaluate(self, run: Callable[[Rule], Any]) -> Decision:
+        """Deny wins, then every require, then the first allow that holds, then the default. `run(rule)`
+        gives a rule's value for the request (actors/policy/gate.py: in Python where it can, else CEL)."""
         allowed: Decision | None = None
         for rule in self.rules:
             if rule.effect is Effect.ALLOW and allowed is not None:
                 continue  # one allow is enough; denies and requires still run
             try:
-                holds = rule.program.execute(context)
+                holds = run(rule)
             except Exception as exc:
                 return Decision(False, rule.name, f"evaluation error ({type(exc).__name__}); an error denies")
             if not isinstance(holds, bool):
@@ -127,7 +134,7 @@ def compile_rule(effect: Effect, when: str, name: str, sample: Mapping[str, Any]
         result = False
     if not isinstance(result, bool):
         raise ValueError(f"must give a boolean, gives {type(result).__name__}")
-    return Rule(effect, when, name, program)
+    return Rule(effect, when, name, program, compile_fast(when), _MCP_USE.search(when) is not None)
 
 
 def _first_line(exc: Exception) -> str:

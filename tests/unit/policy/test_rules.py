@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from actors.config import ConfigError, load_config
-from actors.identity.principal import Principal
+from actors.identity.principal import Principal, scopes_of
 from actors.policy import Caller, PolicyGate, Target
-from actors.policy.context import SAMPLE, caller_of, context_of
-from actors.policy.rules import Default, Effect, Policy, compile_rule
+from actors.policy.context import SAMPLE, caller_of
+from actors.policy.rules import Decision, Default, Effect, Policy, compile_rule
 
 ALICE = Caller(
     subject="alice", issuer="https://id.example", claims={"groups": ["eng"]}, scopes=("tools:call",)
@@ -28,14 +28,18 @@ def policy(*rules: tuple[str, str], default: Default = Default.ALLOW) -> Policy:
     return Policy(default, compiled)
 
 
+def decide(rules: Policy, caller: Caller, target: Target) -> Decision:
+    return PolicyGate(rules).decide(caller, target)
+
+
 def tool(name: str, backend: str = "alpha") -> Target:
     return Target("tools/call", backend, tool=name)
 
 
 def test_deny_wins_over_an_allow_that_holds() -> None:
     rules = policy(("allow", "true"), ("deny", 'mcp.tool.name == "drop"'))
-    assert rules.evaluate(context_of(ALICE, tool("echo"))).allowed
-    decision = rules.evaluate(context_of(ALICE, tool("drop")))
+    assert decide(rules, ALICE, tool("echo")).allowed
+    decision = decide(rules, ALICE, tool("drop"))
     assert (decision.allowed, decision.rule) == (False, "rules[1]")
 
 
@@ -46,25 +50,25 @@ def test_every_require_must_hold_and_allows_are_ored() -> None:
         ("allow", '"eng" in jwt.groups'),
         default=Default.DENY,
     )
-    assert rules.evaluate(context_of(ALICE, tool("anything"))).rule == "rules[2]"  # the second allow
+    assert decide(rules, ALICE, tool("anything")).rule == "rules[2]"  # the second allow
     without_scope = Caller(subject="alice", claims={"groups": ["eng"]})
-    decision = rules.evaluate(context_of(without_scope, tool("echo")))
+    decision = decide(rules, without_scope, tool("echo"))
     assert (decision.allowed, decision.rule) == (False, "rules[0]")
 
 
 def test_the_default_decides_when_no_allow_holds() -> None:
-    assert not policy(("allow", "false"), default=Default.DENY).evaluate(context_of(BOB, tool("x"))).allowed
-    decision = policy(("allow", "false")).evaluate(context_of(BOB, tool("x")))
+    assert not decide(policy(("allow", "false"), default=Default.DENY), BOB, tool("x")).allowed
+    decision = decide(policy(("allow", "false")), BOB, tool("x"))
     assert (decision.allowed, decision.rule) == (True, "default")
 
 
 def test_an_evaluation_error_denies_naming_its_rule() -> None:
     """bob's token has no groups claim: the rule cannot be evaluated, and that denies, even an allow."""
     rules = policy(("allow", '"eng" in jwt.groups'))
-    decision = rules.evaluate(context_of(BOB, tool("echo")))
+    decision = decide(rules, BOB, tool("echo"))
     assert (decision.allowed, decision.rule) == (False, "rules[0]")
     assert "error" in decision.reason
-    assert not policy(("deny", "jwt.level > 3")).evaluate(context_of(ALICE, tool("echo"))).allowed
+    assert not decide(policy(("deny", "jwt.level > 3")), ALICE, tool("echo")).allowed
 
 
 def test_the_caller_sees_its_claims_scopes_address_and_listener() -> None:
@@ -73,20 +77,21 @@ def test_the_caller_sees_its_claims_scopes_address_and_listener() -> None:
         ("require", 'principal.subject == "bob" && principal.issuer == ""'),
         ("require", 'mcp.tool.target == "alpha" && mcp.method == "tools/call" && mcp.prompt.name == ""'),
     )
-    assert rules.evaluate(context_of(BOB, tool("echo"))).allowed
+    assert decide(rules, BOB, tool("echo")).allowed
 
 
-def test_the_adapter_reads_scope_strings_and_scp_lists_and_ignores_anything_else() -> None:
-    class Verified:
-        issuer = "https://id.example"
-        subject = "carol"
-        claims = {"scope": "a b", "sub": "carol"}
+def test_rules_see_the_scopes_the_identity_layer_reads_from_a_token() -> None:
+    """One reading of `scope`/`scp` (actors/identity/principal.py) for rules and tool_scopes alike."""
 
-    assert caller_of(Verified(), "1.2.3.4", "http").scopes == ("a", "b")
-    Verified.claims = {"scp": ["a", 3, "c"]}
-    assert caller_of(Verified(), "1.2.3.4", "http").scopes == ("a", "c")
-    Verified.claims = {"scope": {"not": "a list"}}
-    assert caller_of(Verified(), "1.2.3.4", "http").scopes == ()
+    def caller(claims: dict[str, object]) -> Caller:
+        principal = Principal("https://id.example", "carol", scopes_of(claims), claims)
+        return caller_of(principal, "1.2.3.4", "http")
+
+    assert caller({"scope": "b a", "sub": "carol"}).scopes == ("a", "b")
+    assert caller({"scp": ["a", "c"]}).scopes == ("a", "c")
+    assert caller({"scp": ["a", 3, "c"]}).scopes == ()  # a list with a non-string grants nothing
+    assert caller({"scope": {"not": "a list"}}).scopes == ()
+    assert caller({"scope": " ".join(f"s{n:03}" for n in range(100))}).scopes[-1] == "s063"  # capped
     assert caller_of(None, "1.2.3.4", "http").key != caller_of(None, "1.2.3.5", "http").key
 
 
