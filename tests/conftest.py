@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 import pytest
+from loguru import logger
 from support import ROOT
 
 INTEROP: Final = ROOT / "tests" / "interop"
@@ -53,3 +56,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = item.path.relative_to(ROOT / "tests").parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """loguru as at the start, after every test: a test that runs the CLI in-process configures logging to
+    the sys.stderr of that moment (pytest's capture of the test), which is closed once the test ends, and
+    every later test's log lines would then fail to write to it."""
+    yield
+    logger.remove()
+    logger.configure(patcher=None)  # type: ignore[arg-type]
+    logger.add(sys.__stderr__)
