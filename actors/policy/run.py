@@ -102,7 +102,7 @@ def filter_items(
         if target is None:
             continue
         variables["mcp"] = target.variables()
-        run = _ItemRun(policy, caller, target, variables)
+        run = RuleRun(policy, caller, target, variables)
         if any(run.value(rule) is not False for rule in denies):
             continue
         if any(run.value(rule) is not True for rule in requires):
@@ -117,25 +117,3 @@ def filter_items(
             shown.append(item)
     return tuple(shown)
 
-
-class _ItemRun:
-    """RuleRun for one item of a list, made only when a rule needs the engine (most never do)."""
-
-    __slots__ = ("caller", "policy", "run", "target", "variables")
-
-    def __init__(self, policy: Policy, caller: Caller, target: Target, variables: dict[str, Any]) -> None:
-        self.policy, self.caller, self.target, self.variables = policy, caller, target, variables
-        self.run: RuleRun | None = None
-
-    def value(self, rule: Rule) -> Any:
-        if rule.fast is not None:
-            try:
-                return rule.fast(self.variables)
-            except (Fallback, RecursionError):
-                pass
-        if self.run is None:
-            self.run = RuleRun(self.policy, self.caller, self.target, self.variables)
-        try:
-            return rule.program.execute(self.run.engine())
-        except Exception:
-            return FAILED
