@@ -17,7 +17,6 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
@@ -53,6 +52,7 @@ from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter
 from actors.runtime.shutdown import Budget, Shutdown
+from actors.telemetry.meters import BackendMeter
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together

@@ -16,7 +16,6 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import BackendMeter
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
 from actors.backends.input import progress_params
@@ -50,6 +49,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import CacheHint
 from actors.runtime.log import RateLimiter
+from actors.telemetry.meters import BackendMeter
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
 CLIENT_METHODS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})

@@ -15,7 +15,6 @@ import pytest
 import trio
 import trio.testing
 
-from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.door import BackendDoor
 from actors.backends.era import EraVerdict, legacy
@@ -26,6 +25,7 @@ from actors.config import BackendEra
 from actors.protocol.envelopes import BackendCommand, Call, Cancel, Notify, ReplySlot
 from actors.protocol.errors import BackendExitedError, BackendStartError
 from actors.protocol.messages import Notification, RpcError
+from actors.telemetry.meters import BackendMeter
 
 
 @attrs.define
