@@ -33,6 +33,21 @@ def rpc_error(code: int, message: str, **data: Any) -> RpcError:
     return RpcError(code, message, data or None)
 
 
+def unavailable(backend: str, reason: str) -> RpcError:
+    """What a call gets when its backend cannot serve it: not ready, gone, or its run ended with the call."""
+    return RpcError(
+        BACKEND_UNAVAILABLE,
+        f"backend '{backend}' is unavailable: {reason}",
+        {"backend": backend, "reason": reason},
+    )
+
+
+def timed_out(backend: str, method: str, timeout_s: float) -> RpcError:
+    """What a call gets when its backend has not answered it (or taken it) within request_timeout_s."""
+    message = f"backend '{backend}' did not answer {method} within {timeout_s}s"
+    return RpcError(REQUEST_TIMEOUT, message, {"backend": backend})
+
+
 class GatewayError(Exception):
     """Base of the errors the gateway raises on purpose."""
 
