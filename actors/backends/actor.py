@@ -21,6 +21,7 @@ from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
 from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
+from actors.backends.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.backends.handshake import handshake
 from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
@@ -47,7 +48,6 @@ from actors.protocol.envelopes import (
     ListChanged,
 )
 from actors.protocol.eras import MODERN_VERSIONS
-from actors.protocol.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter

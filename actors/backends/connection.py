@@ -18,6 +18,7 @@ from loguru import logger
 
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
+from actors.backends.errors import BackendError, BackendExitedError
 from actors.backends.input import progress_params
 from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
@@ -30,8 +31,6 @@ from actors.protocol.errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
-    BackendError,
-    BackendExitedError,
     InexactIntegerError,
     MessageError,
     MessageTooLargeError,

@@ -8,9 +8,9 @@ import trio
 
 from actors.admin.history import StateHistory
 from actors.admin.status import FrontendInfo, StatusModel
+from actors.backends.errors import BackendExitedError
 from actors.catalog import Catalog, CatalogEvent
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, ReplySlot
-from actors.protocol.errors import BackendExitedError
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
 from actors.runtime.watch import Watch
 from actors.telemetry.meters import Meters
