@@ -30,7 +30,6 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import Meters
 from actors.admin.service import Admin
 from actors.admin.status import FrontendInfo
 from actors.backend_actors import backend_actor, restart_policy
@@ -61,6 +60,7 @@ from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
+from actors.telemetry.meters import Meters
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s

@@ -1,6 +1,5 @@
 """The admin listener: health, readiness, Prometheus metrics, the status tree as JSON and as a live page.
 
-meters.py        the counters the hot path bumps (calls, latency buckets, errors, bytes, starts)
 exposition.py    those counters and the live state as Prometheus metric families, at scrape time
 history.py       each backend's state changes, from the catalog's views
 rates.py         calls per second and p50/p99 per backend, sampled once a second

@@ -1,8 +1,8 @@
 """GET /metrics: the meters and the live state as Prometheus metric families, built at scrape time.
 
 The gateway's own CollectorRegistry (never prometheus-client's global one) holds one collector that reads
-the meters (meters.py), the catalog's view and the frontends' sessions when scraped, and the library's
-process collector (CPU, memory, open files). Nothing is pushed to prometheus-client on the hot path.
+the meters (telemetry/meters.py), the catalog's view and the frontends' sessions when scraped, and the
+library's process collector (CPU, memory, open files). Nothing is pushed to prometheus-client on the hot path.
 
     mcp_gateway_calls_total{backend,method,tool}                 answers to clients' calls
     mcp_gateway_call_errors_total{backend,method,tool,code}      of which JSON-RPC errors, by code
@@ -21,9 +21,9 @@ process collector (CPU, memory, open files). Nothing is pushed to prometheus-cli
     mcp_gateway_jwks_fetch_failures_total{frontend,issuer}       fetches that failed (the last good set kept)
     mcp_gateway_jwks_keys{frontend,issuer}                       keys held now (0: none fetched yet)
 
-Every label takes values from a bounded set (meters.py): `code` is a code the gateway knows or "other",
-`tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)"; a decision's `method` is one
-of policy/gate.py's METHODS or "other" (never a principal or a tool: those are in the audit).
+Every label takes values from a bounded set (telemetry/meters.py): `code` is a code the gateway knows or
+"other", `tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)"; a decision's `method` is
+one of policy/gate.py's METHODS or "other" (never a principal or a tool: those are in the audit).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, ProcessCollector, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from actors.admin.meters import LATENCY_BUCKETS_S, TOOLS_CALL, BackendMeter, CallStats
 from actors.admin.status import StatusModel
 from actors.catalog import BackendState
+from actors.telemetry.meters import LATENCY_BUCKETS_S, TOOLS_CALL, BackendMeter, CallStats
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 CALL_LABELS = ("backend", "method", "tool")

@@ -3,7 +3,8 @@
 The catalog publishes a new view after every backend fact; the history keeps, per backend, the changes of
 state it saw (with the reason and the wall-clock time) and the last reason a backend went down, which the
 catalog forgets once the backend is ready again. A Watch hands out only the newest view, so two changes
-within one scheduler pass show as one; the restart count does not depend on this (meters.py counts starts).
+within one scheduler pass show as one; the restart count does not depend on this (telemetry/meters.py
+counts starts).
 
 A backend's last stderr lines are kept apart from the reason, and only those that say WARNING or worse (a
 level word such as WARNING, ERROR, CRITICAL, FATAL or PANIC in capitals, a `level=error` or

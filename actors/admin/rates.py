@@ -1,8 +1,9 @@
 """Calls per second and p50/p99 latency per backend, sampled once a second for the status page's charts.
 
-Each sample reads every backend meter's totals (meters.py) and compares them with the last sample's: the
-difference in calls over the time between them is the rate, and the difference in latency buckets gives the
-quantiles, interpolated within the bucket they fall in (as Prometheus' histogram_quantile does).
+Each sample reads every backend meter's totals (telemetry/meters.py) and compares them with the last
+sample's: the difference in calls over the time between them is the rate, and the difference in latency
+buckets gives the quantiles, interpolated within the bucket they fall in (as Prometheus' histogram_quantile
+does).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any, Final
 import attrs
 import trio
 
-from actors.admin.meters import LATENCY_BUCKETS_S, Meters
 from actors.runtime.watch import Watch
+from actors.telemetry.meters import LATENCY_BUCKETS_S, Meters
 
 SAMPLE_S: Final = 1.0
 SERIES_LENGTH: Final = 120  # samples kept per backend: the last two minutes

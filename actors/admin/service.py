@@ -20,7 +20,6 @@ from actors.admin.app import AdminApp
 from actors.admin.exposition import make_registry
 from actors.admin.history import StateHistory
 from actors.admin.listener import AdminListener
-from actors.admin.meters import Meters
 from actors.admin.rates import RateSampler
 from actors.admin.status import FrontendInfo, StatusModel
 from actors.catalog import CatalogView
@@ -28,6 +27,7 @@ from actors.config import Config
 from actors.config.admin_schema import AdminSettings
 from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
 from actors.runtime.watch import Watch
+from actors.telemetry.meters import Meters
 
 # As the other listeners': restarted on the sockets it holds; past the intensity it stays down (logged) and
 # the gateway goes on without it.

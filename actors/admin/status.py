@@ -18,10 +18,10 @@ import trio
 
 from actors import __version__
 from actors.admin.history import StateHistory
-from actors.admin.meters import BackendMeter, Meters
 from actors.catalog import BackendStatus, CatalogView
 from actors.identity.keys import IssuerKeys
 from actors.runtime.watch import Watch
+from actors.telemetry.meters import BackendMeter, Meters
 
 SESSIONS_LISTED: Final = 100  # session ids listed per frontend; the count is always whole
 

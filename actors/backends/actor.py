@@ -17,11 +17,11 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
 from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
+from actors.backends.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.backends.handshake import handshake
 from actors.backends.health import watch_health
 from actors.backends.http import HttpBackendTransport
@@ -48,11 +48,11 @@ from actors.protocol.envelopes import (
     ListChanged,
 )
 from actors.protocol.eras import MODERN_VERSIONS
-from actors.protocol.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.log import RateLimiter
 from actors.runtime.shutdown import Budget, Shutdown
+from actors.telemetry.meters import BackendMeter
 
 INBOX_SIZE: Final = 64  # calls queued per backend before callers wait for it to write them
 BATCH_MAX: Final = 64  # queued commands written to the backend together

@@ -8,7 +8,8 @@ to another client). What can tie a request to a call, strongest first:
    call's POST response stream (both official SDKs do), so the transport knows the call (`streamed_on`).
 2. Its W3C trace context: an SDK that propagates trace context (the Python SDK does, through OpenTelemetry,
    even with no tracer configured) sends, in the request's `_meta.traceparent`, the trace id of the call it
-   is serving. The gateway gives every call that can ask a trace id of its own (`with_trace`) when its client
+   is serving. The gateway gives every call that can ask a trace id of its own (`with_trace`, in
+   protocol/trace_context.py) when its client
    sent none, so two clients' calls never share one. A trace id of a call that has ended names no other.
 3. Else the only call in flight that could have caused it: a tools/call, prompts/get, resources/read or
    completion/complete of a client (not a list, a ping or the gateway's own request). A call parked while
@@ -22,19 +23,13 @@ integer, as the gateway's call ids are), so a match would be chance as often as 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Container, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
 from actors.protocol.envelopes import Call
-from actors.protocol.eras import request_meta
-
-CALLS_THAT_ASK: Final = frozenset({"tools/call", "prompts/get", "resources/read", "completion/complete"})
-TRACEPARENT: Final = "traceparent"
-TRACEPARENT_CHARS: Final = 55  # version 00: "00-", 32 hex trace id, "-", 16 hex parent id, "-", 2 hex flags
-HEX: Final = frozenset("0123456789abcdef")
+from actors.protocol.trace_context import CALLS_THAT_ASK, trace_id
 
 
 @attrs.frozen(slots=True)
@@ -93,34 +88,3 @@ def _one_client(calls: list[Call]) -> Owner:
     if len(targets) == 1:
         return Owner(calls[0])
     return Owner(why_not=f"calls of {len(targets)} clients are in progress on it; it is ambiguous")
-
-
-def trace_id(params: object) -> str | None:
-    """The trace id of a well-formed version-00 `_meta.traceparent` (not all zeros), else None."""
-    meta = request_meta(params)
-    value = meta.get(TRACEPARENT) if meta is not None else None
-    if not isinstance(value, str) or len(value) != TRACEPARENT_CHARS:
-        return None
-    version, trace, parent, flags = (value[0:2], value[3:35], value[36:52], value[53:55])
-    if value[2] != "-" or value[35] != "-" or value[52] != "-" or version != "00":
-        return None
-    if not (set(trace) | set(parent) | set(flags)) <= HEX or trace == "0" * 32 or parent == "0" * 16:
-        return None
-    return trace
-
-
-def with_trace(method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """A client's call that can ask, with a trace context of its own when the client sent none (a new trace,
-    not sampled), so that what its backend asks while serving it names it; and the trace id it goes with
-    (None: no hint). A client's own traceparent is kept as it is, whatever it is; params whose `_meta` is
-    not an object are left for the checks that refuse them. Copies, never edits."""
-    if method not in CALLS_THAT_ASK:
-        return params, None
-    meta = params.get("_meta", {})
-    if not isinstance(meta, dict):
-        return params, None
-    if TRACEPARENT in meta:
-        return params, trace_id(params)
-    ids = os.urandom(24).hex()  # a trace id (32 hex digits) and a parent id (16)
-    traceparent = f"00-{ids[:32]}-{ids[32:]}-00"
-    return {**params, "_meta": {**meta, TRACEPARENT: traceparent}}, ids[:32]

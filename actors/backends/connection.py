@@ -16,28 +16,26 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import BackendMeter
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
+from actors.backends.errors import BackendError, BackendExitedError
 from actors.backends.input import progress_params
 from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
-from actors.protocol.envelopes import Ask, Call, Cancel, Reply, ReplySlot, next_call_id
+from actors.protocol.envelopes import Call, Cancel, Reply, ReplySlot, answer, next_call_id
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import (
-    BACKEND_UNAVAILABLE,
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
-    REQUEST_TIMEOUT,
     URL_ELICITATION_REQUIRED,
-    BackendError,
-    BackendExitedError,
     InexactIntegerError,
     MessageError,
     MessageTooLargeError,
+    timed_out,
+    unavailable,
 )
 from actors.protocol.messages import (
     Batch,
@@ -50,6 +48,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import CacheHint
 from actors.runtime.log import RateLimiter
+from actors.telemetry.meters import BackendMeter
 
 GARBAGE_LOG_RATE: Final = 5.0  # dropped-frame warnings per second, per backend
 CLIENT_METHODS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
@@ -61,25 +60,6 @@ class BackendRequestError(BackendError):
     def __init__(self, method: str, error: RpcError) -> None:
         super().__init__(f"{method} failed: {clip(error.message)} (code {error.code})")
         self.error = error
-
-
-def unavailable(backend: str, reason: str) -> RpcError:
-    return RpcError(
-        BACKEND_UNAVAILABLE,
-        f"backend '{backend}' is unavailable: {reason}",
-        {"backend": backend, "reason": reason},
-    )
-
-
-def timed_out(backend: str, method: str, timeout_s: float) -> RpcError:
-    """What a call gets when its backend has not answered it (or taken it) within request_timeout_s."""
-    message = f"backend '{backend}' did not answer {method} within {timeout_s}s"
-    return RpcError(REQUEST_TIMEOUT, message, {"backend": backend})
-
-
-def answer(call: Call | Ask, reply: Reply) -> None:
-    """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
-    call.reply_to.fill(reply)
 
 
 @attrs.define(kw_only=True)

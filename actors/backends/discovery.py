@@ -10,11 +10,11 @@ import trio
 from loguru import logger
 
 from actors.backends.era import DISCOVER, EraVerdict, read_discover
+from actors.backends.errors import BackendStartError
 from actors.backends.handshake import ready_report
 from actors.backends.listing import first_listings
 from actors.protocol.envelopes import BackendCommand, BackendReady
 from actors.protocol.eras import SERVER_INFO_KEY
-from actors.protocol.errors import BackendStartError
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend

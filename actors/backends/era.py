@@ -12,10 +12,11 @@ from typing import Any, Final
 import attrs
 
 from actors import __version__
+from actors.backends.errors import BackendError, BackendStartError
 from actors.config import BackendEra
 from actors.protocol.codec import clip, shown
 from actors.protocol.eras import MODERN_VERSIONS, ModernEnvelope, is_modern
-from actors.protocol.errors import UNSUPPORTED_PROTOCOL_VERSION, BackendError, BackendStartError
+from actors.protocol.errors import UNSUPPORTED_PROTOCOL_VERSION
 from actors.protocol.messages import RpcError
 
 DISCOVER: Final = "server/discover"

@@ -11,10 +11,10 @@ from loguru import logger
 
 from actors import __version__
 from actors.backends.connection import BackendLink, BackendRequestError
+from actors.backends.errors import BackendStartError
 from actors.backends.listing import first_listings
 from actors.catalog.subscriptions import Subscriptions
 from actors.protocol.envelopes import BackendCommand, BackendReady
-from actors.protocol.errors import BackendStartError
 from actors.protocol.messages import Notification
 from actors.protocol.versions import LATEST_VERSION, SUPPORTED_VERSIONS
 

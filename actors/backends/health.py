@@ -9,7 +9,7 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendRequestError
-from actors.protocol.errors import BackendHungError
+from actors.backends.errors import BackendHungError
 
 if TYPE_CHECKING:
     from actors.backends.connection import BackendLink

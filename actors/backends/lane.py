@@ -27,7 +27,8 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, BackendRequestError, answer, unavailable
+from actors.backends.connection import BackendLink, BackendRequestError
+from actors.backends.errors import BackendError, BackendExitedError, BackendHungError, BackendStartError
 from actors.backends.handshake import initialize
 from actors.backends.input import log_params
 from actors.backends.lane_policy import (
@@ -41,8 +42,8 @@ from actors.backends.opening import fail_queued, link_over, open_transport, star
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
 from actors.protocol import codec
-from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Notify, Reply
-from actors.protocol.errors import BackendError, BackendExitedError, BackendHungError, BackendStartError
+from actors.protocol.envelopes import BackendCommand, BackendEvent, Call, Cancel, Notify, Reply, answer
+from actors.protocol.errors import unavailable
 from actors.protocol.messages import Notification
 from actors.runtime.shutdown import Budget
 

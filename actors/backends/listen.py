@@ -19,11 +19,11 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, answer, unavailable
+from actors.backends.connection import BackendLink
 from actors.protocol.codec import clip
-from actors.protocol.envelopes import Call, Reply, ReplySlot, next_call_id
+from actors.protocol.envelopes import Call, Reply, ReplySlot, answer, next_call_id
 from actors.protocol.eras import SUBSCRIPTION_ID_KEY, request_meta
-from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, rpc_error
+from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, rpc_error, unavailable
 from actors.protocol.messages import Notification, RpcError
 
 LISTEN: Final = "subscriptions/listen"

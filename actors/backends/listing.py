@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loguru import logger
 
+from actors.backends.errors import BackendStartError
 from actors.backends.input import NAMED_BY, entry_problem
 from actors.protocol.codec import shown
-from actors.protocol.errors import BackendStartError
 from actors.protocol.modern_results import CacheHint, cache_hint_of, merge_cache_hints
 
 if TYPE_CHECKING:

@@ -12,15 +12,15 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, answer, request_frame, unavailable
+from actors.backends.connection import BackendLink, request_frame
 from actors.backends.era import BackendEraError
 from actors.backends.listen import ACKNOWLEDGED, LISTEN_FILTER_METHODS, BackendListen
 from actors.backends.listing import CHANGES
 from actors.backends.probe import EraState
 from actors.config import BackendEra
 from actors.protocol.codec import clip
-from actors.protocol.envelopes import BackendCommand, Call, Notify, Reply
-from actors.protocol.errors import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
+from actors.protocol.envelopes import BackendCommand, Call, Notify, Reply, answer
+from actors.protocol.errors import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, unavailable
 from actors.protocol.messages import Notification, RpcError
 
 RETRIED_MAX: Final = 4096  # ids of calls sent again after -32020 kept, so that none is sent a third time

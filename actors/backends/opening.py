@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, Final
 import trio
 from loguru import logger
 
-from actors.backends.connection import BackendLink, answer, unavailable
+from actors.backends.connection import BackendLink
+from actors.backends.errors import BackendExitedError, BackendStartError
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
 from actors.config.commands import CommandNotFoundError, locate_command
 from actors.framing.transport import BackendTransport
-from actors.protocol.envelopes import BackendCommand, Call, Reply
-from actors.protocol.errors import BackendExitedError, BackendStartError
+from actors.protocol.envelopes import BackendCommand, Call, Reply, answer
+from actors.protocol.errors import unavailable
 from actors.protocol.messages import Notification
 
 if TYPE_CHECKING:

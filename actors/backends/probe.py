@@ -17,11 +17,12 @@ from loguru import logger
 
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope, legacy, read_discover, read_refusal
+from actors.backends.errors import BackendExitedError, BackendStartError
 from actors.backends.process import ProcessTransport
 from actors.config import BackendEra
 from actors.framing.transport import BackendTransport
 from actors.protocol.eras import MODERN_VERSIONS
-from actors.protocol.errors import UNSUPPORTED_PROTOCOL_VERSION, BackendExitedError, BackendStartError
+from actors.protocol.errors import UNSUPPORTED_PROTOCOL_VERSION
 
 Started = TypeVar("Started")
 

@@ -33,9 +33,9 @@ import trio
 from loguru import logger
 
 from actors.backends import descendants
+from actors.backends.errors import BackendStartError
 from actors.framing.lines import READ_SIZE, LineStream
 from actors.framing.pipes import PipeStream
-from actors.protocol.errors import BackendStartError
 from actors.runtime.log import RateLimiter
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
 

@@ -12,8 +12,8 @@ from typing import Final
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, connect_websocket_url
 
+from actors.backends.errors import BackendStartError
 from actors.framing.websocket import CLOSE_GOING_AWAY, WebSocketTransport
-from actors.protocol.errors import BackendStartError
 
 CONNECT_TIMEOUT_S: Final = 10.0
 SEND_TIMEOUT_S: Final = 30.0  # a backend that takes no frame for this long is treated as gone

@@ -10,8 +10,7 @@ import attrs
 import trio
 
 from actors.protocol.envelopes import BackendCommand, CallNow
-from actors.protocol.errors import BackendError
-from actors.runtime.supervisor import describe, leaves
+from actors.runtime.supervisor import ChildExitError, describe, leaves
 
 
 class BackendState(enum.Enum):
@@ -58,10 +57,10 @@ class BackendStatus:
         else:
             parts = leaves(error)
             reason = "; ".join(
-                leaf.without_stderr if isinstance(leaf, BackendError) else describe(leaf) for leaf in parts
+                leaf.without_stderr if isinstance(leaf, ChildExitError) else describe(leaf) for leaf in parts
             )
             stderr = " | ".join(
-                leaf.stderr for leaf in parts if isinstance(leaf, BackendError) and leaf.stderr
+                leaf.stderr for leaf in parts if isinstance(leaf, ChildExitError) and leaf.stderr
             )
         return attrs.evolve(
             self, state=state, calls=None, call_now=None, reason=reason, settled=True, stderr=stderr or None

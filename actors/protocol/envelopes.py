@@ -105,6 +105,11 @@ class Withdraw:
     reason: str
 
 
+def answer(call: Call | Ask, reply: Reply) -> None:
+    """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
+    call.reply_to.fill(reply)
+
+
 # What a backend sends straight to one session: its requests for the client, their withdrawals, and
 # notifications about them (notifications/elicitation/complete).
 ToClient = Ask | Withdraw | Notification

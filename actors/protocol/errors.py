@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.protocol.messages import RpcError
-from actors.runtime.supervisor import ChildExitError
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -31,6 +30,21 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # a modern request names a version
 def rpc_error(code: int, message: str, **data: Any) -> RpcError:
     """An RpcError whose `data` holds the given fields (omitted when there are none)."""
     return RpcError(code, message, data or None)
+
+
+def unavailable(backend: str, reason: str) -> RpcError:
+    """What a call gets when its backend cannot serve it: not ready, gone, or its run ended with the call."""
+    return RpcError(
+        BACKEND_UNAVAILABLE,
+        f"backend '{backend}' is unavailable: {reason}",
+        {"backend": backend, "reason": reason},
+    )
+
+
+def timed_out(backend: str, method: str, timeout_s: float) -> RpcError:
+    """What a call gets when its backend has not answered it (or taken it) within request_timeout_s."""
+    message = f"backend '{backend}' did not answer {method} within {timeout_s}s"
+    return RpcError(REQUEST_TIMEOUT, message, {"backend": backend})
 
 
 class GatewayError(Exception):
@@ -64,30 +78,6 @@ class MessageTooLargeError(GatewayError):
         self.size = size
         self.limit = limit
         self.request_id = request_id  # when the skipped message's own id could be read from its ends
-
-
-class BackendError(GatewayError, ChildExitError):
-    """A backend failed in a way that ends its current run (the supervisor decides what follows).
-
-    `str()` is for the log and carries the process's last stderr lines when there are any; `without_stderr`
-    is the reason a client may be told (stderr goes to clients only with [gateway] expose_backend_stderr)."""
-
-    def __init__(self, message: str, stderr: str = "") -> None:
-        super().__init__(f"{message}; last stderr: {stderr}" if stderr else message)
-        self.without_stderr = message
-        self.stderr = stderr
-
-
-class BackendExitedError(BackendError):
-    """The backend's process ended or its stream closed."""
-
-
-class BackendStartError(BackendError):
-    """The backend could not be started or did not finish its handshake."""
-
-
-class BackendHungError(BackendError):
-    """The backend stopped answering health pings: alive, perhaps, but of no use."""
 
 
 class GatewayStartError(GatewayError):

@@ -78,7 +78,15 @@ ChildEvent = ChildStarted | ChildRestarting | ChildFailed | ChildStopped
 
 
 class ChildExitError(Exception):
-    """An exit the child explains fully in its message: logged without a traceback."""
+    """An exit the child explains fully in its message: logged without a traceback.
+
+    A child that runs a process may add the process's last stderr lines: `str()` (for the log) carries them,
+    `without_stderr` is the reason alone (what others may be told), `stderr` the lines apart."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(f"{message}; last stderr: {stderr}" if stderr else message)
+        self.without_stderr = message
+        self.stderr = stderr
 
 
 def leaves(error: BaseException) -> list[BaseException]:

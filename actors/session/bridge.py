@@ -26,10 +26,9 @@ import orjson
 import trio
 from loguru import logger
 
-from actors.backends.connection import answer
 from actors.catalog import BackendStatus
 from actors.protocol.capabilities import missing_capability
-from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw
+from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw, answer
 from actors.protocol.eras import missing_capability_error
 from actors.protocol.errors import (
     INTERNAL_ERROR,

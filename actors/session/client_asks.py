@@ -15,9 +15,8 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.backends.connection import answer
 from actors.protocol.codec import json_type
-from actors.protocol.envelopes import Ask, Mail, Reply, ToClient, Withdraw
+from actors.protocol.envelopes import Ask, Mail, Reply, ToClient, Withdraw, answer
 from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response, RpcError
 

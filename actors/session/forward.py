@@ -14,15 +14,14 @@ from typing import Final
 import attrs
 import trio
 
-from actors.backends.ask_owner import with_trace
-from actors.backends.connection import timed_out, unavailable
 from actors.catalog import BackendStatus, CatalogView
 from actors.policy import Target
 from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
 from actors.protocol.eras import ModernEnvelope
-from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error
+from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error, timed_out, unavailable
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.protocol.modern_results import legacy_result
+from actors.protocol.trace_context import with_trace
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
 from actors.session.fields import progress_token

@@ -19,12 +19,11 @@ import trio
 from loguru import logger
 
 from actors import __version__
-from actors.backends.connection import answer
 from actors.middleware import ClientInfo
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.capabilities import missing_capability
 from actors.protocol.codec import clip
-from actors.protocol.envelopes import Ask, Mail, Reply, ReplySlot
+from actors.protocol.envelopes import Ask, Mail, Reply, ReplySlot, answer
 from actors.protocol.eras import (
     MODERN_CLIENT_METHODS,
     MODERN_VERSIONS,

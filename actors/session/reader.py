@@ -9,7 +9,6 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import Traffic
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
@@ -17,6 +16,7 @@ from actors.protocol.messages import ErrorResponse, Message, RpcError
 from actors.runtime.channels import put
 from actors.runtime.log import RateLimiter
 from actors.session.budget import ByteBudget, QueuedBytes
+from actors.telemetry.meters import Traffic
 
 REFUSAL_LOG_RATE: Final = 2.0  # warnings per second about refused frames: a client may send floods of them
 

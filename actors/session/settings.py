@@ -7,7 +7,6 @@ from typing import Final
 
 import attrs
 
-from actors.admin.meters import Traffic
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.limits import Limiter
@@ -17,6 +16,7 @@ from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.session.budget import ByteBudget
 from actors.session.parked import Bridges
+from actors.telemetry.meters import Traffic
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
 TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on

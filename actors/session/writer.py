@@ -13,12 +13,12 @@ import attrs
 import trio
 from loguru import logger
 
-from actors.admin.meters import Traffic
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.messages import Message
 from actors.runtime.channels import receiver_idle
 from actors.session.inflight import Answers
+from actors.telemetry.meters import Traffic
 
 BATCH_MAX: Final = 64  # messages written together when the outbox has that many ready
 

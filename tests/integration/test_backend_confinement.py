@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from sdk_websocket import websocket_client
 from support import DEADLINE_S, backend_entry, running, with_websocket, write_config
 
+from actors.backends.errors import BackendExitedError
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
-from actors.protocol.errors import BackendExitedError
 from actors.runtime.supervisor import ChildFailed
 
 SECRET: Final = "backend-confinement-secret-long-enough-for-hs256"

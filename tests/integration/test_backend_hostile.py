@@ -23,12 +23,12 @@ from support import DEADLINE_S, backend_entry, running, with_websocket, write_co
 
 from actors.backends.actor import Backend
 from actors.backends.connection import BackendLink
+from actors.backends.errors import BackendExitedError
 from actors.backends.input import is_name
 from actors.backends.listing import list_all
 from actors.catalog.clients import ClientDirectory
 from actors.config import StdioBackend
 from actors.protocol.envelopes import Ask, BackendEvent, Call, Mail, ReplySlot, Withdraw
-from actors.protocol.errors import BackendExitedError
 from actors.protocol.messages import Message, Notification
 from actors.protocol.versions import LOG_LEVELS
 from actors.runtime.broadcast import Broadcast

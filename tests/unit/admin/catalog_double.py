@@ -7,13 +7,13 @@ from typing import Any
 import trio
 
 from actors.admin.history import StateHistory
-from actors.admin.meters import Meters
 from actors.admin.status import FrontendInfo, StatusModel
+from actors.backends.errors import BackendExitedError
 from actors.catalog import Catalog, CatalogEvent
 from actors.protocol.envelopes import BackendCommand, BackendReady, Call, ReplySlot
-from actors.protocol.errors import BackendExitedError
 from actors.runtime.supervisor import ChildFailed, ChildRestarting
 from actors.runtime.watch import Watch
+from actors.telemetry.meters import Meters
 
 
 def make_catalog(*names: str, expose_stderr: bool = False) -> Catalog:

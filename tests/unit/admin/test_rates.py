@@ -7,10 +7,10 @@ import math
 import trio
 import trio.testing
 
-from actors.admin.meters import LATENCY_BUCKETS_S, Meters
 from actors.admin.rates import SAMPLE_S, RateSampler, quantile
 from actors.protocol.envelopes import Call, ReplySlot
 from actors.runtime.watch import Watch
+from actors.telemetry.meters import LATENCY_BUCKETS_S, Meters
 
 
 def buckets(by_bound: dict[float, int] | None = None) -> list[int]:

@@ -10,13 +10,14 @@ import pytest
 import trio
 import trio.testing
 
-from actors.backends.ask_owner import CALLS_THAT_ASK, NOBODYS, owner_of, trace_id, with_trace
+from actors.backends.ask_owner import NOBODYS, owner_of
 from actors.backends.client_requests import LINGER_S
 from actors.backends.connection import BackendLink
 from actors.backends.sse import MAX_ORIGINS, StreamOrigins
 from actors.catalog.clients import ClientDirectory
 from actors.protocol.envelopes import Ask, Call, Cancel, ReplySlot, ToClient
 from actors.protocol.messages import Request, Response
+from actors.protocol.trace_context import trace_id
 from actors.session.parked import Bridges
 
 TRACE_A = "0af7651916cd43dd8448eb211c80319c"
@@ -81,35 +82,6 @@ def test_without_a_hint_only_the_one_call_that_could_have_asked_owns_it() -> Non
     inflight[5] = call(5, b, method="resources/read")
     owner = owner_of({}, inflight)
     assert owner.call is None and "calls of 2 clients" in owner.why_not
-
-
-def test_a_malformed_trace_context_is_no_hint_and_never_raises() -> None:
-    for meta in [
-        None,
-        "x",
-        {"traceparent": 7},
-        {"traceparent": "00-" + "0" * 32 + "-b7ad6b7169203331-01"},  # all-zero trace id
-        {"traceparent": f"01-{TRACE_A}-b7ad6b7169203331-01"},  # a version we do not read
-        {"traceparent": f"00-{TRACE_A.upper()}-b7ad6b7169203331-01"},
-        {"traceparent": f"00-{TRACE_A}-b7ad6b7169203331-01\n"},
-        {"traceparent": "x" * 10_000},
-    ]:
-        assert trace_id({"_meta": meta}) is None
-    assert trace_id(["not", "params"]) is None
-
-
-def test_a_call_that_can_ask_gets_a_trace_of_its_own_unless_its_client_sent_one() -> None:
-    params = {"name": "t", "_meta": {"progressToken": 1}}
-    minted, trace = with_trace("tools/call", params)
-    assert trace is not None and trace_id(minted) == trace and minted["_meta"]["progressToken"] == 1
-    assert "traceparent" not in params["_meta"]  # copied, never edited
-    assert with_trace("tools/call", params)[1] != trace  # one per call
-    assert with_trace("tools/call", traced(TRACE_A)) == (traced(TRACE_A), TRACE_A)  # the client's goes on
-    odd = {"_meta": {"traceparent": "01-future-format"}}
-    assert with_trace("tools/call", odd) == (odd, None)  # even one the gateway cannot read
-    assert with_trace("tools/list", {}) == ({}, None)
-    assert with_trace("tools/call", {"_meta": 5}) == ({"_meta": 5}, None)  # for the checks to refuse
-    assert all(with_trace(method, {})[1] for method in CALLS_THAT_ASK)
 
 
 async def test_a_second_ask_of_a_parked_modern_call_never_reaches_another_client() -> None:

@@ -12,8 +12,8 @@ import trio.testing
 
 from actors.backends.connection import BackendLink
 from actors.backends.door import BackendDoor
+from actors.backends.errors import BackendExitedError
 from actors.protocol.envelopes import BackendCommand, Call, ReplySlot
-from actors.protocol.errors import BackendExitedError
 from actors.protocol.messages import Response
 
 

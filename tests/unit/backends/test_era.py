@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from actors.backends.era import gateway_envelope, read_discover, read_refusal, stamped
+from actors.backends.errors import BackendStartError
 from actors.backends.http_headers import declared_param_headers, header_value, modern_headers
 from actors.config import BackendEra
 from actors.protocol.eras import (
@@ -16,7 +17,6 @@ from actors.protocol.eras import (
     PROTOCOL_VERSION_KEY,
     ModernEnvelope,
 )
-from actors.protocol.errors import BackendStartError
 from actors.protocol.messages import RpcError
 
 DISCOVERED = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": True}}}

@@ -15,17 +15,17 @@ import pytest
 import trio
 import trio.testing
 
-from actors.admin.meters import BackendMeter
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.door import BackendDoor
 from actors.backends.era import EraVerdict, legacy
+from actors.backends.errors import BackendExitedError, BackendStartError
 from actors.backends.lane import LaneRefusedError, LegacyLane
 from actors.backends.lane_policy import LANE_BACKOFF_S, LANE_FAILURES_MAX, LANE_STABLE_S, LaneState, for_lane
 from actors.backends.probe import EraState
 from actors.config import BackendEra
 from actors.protocol.envelopes import BackendCommand, Call, Cancel, Notify, ReplySlot
-from actors.protocol.errors import BackendExitedError, BackendStartError
 from actors.protocol.messages import Notification, RpcError
+from actors.telemetry.meters import BackendMeter
 
 
 @attrs.define

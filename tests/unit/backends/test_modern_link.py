@@ -17,6 +17,7 @@ import trio.testing
 
 from actors.backends.connection import BackendLink
 from actors.backends.era import DISCOVER, BackendEraError, gateway_envelope, read_discover
+from actors.backends.errors import BackendStartError
 from actors.backends.health import watch_health
 from actors.backends.listen import ACKNOWLEDGED, BackendListen
 from actors.backends.modern import ModernRun, refused_version
@@ -24,7 +25,6 @@ from actors.backends.probe import EraState, probe
 from actors.config import BackendEra, HealthConfig
 from actors.protocol.envelopes import Call, Reply, ReplySlot
 from actors.protocol.eras import CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY, SUBSCRIPTION_ID_KEY
-from actors.protocol.errors import BackendStartError
 from actors.protocol.messages import Notification, RpcError
 
 CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}

@@ -13,6 +13,7 @@ from actors.config import StdioBackend
 from actors.gateway import restart_policy
 from actors.runtime.supervisor import (
     ChildEvent,
+    ChildExitError,
     ChildFailed,
     ChildRestarting,
     ChildSpec,
@@ -156,6 +157,21 @@ async def test_temporary_is_never_restarted(autojump_clock: trio.testing.MockClo
     assert isinstance(events[-1], ChildStopped)
     assert describe(events[-1].error) == "RuntimeError: c crash 1"
     assert starts["c"] == 1
+
+
+def test_an_explained_exit_keeps_its_process_stderr_apart_from_its_reason() -> None:
+    """What the catalog tells clients (the reason) never carries stderr; the log line (str) does."""
+    exited = ChildExitError("process exited with code 3", "Traceback | ValueError: bad")
+    assert (
+        describe(ExceptionGroup("run", [exited]))
+        == "process exited with code 3; last stderr: Traceback | ValueError: bad"
+    )
+    assert (exited.without_stderr, exited.stderr) == (
+        "process exited with code 3",
+        "Traceback | ValueError: bad",
+    )
+    quiet = ChildExitError("keys unreachable")
+    assert (str(quiet), quiet.without_stderr, quiet.stderr) == ("keys unreachable", "keys unreachable", "")
 
 
 async def test_failure_before_started_counts_as_a_crash(autojump_clock: trio.testing.MockClock) -> None:

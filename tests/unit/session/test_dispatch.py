@@ -10,7 +10,6 @@ import attrs
 import trio
 import trio.testing
 
-from actors.backends.ask_owner import trace_id
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.middleware import Middleware
 from actors.policy import PolicyGate
@@ -23,6 +22,7 @@ from actors.protocol.errors import (
     NOT_INITIALIZED,
 )
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
+from actors.protocol.trace_context import trace_id
 from actors.runtime.supervisor import ChildRestarting
 from actors.session.dispatcher import Dispatcher
 from actors.session.settings import SessionSettings
@@ -176,7 +176,7 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         await h.inbox.send(Request("c", "tools/call", {"name": "two__echo", "arguments": {"text": "hi"}}))
         call = await h.backend.receive()
         assert isinstance(call, Call)
-        assert call.params is not None and trace_id(call.params) is not None  # its own trace: ask_owner.py
+        assert call.params is not None and trace_id(call.params) is not None  # minted: trace_context
         assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {"text": "hi"}, "_meta": {}}
         call.reply_to.fill(Reply(result={"content": [], "isError": False}))
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})

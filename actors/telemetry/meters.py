@@ -1,5 +1,6 @@
-"""The counters the gateway keeps for the admin listener: plain integers and floats, bumped where each thing
-is seen and read only when someone asks (a scrape of /metrics, a tick of the status page).
+"""The counters the gateway keeps: plain integers and floats, bumped where each thing is seen (sessions and
+backends write them) and read only when a reader asks (a scrape of the admin's /metrics, a tick of its status
+page).
 
 Every key a peer's data chooses is bounded, since each becomes a series at /metrics and an entry here: an
 error code the gateway does not know counts as OTHER_CODE, a backend's tools past MAX_TOOLS_PER_BACKEND
@@ -8,7 +9,7 @@ count together under OTHER_TOOL. Methods, backends and frontends are the gateway
 The hot path never takes a lock and allocates nothing per call: a call's latency is counted by the backend
 link that answers it (`BackendMeter.answered`: a dict lookup, a bisect and three increments), its bytes by
 whoever reads or writes its frame. Trio runs every task on one thread, so no increment can interleave with
-another or with a reader. The Prometheus objects are built from these at scrape time (exposition.py).
+another or with a reader. The Prometheus objects are built from these at scrape time (admin/exposition.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from actors.admin.meters import (
+from actors.protocol.envelopes import Call, ReplySlot
+from actors.protocol.messages import RpcError
+from actors.telemetry.meters import (
     LATENCY_BUCKETS_S,
     MAX_TOOLS_PER_BACKEND,
     OTHER_CODE,
@@ -15,8 +17,6 @@ from actors.admin.meters import (
     CallStats,
     Meters,
 )
-from actors.protocol.envelopes import Call, ReplySlot
-from actors.protocol.messages import RpcError
 
 
 def tool_call(name: str) -> Call:

@@ -1,0 +1,30 @@
+"""Why a backend's run ended: the errors a run raises to its supervisor.
+
+They are ChildExitErrors (runtime/supervisor.py): each explains itself in one line and is logged without a
+traceback, and carries the process's last stderr lines apart from the reason, for the catalog's status.
+They are not wire errors: a client sees at most their reason, in the error its call is answered with.
+"""
+
+from __future__ import annotations
+
+from actors.protocol.errors import GatewayError
+from actors.runtime.supervisor import ChildExitError
+
+
+class BackendError(GatewayError, ChildExitError):
+    """A backend failed in a way that ends its current run (the supervisor decides what follows).
+
+    `str()` is for the log and carries the process's last stderr lines when there are any; `without_stderr`
+    is the reason a client may be told (stderr goes to clients only with [gateway] expose_backend_stderr)."""
+
+
+class BackendExitedError(BackendError):
+    """The backend's process ended or its stream closed."""
+
+
+class BackendStartError(BackendError):
+    """The backend could not be started or did not finish its handshake."""
+
+
+class BackendHungError(BackendError):
+    """The backend stopped answering health pings: alive, perhaps, but of no use."""
