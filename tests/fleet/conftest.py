@@ -1,0 +1,58 @@
+"""The fleet tier: several gateways sharing sessions through a real redis-server (the distribution's package,
+installed by scripts/setup-fleet). Without it the tests skip, unless MCP_GATEWAY_REQUIRE_FLEET is set
+(scripts/test sets it once setup-fleet succeeded): then they fail."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+from fleet_support import RedisServer, RedisUnavailableError
+from support import ROOT
+
+SETUP: Final = ROOT / "scripts" / "setup-fleet"
+INSTALL_DEADLINE_S: Final = 600.0  # apt-get on a cold machine; a stat or two once installed
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("MCP_GATEWAY_REQUIRE_FLEET"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def redis_binary() -> str:
+    """redis-server's path, installed by scripts/setup-fleet when missing (and possible)."""
+    if shutil.which("redis-server") is None:
+        try:
+            done = subprocess.run(
+                [str(SETUP)], capture_output=True, text=True, timeout=INSTALL_DEADLINE_S, check=False
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"scripts/setup-fleet took more than {INSTALL_DEADLINE_S:.0f}s")
+        if done.returncode != 0:
+            _unavailable(f"scripts/setup-fleet exited {done.returncode}: {done.stderr.strip()}")
+    found = shutil.which("redis-server")
+    if found is None:
+        _unavailable("redis-server is not installed (scripts/setup-fleet installs it)")
+    assert found is not None
+    return found
+
+
+@pytest.fixture
+def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server for one test, killed after it."""
+    server = RedisServer(redis_binary, tmp_path)
+    try:
+        server.start()
+    except RedisUnavailableError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
