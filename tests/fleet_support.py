@@ -6,7 +6,10 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Final
+
+import httpx2
+from support import INITIALIZE, backend_entry, toml_value, with_http, write_config
 
 
 class RedisUnavailableError(Exception):
@@ -71,3 +74,59 @@ class RedisServer:
         """Its later log lines read and dropped, so a full pipe never stops it."""
         for _ in stdout:
             pass
+
+
+FLEET_KEYS: Final = (
+    "a" * 43,  # 32 bytes as base64url: test keys, never a real fleet's
+    "b" * 64,  # 32 bytes as hex
+)
+
+
+def with_fleet(config: Path, redis_url: str, replica: str, **settings: Any) -> Path:
+    """Append a [fleet] table naming this Redis and replica, with the keys in a file beside the config."""
+    keys = config.parent / "fleet.keys"
+    if not keys.exists():
+        keys.write_text("\n".join(settings.pop("keys", FLEET_KEYS)) + "\n", encoding="ascii")
+    settings = {"redis_url": redis_url, "replica": replica, "keys_file": str(keys), **settings}
+    lines = ["", "[fleet]", *(f"{key} = {toml_value(value)}" for key, value in settings.items())]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    return config
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """A client-side stand-in for a balancer with no stickiness: each request goes to the next replica's
+    port, so a session's requests land on every replica in turn."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.turn = ports, 0
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.ports[self.turn % len(self.ports)]
+        self.turn += 1
+        request.url = request.url.copy_with(port=port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) -> Path:
+    """A replica's config: the test backend, an [http] listener (`http`: its keys) and [fleet]."""
+    folder.mkdir(exist_ok=True)
+    config = with_http(write_config(folder / "g.toml", [backend_entry("t")]), **http)
+    return with_fleet(config, redis.url, replica)
+
+
+async def open_on(http: httpx2.AsyncClient, url: str, token: dict[str, str] | None = None) -> str:
+    response = await http.post(url, json=INITIALIZE, headers={**HEADERS, **(token or {})})
+    assert response.status_code == 200, response.text
+    return response.headers["mcp-session-id"]
+
+
+def echo(request_id: int, text: str) -> dict[str, Any]:
+    params = {"name": "echo", "arguments": {"text": text}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}

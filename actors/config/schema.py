@@ -17,6 +17,7 @@ import attrs
 from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_above, not_below, not_blank, positive
+from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
 from actors.limits import LimitSettings
@@ -107,6 +108,7 @@ class Config:
     policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
     limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
+    fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:
         """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""
@@ -136,6 +138,7 @@ class Config:
                 if listener is not None and listener.auth is not None and listener.auth.secret_env
             )
             | admin
+            | (self.fleet.secret_variables if self.fleet is not None else frozenset())
         )
 
     def roots_of(self, backend: BackendConfig) -> RootsMode | tuple[str, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Iterator, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -31,6 +31,7 @@ from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.fleet_sessions import take_up
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.resting import Resting
 from actors.frontends.http.transport import HttpSessionTransport
@@ -40,6 +41,9 @@ from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
+
+if TYPE_CHECKING:  # actors.fleet (and coredis) is imported only with a [fleet] table
+    from actors.fleet.sessions import FleetSessions
 
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
@@ -86,6 +90,8 @@ class HttpSessions(Mapping[str, HttpSession]):
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
     _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
+    fleet: FleetSessions | None = None  # with [fleet]: ids name their owner, any replica takes a session up
+    taking_up: dict[str, trio.Event] = attrs.field(factory=dict)  # ids being taken up from the fleet now
 
     def __attrs_post_init__(self) -> None:
         self.reconfigure(self.session_settings)
@@ -139,11 +145,34 @@ class HttpSessions(Mapping[str, HttpSession]):
             raise Refused(400, f"unsupported MCP-Protocol-Version {version}; supported: {supported}")
         return entry
 
-    def open(self, principal: Principal | None, address: str) -> tuple[str, HttpSession]:
-        """A new session and its id, running in the frontends' nursery; an idle session may be ended to
-        make room for it."""
+    async def locate(self, headers: dict[str, str], principal: Principal | None, address: str) -> HttpSession:
+        """`find`, and with [fleet] a session another replica opened taken up here (fleet_sessions.py)."""
+        session_id = headers.get(SESSION_HEADER)
+        if self.fleet is None or not session_id:
+            return self.find(headers, principal)
+        if session_id not in self._by_id:
+            await take_up(self, self.fleet, session_id, principal, address)
+        await self.fleet.touch(session_id)
+        return self.find(headers, principal)
+
+    async def remember(self, session_id: str, principal: Principal | None, params: Any) -> None:
+        """With [fleet], an initialize's facts are stored for the other replicas before it is answered."""
+        if self.fleet is not None and isinstance(params, dict):
+            await self.fleet.remember(session_id, principal, params)
+
+    async def ended_by_client(self, session_id: str) -> None:
+        """DELETE: with [fleet], no replica takes the session up again."""
+        if self.fleet is not None:
+            await self.fleet.forget(session_id)
+
+    def open(
+        self, principal: Principal | None, address: str, session_id: str | None = None
+    ) -> tuple[str, HttpSession]:
+        """A new session and its id (`session_id`: one the fleet minted, taken up here), running in the
+        frontends' nursery; an idle session may be ended to make room for it."""
         client = self.admission.open_session(principal, address, self._open_now(), self._make_room)
-        session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
+        if session_id is None:  # 256 bits from the OS CSPRNG, visible ASCII only; or sealed, naming us
+            session_id = self.fleet.mint() if self.fleet is not None else secrets.token_urlsafe(32)
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
         session = Session(
@@ -258,6 +287,8 @@ class HttpSessions(Mapping[str, HttpSession]):
         del self._by_id[session_id]
         self._resting.discard(session_id, entry.client)
         self.admission.close_session(entry.client)
+        if self.fleet is not None:
+            self.fleet.dropped(session_id)
 
     async def _run_one_request(self, session: Session, client: str) -> None:
         try:

@@ -1,0 +1,10 @@
+"""Several gateway replicas behind one load balancer, sharing sessions through Redis ([fleet]).
+
+Imported only when the config has a [fleet] table (it imports coredis).
+
+    seal.py          AES-256-GCM with the fleet keys (the first seals, each opens)
+    session_ids.py   legacy HTTP session ids that name their owner replica, sealed
+    store.py         the link to Redis and whether it answers (the replica serves alone when not)
+    sessions.py      each legacy session's client facts in Redis, so any replica can take it up
+    fleet.py         the replica's fleet parts, built from [fleet] and run in the gateway's root
+"""

@@ -1,0 +1,41 @@
+"""The replica's fleet parts, built from [fleet] and run under the gateway's root nursery."""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+from actors.config.fleet_schema import FleetSettings
+from actors.fleet.seal import FleetSeal
+from actors.fleet.session_ids import SessionIds
+from actors.fleet.sessions import FleetSessions
+from actors.fleet.store import FleetStore
+
+
+@attrs.define(eq=False, kw_only=True)
+class Fleet:
+    """Owns: the Redis link (`store`) and the fleet's sessions (`sessions`).
+    Stops when: the gateway's root is cancelled."""
+
+    settings: FleetSettings
+    store: FleetStore
+    sessions: FleetSessions
+
+    @classmethod
+    def of(cls, settings: FleetSettings) -> Fleet:
+        store = FleetStore(settings=settings)
+        ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
+        return cls(
+            settings=settings, store=store, sessions=FleetSessions(settings=settings, ids=ids, store=store)
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.store.run(task_status=task_status)
+
+    def status(self) -> dict[str, object]:
+        """For /status and /readyz: this replica, and whether it shares state or serves alone."""
+        return {
+            "replica": self.settings.replica,
+            "redis": "available" if self.store.available else "unavailable",
+            **({"reason": self.store.reason, "serving": "alone"} if not self.store.available else {}),
+        }
