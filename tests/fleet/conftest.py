@@ -25,10 +25,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _haproxy() -> str | None:
+    return shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if Path(p).exists()), None)
+
+
+@pytest.fixture(scope="session")
+def haproxy_binary(redis_binary: str) -> str:
+    """haproxy's path (installed with redis-server by scripts/setup-fleet)."""
+    found = _haproxy()
+    if found is None:
+        _unavailable("haproxy is not installed (scripts/setup-fleet installs it)")
+    assert found is not None
+    return found
+
+
 @pytest.fixture(scope="session")
 def redis_binary() -> str:
     """redis-server's path, installed by scripts/setup-fleet when missing (and possible)."""
-    if shutil.which("redis-server") is None:
+    if shutil.which("redis-server") is None or _haproxy() is None:
         try:
             done = subprocess.run(
                 [str(SETUP)], capture_output=True, text=True, timeout=INSTALL_DEADLINE_S, check=False
