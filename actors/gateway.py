@@ -195,7 +195,7 @@ class Gateway:
         if config.fleet is not None:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 
-            self.fleet = Fleet.of(config.fleet)
+            self.fleet = Fleet.of(config.fleet, self.events)
             await root.start(self.fleet.run)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
@@ -221,7 +221,7 @@ class Gateway:
         for listener in self.listeners:
             await listener.endpoint.bind()
         if self.fleet is not None and self.http_listener is not None:
-            self.http_listener.join_fleet(self.fleet.sessions)
+            self.http_listener.join_fleet(self.fleet.sessions, self.fleet.relay)
 
     async def _bind_admin(self, catalog: Watch[CatalogView], stdio: bool) -> None:
         """With an [admin] table, its listener. Serving stdio, a taken admin address is a warning: several

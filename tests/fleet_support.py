@@ -115,9 +115,10 @@ HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type
 
 
 def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) -> Path:
-    """A replica's config: the test backend, an [http] listener (`http`: its keys) and [fleet]."""
+    """A replica's config: the test backend (with resources), an [http] listener (`http`: its keys) and
+    [fleet]."""
     folder.mkdir(exist_ok=True)
-    config = with_http(write_config(folder / "g.toml", [backend_entry("t")]), **http)
+    config = with_http(write_config(folder / "g.toml", [backend_entry("t", "--resources")]), **http)
     return with_fleet(config, redis.url, replica)
 
 

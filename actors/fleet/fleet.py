@@ -6,31 +6,35 @@ import attrs
 import trio
 
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.relay import FleetRelay
 from actors.fleet.seal import FleetSeal
 from actors.fleet.session_ids import SessionIds
 from actors.fleet.sessions import FleetSessions
 from actors.fleet.store import FleetStore
+from actors.protocol.envelopes import BackendEvent
+from actors.runtime.broadcast import Broadcast
 
 
 @attrs.define(eq=False, kw_only=True)
 class Fleet:
-    """Owns: the Redis link (`store`) and the fleet's sessions (`sessions`).
+    """Owns: the Redis link (`store`), the fleet's sessions (`sessions`) and messages (`relay`).
     Stops when: the gateway's root is cancelled."""
 
     settings: FleetSettings
     store: FleetStore
     sessions: FleetSessions
+    relay: FleetRelay
 
     @classmethod
-    def of(cls, settings: FleetSettings) -> Fleet:
+    def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent]) -> Fleet:
         store = FleetStore(settings=settings)
         ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
-        return cls(
-            settings=settings, store=store, sessions=FleetSessions(settings=settings, ids=ids, store=store)
-        )
+        sessions = FleetSessions(settings=settings, ids=ids, store=store)
+        relay = FleetRelay(settings=settings, store=store, events=events)
+        return cls(settings=settings, store=store, sessions=sessions, relay=relay)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.store.run(task_status=task_status)
+        await self.store.run(self.relay.run, task_status=task_status)
 
     def status(self) -> dict[str, object]:
         """For /status and /readyz: this replica, and whether it shares state or serves alone."""

@@ -46,7 +46,14 @@ class FleetStore:
     _down: trio.Event = attrs.field(factory=trio.Event)  # set when a command finds Redis gone
     _up: trio.Event = attrs.field(factory=trio.Event)  # set while Redis answers
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        users: Callable[..., Awaitable[None]] | None = None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The link, open until cancelled; `users` (started in a nursery inside it, with the watcher) end
+        before the link closes, so a pub/sub connection is closed while its pool still exists."""
         timeout_s = self.settings.redis_timeout_s
         client = coredis.Redis.from_url(
             self.settings.redis_url, connect_timeout=timeout_s, stream_timeout=timeout_s
@@ -60,11 +67,19 @@ class FleetStore:
                 logger.warning(
                     "fleet: Redis unavailable at start ({}); serving alone until it answers", self.reason
                 )
-            task_status.started()
             try:
-                await self._watch()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch)
+                    if users is not None:
+                        await nursery.start(users)
+                    task_status.started()
             finally:
                 self._client = None
+
+    def client(self) -> Any:
+        """The coredis client (while `run` runs), for the pub/sub connection."""
+        assert self._client is not None, "the store is not running"
+        return self._client
 
     async def command(self, run: Callable[[Any], Awaitable[_T]]) -> _T:
         """`run(client)` under the timeout; StoreUnavailableError when Redis is down or does not answer."""

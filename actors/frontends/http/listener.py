@@ -27,6 +27,7 @@ from actors.frontends.listener import Listener
 from actors.session.session import Session
 
 if TYPE_CHECKING:
+    from actors.fleet.relay import FleetRelay
     from actors.fleet.sessions import FleetSessions
 
 GRACEFUL_S: Final = 1.0  # for hypercorn to finish its connections once the listener is cancelled
@@ -73,9 +74,10 @@ class HttpListener(Listener[HttpSettings]):
         self.app.settings = self._sessions.settings = self.settings
         self._sessions.reconfigure(self.session_settings)
 
-    def join_fleet(self, fleet: FleetSessions) -> None:
-        """[fleet]: session ids sealed with the fleet's keys, sessions of other replicas taken up here."""
-        self._sessions.fleet = fleet
+    def join_fleet(self, fleet: FleetSessions, relay: FleetRelay) -> None:
+        """[fleet]: session ids sealed with the fleet's keys, sessions of other replicas taken up here, a
+        session's events relayed to the replica its GET stream is open on."""
+        self._sessions.fleet, self._sessions.relay = fleet, relay
 
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()

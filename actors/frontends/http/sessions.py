@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -43,6 +45,7 @@ from actors.session.session import Session
 from actors.session.settings import SessionSettings
 
 if TYPE_CHECKING:  # actors.fleet (and coredis) is imported only with a [fleet] table
+    from actors.fleet.relay import FleetRelay
     from actors.fleet.sessions import FleetSessions
 
 SESSION_HEADER: Final = "mcp-session-id"
@@ -92,6 +95,7 @@ class HttpSessions(Mapping[str, HttpSession]):
     _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
     fleet: FleetSessions | None = None  # with [fleet]: ids name their owner, any replica takes a session up
     taking_up: dict[str, trio.Event] = attrs.field(factory=dict)  # ids being taken up from the fleet now
+    relay: FleetRelay | None = None  # with [fleet]: a session's events to the replica of its GET stream
 
     def __attrs_post_init__(self) -> None:
         self.reconfigure(self.session_settings)
@@ -155,6 +159,20 @@ class HttpSessions(Mapping[str, HttpSession]):
         await self.fleet.touch(session_id)
         return self.find(headers, principal)
 
+    @asynccontextmanager
+    async def standalone_stream(self, session_id: str, entry: HttpSession) -> AsyncIterator[None]:
+        """A GET reads `entry`'s standalone stream meanwhile: with [fleet], what the session's copies on
+        other replicas have for it comes here."""
+        if self.relay is None:
+            yield
+            return
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.relay.listen_stream, session_id, entry.transport.standalone.push)
+            try:
+                yield
+            finally:
+                nursery.cancel_scope.cancel()
+
     async def remember(self, session_id: str, principal: Principal | None, params: Any) -> None:
         """With [fleet], an initialize's facts are stored for the other replicas before it is answered."""
         if self.fleet is not None and isinstance(params, dict):
@@ -175,6 +193,8 @@ class HttpSessions(Mapping[str, HttpSession]):
             session_id = self.fleet.mint() if self.fleet is not None else secrets.token_urlsafe(32)
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
+        if self.relay is not None:
+            transport.relay = partial(self.relay.publish_stream, session_id)
         session = Session(
             id=label,
             transport=transport,
