@@ -195,7 +195,7 @@ class Gateway:
         if config.fleet is not None:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 
-            self.fleet = Fleet.of(config.fleet, self.events)
+            self.fleet = Fleet.of(config.fleet, self.events, self.limiter)
             await root.start(self.fleet.run)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet

@@ -6,35 +6,46 @@ import attrs
 import trio
 
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.limits import FleetLimits
 from actors.fleet.relay import FleetRelay
 from actors.fleet.seal import FleetSeal
 from actors.fleet.session_ids import SessionIds
 from actors.fleet.sessions import FleetSessions
 from actors.fleet.store import FleetStore
+from actors.limits import Limiter
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 
 
 @attrs.define(eq=False, kw_only=True)
 class Fleet:
-    """Owns: the Redis link (`store`), the fleet's sessions (`sessions`) and messages (`relay`).
+    """Owns: the Redis link (`store`), the fleet's sessions (`sessions`), messages (`relay`) and limits.
     Stops when: the gateway's root is cancelled."""
 
     settings: FleetSettings
     store: FleetStore
     sessions: FleetSessions
     relay: FleetRelay
+    limits: FleetLimits
 
     @classmethod
-    def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent]) -> Fleet:
+    def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent], limiter: Limiter) -> Fleet:
         store = FleetStore(settings=settings)
         ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
         sessions = FleetSessions(settings=settings, ids=ids, store=store)
         relay = FleetRelay(settings=settings, store=store, events=events)
-        return cls(settings=settings, store=store, sessions=sessions, relay=relay)
+        limits = FleetLimits(settings=settings, store=store, limiter=limiter)
+        return cls(settings=settings, store=store, sessions=sessions, relay=relay, limits=limits)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.store.run(self.relay.run, task_status=task_status)
+        await self.store.run(self._users, task_status=task_status)
+
+    async def _users(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """What uses the Redis link, started inside it (so each ends before the link closes)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.relay.run)
+            await nursery.start(self.limits.run)
+            task_status.started()
 
     def status(self) -> dict[str, object]:
         """For /status and /readyz: this replica, and whether it shares state or serves alone."""

@@ -166,8 +166,10 @@ class FleetRelay:
             try:
                 await self._subscribed()
             except* LINK_ERRORS as group:  # coredis' own cleanup of a dead link raises anyio's errors too
-                logger.warning(
-                    "fleet: the pub/sub connection failed ({!r}); opening it again", group.exceptions
+                closed = all(isinstance(exc, anyio.ClosedResourceError) for exc in group.exceptions)
+                level = "DEBUG" if closed else "WARNING"  # closed: its link ended (Redis gone, or our stop)
+                logger.log(
+                    level, "fleet: the pub/sub connection ended ({!r}); opening it again", group.exceptions
                 )
             finally:
                 self._pubsub = None
