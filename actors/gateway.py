@@ -196,6 +196,7 @@ class Gateway:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 
             self.fleet = Fleet.of(config.fleet, self.events, self.limiter)
+            self.bridges.key = self.fleet.states.key  # requestStates any replica opens, naming their owner
             await root.start(self.fleet.run)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
@@ -221,7 +222,8 @@ class Gateway:
         for listener in self.listeners:
             await listener.endpoint.bind()
         if self.fleet is not None and self.http_listener is not None:
-            self.http_listener.join_fleet(self.fleet.sessions, self.fleet.relay)
+            self.http_listener.join_fleet(self.fleet.sessions, self.fleet.relay, self.fleet.states)
+            self.fleet.states.reached_at(self.fleet.settings.advertise_url or self.http_listener.url)
 
     async def _bind_admin(self, catalog: Watch[CatalogView], stdio: bool) -> None:
         """With an [admin] table, its listener. Serving stdio, a taken admin address is a warning: several

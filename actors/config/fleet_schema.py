@@ -31,6 +31,10 @@ redis_url: Final = rule(
     lambda value: value is None or value.startswith(REDIS_SCHEMES),
     "must start with redis://, rediss:// or unix://",
 )
+http_url: Final = rule(
+    lambda value: value is None or (value.startswith(("http://", "https://")) and len(value) <= 2048),
+    "must be an http:// or https:// URL",
+)
 key_prefix: Final = rule(
     lambda value: re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value) is not None,
     "must be 1 to 64 letters, digits, '_', '.', ':' or '-'",
@@ -49,6 +53,9 @@ class FleetTable:
     keys_env: str | None = attrs.field(default=None, validator=optional(environment_name))
     keys_file: Path | None = None  # relative to the config file; one key per line, '#' comments
     key_prefix: str = attrs.field(default="mcp-gateway", validator=key_prefix)  # several fleets, one Redis
+    # where the other replicas reach this one's [http] listener (a retry forwarded to its parked call);
+    # unset: the listener's own URL (right when replicas share a host or the listener binds a routable host)
+    advertise_url: str | None = attrs.field(default=None, validator=http_url)
     # a session's facts stay in Redis this long after its last request seen by the replica that holds it
     session_ttl_s: float = attrs.field(default=3600.0, validator=at_least(10))
     # one Redis command's longest wait; past it (or refused) the replica serves alone until Redis answers
@@ -63,6 +70,7 @@ class FleetSettings:
     replica: str
     keys: tuple[bytes, ...] = attrs.field(repr=False)  # the first seals, each opens
     key_prefix: str = "mcp-gateway"
+    advertise_url: str | None = None
     session_ttl_s: float = 3600.0
     redis_timeout_s: float = 1.0
     secret_variables: frozenset[str] = frozenset()  # where the URL and keys came from: no backend sees them

@@ -31,6 +31,7 @@ def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> F
         replica=replica,
         keys=keys,
         key_prefix=table.key_prefix,
+        advertise_url=table.advertise_url,
         session_ttl_s=table.session_ttl_s,
         redis_timeout_s=table.redis_timeout_s,
         secret_variables=frozenset(secrets),

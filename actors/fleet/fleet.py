@@ -11,6 +11,7 @@ from actors.fleet.relay import FleetRelay
 from actors.fleet.seal import FleetSeal
 from actors.fleet.session_ids import SessionIds
 from actors.fleet.sessions import FleetSessions
+from actors.fleet.states import FleetStates
 from actors.fleet.store import FleetStore
 from actors.limits import Limiter
 from actors.protocol.envelopes import BackendEvent
@@ -27,6 +28,7 @@ class Fleet:
     sessions: FleetSessions
     relay: FleetRelay
     limits: FleetLimits
+    states: FleetStates
 
     @classmethod
     def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent], limiter: Limiter) -> Fleet:
@@ -35,7 +37,10 @@ class Fleet:
         sessions = FleetSessions(settings=settings, ids=ids, store=store)
         relay = FleetRelay(settings=settings, store=store, events=events)
         limits = FleetLimits(settings=settings, store=store, limiter=limiter)
-        return cls(settings=settings, store=store, sessions=sessions, relay=relay, limits=limits)
+        states = FleetStates(settings=settings, store=store)
+        return cls(
+            settings=settings, store=store, sessions=sessions, relay=relay, limits=limits, states=states
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.store.run(self._users, task_status=task_status)
@@ -45,6 +50,7 @@ class Fleet:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.relay.run)
             await nursery.start(self.limits.run)
+            await nursery.start(self.states.run)
             task_status.started()
 
     def status(self) -> dict[str, object]:

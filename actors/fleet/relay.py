@@ -22,13 +22,12 @@ from typing import Any, Final
 
 import anyio
 import attrs
-import coredis.exceptions
 import orjson
 import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
-from actors.fleet.store import CHECK_DOWN_S, FleetStore, StoreUnavailableError
+from actors.fleet.store import CHECK_DOWN_S, LINK_ERRORS, FleetStore, StoreUnavailableError
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
@@ -39,13 +38,6 @@ UPDATED: Final = "notifications/resources/updated"
 MAX_URI_CHARS: Final = 4096
 
 Deliver = Callable[[bytes], None]
-LINK_ERRORS: Final = (
-    coredis.exceptions.RedisError,
-    OSError,
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-    anyio.EndOfStream,
-)
 
 
 @attrs.frozen(slots=True)

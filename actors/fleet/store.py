@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
+import anyio
 import attrs
 import coredis
 import coredis.exceptions
@@ -23,6 +24,14 @@ from actors.config.fleet_schema import FleetSettings
 CHECK_UP_S: Final = 5.0  # a ping while Redis answers: notices a silent loss between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
 _T = TypeVar("_T")
+# what a dead or closing link raises: coredis' errors, the socket's, and anyio's streams inside coredis
+LINK_ERRORS: Final = (
+    coredis.exceptions.RedisError,
+    OSError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+)
 
 
 class StoreUnavailableError(Exception):
@@ -88,7 +97,7 @@ class FleetStore:
         try:
             with trio.fail_after(self.settings.redis_timeout_s):
                 return await run(self._client)
-        except (coredis.exceptions.RedisError, trio.TooSlowError, OSError) as exc:
+        except (*LINK_ERRORS, trio.TooSlowError) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self._mark_down(why)
             raise StoreUnavailableError(why) from None
@@ -113,7 +122,7 @@ class FleetStore:
         try:
             with trio.fail_after(self.settings.redis_timeout_s):
                 await self._client.ping()
-        except (coredis.exceptions.RedisError, trio.TooSlowError, OSError) as exc:
+        except (*LINK_ERRORS, trio.TooSlowError) as exc:
             self._mark_down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         else:
             self.available, self.reason = True, ""

@@ -29,6 +29,7 @@ from actors.session.session import Session
 if TYPE_CHECKING:
     from actors.fleet.relay import FleetRelay
     from actors.fleet.sessions import FleetSessions
+    from actors.fleet.states import FleetStates
 
 GRACEFUL_S: Final = 1.0  # for hypercorn to finish its connections once the listener is cancelled
 
@@ -74,10 +75,11 @@ class HttpListener(Listener[HttpSettings]):
         self.app.settings = self._sessions.settings = self.settings
         self._sessions.reconfigure(self.session_settings)
 
-    def join_fleet(self, fleet: FleetSessions, relay: FleetRelay) -> None:
+    def join_fleet(self, fleet: FleetSessions, relay: FleetRelay, states: FleetStates) -> None:
         """[fleet]: session ids sealed with the fleet's keys, sessions of other replicas taken up here, a
-        session's events relayed to the replica its GET stream is open on."""
-        self._sessions.fleet, self._sessions.relay = fleet, relay
+        session's events relayed to the replica its GET stream is open on, modern retries of calls parked
+        on another replica forwarded there."""
+        self._sessions.fleet, self._sessions.relay, self._sessions.fleet_states = fleet, relay, states
 
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()

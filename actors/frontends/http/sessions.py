@@ -47,6 +47,7 @@ from actors.session.settings import SessionSettings
 if TYPE_CHECKING:  # actors.fleet (and coredis) is imported only with a [fleet] table
     from actors.fleet.relay import FleetRelay
     from actors.fleet.sessions import FleetSessions
+    from actors.fleet.states import FleetStates
 
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
@@ -96,6 +97,7 @@ class HttpSessions(Mapping[str, HttpSession]):
     fleet: FleetSessions | None = None  # with [fleet]: ids name their owner, any replica takes a session up
     taking_up: dict[str, trio.Event] = attrs.field(factory=dict)  # ids being taken up from the fleet now
     relay: FleetRelay | None = None  # with [fleet]: a session's events to the replica of its GET stream
+    fleet_states: FleetStates | None = None  # with [fleet]: modern retries claimed, forwarded to their owner
 
     def __attrs_post_init__(self) -> None:
         self.reconfigure(self.session_settings)
