@@ -201,6 +201,8 @@ class Gateway:
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
             await self._bind_admin(catalog.watch, stdio)
+            if self.admin is not None and self.fleet is not None:
+                self.admin.report_fleet(self.fleet.status)
         if websocket or stdio:
             self._log_serving(stdio)
         await root.start(self._frontends, catalog.watch, stdio)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import trio
 
@@ -53,10 +55,13 @@ class Fleet:
             await nursery.start(self.states.run)
             task_status.started()
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> dict[str, Any]:
         """For /status and /readyz: this replica, and whether it shares state or serves alone."""
+        if self.store.available:
+            return {"replica": self.settings.replica, "redis": "available", "serving": "fleet"}
         return {
             "replica": self.settings.replica,
-            "redis": "available" if self.store.available else "unavailable",
-            **({"reason": self.store.reason, "serving": "alone"} if not self.store.available else {}),
+            "redis": "unavailable",
+            "serving": "alone",
+            "reason": self.store.reason,
         }
