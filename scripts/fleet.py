@@ -42,6 +42,7 @@ REPLICA_CONFIG: Final = ROOT / "config" / "fleet" / "replica.toml"
 HAPROXY_CONFIG: Final = ROOT / "config" / "fleet" / "haproxy.cfg"
 READY_S: Final = 30.0  # a process that does not listen by then has failed
 CALL_S: Final = 30.0  # one call's longest wait: past it, an error
+RECONNECT_S: Final = 0.2  # before a client that failed whole connects again (no hot loop on a dead port)
 ERAS: Final = {"legacy": "legacy", "2026-07-28": "2026-07-28"}  # the table's name: the SDK Client's mode
 
 
@@ -102,7 +103,7 @@ class Fleet:
         binary = shutil.which("redis-server")
         if binary is None:
             raise FleetStartError("redis-server is not installed (scripts/setup-fleet installs it)")
-        self.redis_port = free_port()
+        self.redis_port = self.redis_port or free_port()  # a restart keeps its port
         argv = [
             binary,
             "--port",
@@ -194,6 +195,7 @@ class Tally:
     errors: int = 0
     wrong: int = 0
     samples: list[str] = attrs.field(factory=list)
+    failures: list[tuple[float, float, str]] = attrs.field(factory=list)  # (sent, ended, what), trio time
 
     @property
     def calls(self) -> int:
@@ -212,32 +214,41 @@ def shown(exc: BaseException) -> str:
 
 
 async def client_loop(url: str, mode: str, until: float, tally: Tally, seed: int) -> None:
-    """One SDK client calling `calculate` with a sum of its own until `until` (trio time)."""
+    """One SDK client calling `calculate` with a sum of its own until `until` (trio time). A client that
+    fails whole (its transport gave up) is counted as one error and connected again, after RECONNECT_S."""
     rng = random.Random(seed)
-    try:
-        async with (
-            httpx2.AsyncClient(timeout=CALL_S) as http,
-            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
-        ):
-            while trio.current_time() < until:
-                a, b = rng.randrange(1 << 40), rng.randrange(1 << 40)
-                began = trio.current_time()
-                try:
-                    with trio.fail_after(CALL_S):
-                        result = await client.call_tool("calculate", {"expression": f"{a} + {b}"})
-                except Exception as exc:  # every failure is counted and shown, whatever it is
-                    tally.errors += 1
-                    tally.note(shown(exc))
-                    continue
-                text = getattr(result.content[0], "text", None) if result.content else None
-                if result.is_error or text != str(a + b):
-                    tally.wrong += 1
-                    tally.note(f"{a} + {b} answered {text!r}")
-                else:
-                    tally.latencies_s.append(trio.current_time() - began)
-    except Exception as exc:  # a client that could not connect or lost its session: one error, shown
-        tally.errors += 1
-        tally.note(f"client: {shown(exc)}")
+    while trio.current_time() < until:
+        try:
+            await one_client(url, mode, until, tally, rng)
+        except Exception as exc:  # the client failed whole: one error, shown, and a new client
+            tally.errors += 1
+            tally.note(f"client: {shown(exc)}")
+            tally.failures.append((trio.current_time(), trio.current_time(), f"client: {shown(exc)}"))
+            await trio.sleep(RECONNECT_S)
+
+
+async def one_client(url: str, mode: str, until: float, tally: Tally, rng: random.Random) -> None:
+    async with (
+        httpx2.AsyncClient(timeout=CALL_S) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        while trio.current_time() < until:
+            a, b = rng.randrange(1 << 40), rng.randrange(1 << 40)
+            began = trio.current_time()
+            try:
+                with trio.fail_after(CALL_S):
+                    result = await client.call_tool("calculate", {"expression": f"{a} + {b}"})
+            except Exception as exc:  # every failure is counted and shown, whatever it is
+                tally.errors += 1
+                tally.note(shown(exc))
+                tally.failures.append((began, trio.current_time(), shown(exc)))
+                continue
+            text = getattr(result.content[0], "text", None) if result.content else None
+            if result.is_error or text != str(a + b):
+                tally.wrong += 1
+                tally.note(f"{a} + {b} answered {text!r}")
+            else:
+                tally.latencies_s.append(trio.current_time() - began)
 
 
 async def load(url: str, seconds: float, clients: int) -> dict[str, Tally]:

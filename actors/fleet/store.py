@@ -21,7 +21,7 @@ from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
 
-CHECK_UP_S: Final = 5.0  # a ping while Redis answers: notices a silent loss between requests
+CHECK_UP_S: Final = 1.0  # a ping while Redis answers: notices a loss (or a restart, empty) between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
 _T = TypeVar("_T")
 # what a dead or closing link raises: coredis' errors, the socket's, and anyio's streams inside coredis
@@ -54,6 +54,7 @@ class FleetStore:
     _client: Any = None
     _down: trio.Event = attrs.field(factory=trio.Event)  # set when a command finds Redis gone
     _up: trio.Event = attrs.field(factory=trio.Event)  # set while Redis answers
+    _emptied: bool = False  # Redis answers without this replica's marker: it lost what it held
 
     async def run(
         self,
@@ -69,7 +70,7 @@ class FleetStore:
         )
         async with client:
             self._client = client
-            await self._check()
+            await self._check(mark=True)
             if self.available:
                 self._up.set()
             else:
@@ -111,17 +112,24 @@ class FleetStore:
                 await trio.sleep(CHECK_DOWN_S)
             was = self.available
             await self._check()
-            if self.available and not was:
-                logger.info("fleet: Redis answers again; catching up")
+            if self.available and (not was or self._emptied):
+                logger.info("fleet: Redis answers {}; catching up", "empty" if was else "again")
                 for callback in list(self.on_back):
                     await callback()
+                await self._check(mark=True)
             if self.available:
                 self._up.set()
 
-    async def _check(self) -> None:
+    async def _check(self, *, mark: bool = False) -> None:
+        """A ping, and whether Redis still holds this replica's marker (gone: it restarted empty, and
+        what this replica keeps must be written again); with `mark`, the marker set."""
+        marker = f"{self.settings.key_prefix}:marker:{self.settings.replica}"
         try:
             with trio.fail_after(self.settings.redis_timeout_s):
                 await self._client.ping()
+                if mark:
+                    await self._client.set(marker, b"1")
+                self._emptied = not await self._client.exists([marker])
         except (*LINK_ERRORS, trio.TooSlowError) as exc:
             self._mark_down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         else:

@@ -32,3 +32,21 @@ async def test_fleet_script_runs_both_eras_through_haproxy_without_errors_or_wro
     assert found and int(found[1]) > 0, lines[-1]
     eras = {line.split()[0]: int(line.split()[2]) for line in lines[1:3]}
     assert eras.keys() == {"legacy", "2026-07-28"} and all(calls > 0 for calls in eras.values())
+
+
+async def test_fleet_chaos_kills_replicas_and_redis_with_no_wrong_answer_and_no_session_lost(
+    haproxy_binary: str,
+) -> None:
+    script = str(ROOT / "scripts" / "fleet_chaos.py")
+    argv = [sys.executable, script, "--replicas", "2", "--seconds", "6", "--every", "1.5", "--clients", "2"]
+    with trio.fail_after(120):
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    out = done.stdout.decode()
+    last = out.strip().splitlines()[-1]
+    assert done.returncode == 0, out + done.stderr.decode()
+    found = re.fullmatch(
+        r"fleet chaos: 2 replicas, (\d+) calls, \d+ errors \(0 outside a fault\), 0 wrong answers, "
+        r"0 sessions lost, (\d+) faults",
+        last,
+    )
+    assert found and int(found[1]) > 0 and int(found[2]) >= 2, last
