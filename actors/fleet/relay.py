@@ -65,7 +65,7 @@ class FleetRelay:
     settings: FleetSettings
     store: FleetStore
     events: Broadcast[BackendEvent]
-    _receivers: dict[str, Deliver] = attrs.field(factory=dict)
+    _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
     _pubsub: Any = None
     _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
     _outbox: trio.MemoryReceiveChannel[Outgoing] = attrs.field(init=False)
@@ -104,13 +104,16 @@ class FleetRelay:
         """Until cancelled: events other replicas publish for this session go to `deliver` (started once
         subscribed, or once it failed to: the GET stream goes on with this replica's own events)."""
         channel = self.stream_channel(session_id)
-        self._receivers[channel] = deliver
+        receivers = self._receivers.setdefault(channel, [])
+        receivers.append(deliver)
         try:
-            await self._subscribe(channel)
+            if len(receivers) == 1:
+                await self._subscribe(channel)
             task_status.started()
             await trio.sleep_forever()
         finally:
-            if self._receivers.get(channel) is deliver:
+            receivers.remove(deliver)
+            if not receivers and self._receivers.get(channel) is receivers:
                 del self._receivers[channel]
                 with trio.CancelScope(shield=True), trio.move_on_after(self.settings.redis_timeout_s):
                     await self._unsubscribe(channel)
@@ -183,8 +186,9 @@ class FleetRelay:
                     continue
                 if channel == self.notices:
                     self._notice(data)
-                elif (deliver := self._receivers.get(channel)) is not None:
-                    deliver(data)
+                else:
+                    for deliver in self._receivers.get(channel, ()):
+                        deliver(data)
 
     def _notice(self, data: bytes) -> None:
         try:

@@ -281,7 +281,7 @@ class HttpApp:
             with logger.contextualize(session=entry.label):
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
                 with reading(stream):
-                    async with self.sessions.standalone_stream(headers[SESSION_HEADER], entry):
+                    async with self.sessions.standalone_stream(headers[SESSION_HEADER], entry, stream):
                         finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
                 if isinstance(stream, RequestStream):
                     self._released(entry, stream, finished)

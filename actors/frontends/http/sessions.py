@@ -162,10 +162,12 @@ class HttpSessions(Mapping[str, HttpSession]):
         return self.find(headers, principal)
 
     @asynccontextmanager
-    async def standalone_stream(self, session_id: str, entry: HttpSession) -> AsyncIterator[None]:
-        """A GET reads `entry`'s standalone stream meanwhile: with [fleet], what the session's copies on
-        other replicas have for it comes here."""
-        if self.relay is None:
+    async def standalone_stream(
+        self, session_id: str, entry: HttpSession, stream: object
+    ) -> AsyncIterator[None]:
+        """A GET reads `stream` meanwhile: when it is `entry`'s standalone stream and with [fleet], what the
+        session's copies on other replicas have for it comes here."""
+        if self.relay is None or stream is not entry.transport.standalone:
             yield
             return
         async with trio.open_nursery() as nursery:
