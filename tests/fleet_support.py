@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import IO, Any, Final
@@ -13,7 +16,7 @@ from support import INITIALIZE, backend_entry, toml_value, with_http, write_conf
 
 
 class RedisUnavailableError(Exception):
-    """redis-server did not start: its exit code and last lines."""
+    """redis-server (or PostgreSQL) did not start: its exit code and last lines."""
 
 
 def free_port() -> int:
@@ -131,3 +134,37 @@ async def open_on(http: httpx2.AsyncClient, url: str, token: dict[str, str] | No
 def echo(request_id: int, text: str) -> dict[str, Any]:
     params = {"name": "echo", "arguments": {"text": text}}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+class PostgresServer:
+    """A PostgreSQL server of the distribution's binaries, in a fresh cluster on a free loopback port, trust
+    auth for local connections only; as the postgres user when the tests run as root (it refuses root)."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir, self.port = bin_dir, free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="mcp-gateway-pg-"))
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(self.folder, "postgres")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        data = self.folder / "data"
+        self._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync")
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "log"), "-w", "start")
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _run(self, program: str, *args: str) -> None:
+        argv = [*self.as_user, str(self.bin_dir / program), *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=self.folder)
+        if done.returncode != 0:
+            raise RedisUnavailableError(f"{program} exited {done.returncode}: {done.stderr.strip()[-500:]}")

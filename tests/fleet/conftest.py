@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from fleet_support import RedisServer, RedisUnavailableError
+from fleet_support import PostgresServer, RedisServer, RedisUnavailableError
 from support import ROOT
 
 SETUP: Final = ROOT / "scripts" / "setup-fleet"
@@ -62,6 +62,23 @@ def redis_binary() -> str:
 def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
     """A real redis-server for one test, killed after it."""
     server = RedisServer(redis_binary, tmp_path)
+    try:
+        server.start()
+    except RedisUnavailableError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_server(redis_binary: str) -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for one test (the distribution's binaries, a fresh cluster), stopped after."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        _unavailable("PostgreSQL is not installed (scripts/setup-fleet installs it)")
+    server = PostgresServer(found[-1].parent)
     try:
         server.start()
     except RedisUnavailableError as exc:

@@ -83,3 +83,24 @@ def test_bad_fleet_table_names_file_key_and_reason_never_the_key(
     assert code == EXIT_CONFIG_ERROR
     assert f"{path}: " in err and expected in err, err
     assert KEY_A not in err and "Traceback" not in err
+
+
+def test_audit_postgres_url_comes_from_its_variable_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(f'{BACKEND}\n[audit]\npostgres_url_env = "AUDIT_DB"\n')
+    code, err = check(path, capsys)
+    assert (
+        code == EXIT_CONFIG_ERROR and f"{path}: audit.postgres_url_env: environment variable AUDIT_DB" in err
+    )
+    path.write_text(f'{BACKEND}\n[audit]\npostgres_url = "postgresql://u:pw@h/db"\n')
+    code, err = check(path, capsys)
+    assert (
+        code == EXIT_CONFIG_ERROR and "audit.postgres_url: not read from the file" in err and "pw@" not in err
+    )
+    monkeypatch.setenv("AUDIT_DB", "postgresql://u:pw@h/db")
+    path.write_text(f'{BACKEND}\n[audit]\npostgres_url_env = "AUDIT_DB"\n')
+    loaded = load_config(path)
+    assert loaded.audit is not None and loaded.audit.postgres_url == "postgresql://u:pw@h/db"
+    assert "pw@" not in repr(loaded.audit) and "AUDIT_DB" in loaded.secret_variables()

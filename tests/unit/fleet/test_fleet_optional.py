@@ -14,7 +14,7 @@ from actors.config import load_config
 from actors.gateway import Gateway
 import actors.cli
 Gateway(load_config(sys.argv[1]))
-print(sorted(m for m in sys.modules if m.startswith(("coredis", "actors.fleet"))))
+print(sorted(m for m in sys.modules if m.startswith(("coredis", "actors.fleet", "psycopg"))))
 """
 
 
