@@ -37,7 +37,8 @@ class Fleet:
         store = FleetStore(settings=settings)
         ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
         sessions = FleetSessions(settings=settings, ids=ids, store=store)
-        relay = FleetRelay(settings=settings, store=store, events=events)
+        relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
+        sessions.announce_end = relay.publish_ended
         limits = FleetLimits(settings=settings, store=store, limiter=limiter)
         states = FleetStates(settings=settings, store=store)
         return cls(

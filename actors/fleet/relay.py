@@ -4,7 +4,8 @@ session's copy on one replica has for the client's GET stream open on another.
 Channels (under `key_prefix`):
   `:notices`          every replica's resources/updated, as {"from", "backend", "uri"}; each other replica
                       hands it to its own sessions and listens (the gateway's events broadcast), so a
-                      subscriber hears of a change whichever replica's backend saw it.
+                      subscriber hears of a change whichever replica's backend saw it. And {"from", "ended"}:
+                      a session its client ended (DELETE), which every replica's copy of it ends too.
   `:stream:<digest>`  a legacy session's standalone events (list_changed, resources/updated, a backend's
                       request when no call's stream is read): subscribed while the session's GET stream is
                       open on this replica; a copy with no GET reader of its own publishes there, and keeps
@@ -65,6 +66,7 @@ class FleetRelay:
     settings: FleetSettings
     store: FleetStore
     events: Broadcast[BackendEvent]
+    on_ended: Callable[[str], None] | None = None  # a session's digest, ended by its client elsewhere
     _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
     _pubsub: Any = None
     _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
@@ -89,6 +91,12 @@ class FleetRelay:
             with self.events.deliver_to(mine):
                 task_status.started()
                 await self._subscriber()
+
+    def publish_ended(self, digest: str) -> None:
+        """A session ended by its client (DELETE): every replica ends its copy (named by the digest of its
+        id: ids are secrets, and what crosses Redis is readable there)."""
+        payload = {"from": self.settings.replica, "ended": digest}
+        self._send(Outgoing(self.notices, orjson.dumps(payload)))
 
     def publish_stream(self, session_id: str, frame: bytes, unheard: Deliver) -> None:
         """A copy's standalone event, for the GET stream open on another replica (`unheard` if none)."""
@@ -196,6 +204,10 @@ class FleetRelay:
         except orjson.JSONDecodeError:
             return
         if not isinstance(notice, dict) or notice.get("from") == self.settings.replica:
+            return
+        ended = notice.get("ended")
+        if isinstance(ended, str) and self.on_ended is not None:
+            self.on_ended(ended)
             return
         backend, uri = notice.get("backend"), notice.get("uri")
         if not isinstance(backend, str) or not isinstance(uri, str) or len(uri) > MAX_URI_CHARS:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -48,6 +49,9 @@ class FleetSessions:
     ids: SessionIds
     store: FleetStore
     _owned: dict[str, bytes] = attrs.field(factory=dict)  # the facts of the sessions opened here, alive
+    _local: dict[str, str] = attrs.field(factory=dict)  # digest -> id of each session with a copy here
+    end_local: Callable[[str], None] | None = None  # ends this replica's copy of a session (the HTTP side)
+    announce_end: Callable[[str], None] | None = None  # tells the other replicas (the relay)
     _refreshed: dict[str, float] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -68,6 +72,7 @@ class FleetSessions:
             logger.warning("fleet: an initialize of {} bytes is kept on this replica alone", len(facts))
             return
         self._owned[session_id] = facts
+        self._local[digest_of(session_id)] = session_id
         self._refreshed[session_id] = trio.current_time()
         with contextlib.suppress(StoreUnavailableError):
             await self._write(session_id, facts)
@@ -92,6 +97,7 @@ class FleetSessions:
         if facts.get("who") != _who(principal) or not isinstance(initialize, dict):
             return None
         self._refreshed[session_id] = trio.current_time()
+        self._local[digest_of(session_id)] = session_id
         return initialize
 
     async def touch(self, session_id: str) -> None:
@@ -104,8 +110,11 @@ class FleetSessions:
             await self.store.command(lambda client: client.expire(self._key(session_id), int(ttl_s)))
 
     async def forget(self, session_id: str) -> None:
-        """The client ended the session (DELETE): no replica takes it up again."""
+        """The client ended the session (DELETE): no replica takes it up again, and every replica's copy
+        ends."""
         self.dropped(session_id)
+        if self.announce_end is not None:
+            self.announce_end(digest_of(session_id))
         try:
             await self.store.command(lambda client: client.delete([self._key(session_id)]))
         except StoreUnavailableError:
@@ -117,6 +126,13 @@ class FleetSessions:
         """This replica's copy of the session ended: nothing of it is kept here."""
         self._owned.pop(session_id, None)
         self._refreshed.pop(session_id, None)
+        self._local.pop(digest_of(session_id), None)
+
+    def ended_elsewhere(self, digest: str) -> None:
+        """Another replica's client ended this session: this replica's copy ends too (later requests 404)."""
+        session_id = self._local.get(digest)
+        if session_id is not None and self.end_local is not None:
+            self.end_local(session_id)
 
     async def catch_up(self) -> None:
         """Redis is back: the facts of every session opened here and alive are written again."""
@@ -136,5 +152,9 @@ class FleetSessions:
         await self.store.command(lambda client: client.set(self._key(session_id), facts, ex=ttl_s))
 
     def _key(self, session_id: str) -> str:
-        digest = hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()[:40]
-        return f"{self.settings.key_prefix}:session:{digest}"
+        return f"{self.settings.key_prefix}:session:{digest_of(session_id)}"
+
+
+def digest_of(session_id: str) -> str:
+    """What names a session outside this process (Redis keys, notices): never the id, a secret."""
+    return hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()[:40]

@@ -80,6 +80,7 @@ class HttpListener(Listener[HttpSettings]):
         session's events relayed to the replica its GET stream is open on, modern retries of calls parked
         on another replica forwarded there."""
         self._sessions.fleet, self._sessions.relay, self._sessions.fleet_states = fleet, relay, states
+        fleet.end_local = self._sessions.ended_elsewhere
 
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()

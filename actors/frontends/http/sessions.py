@@ -182,6 +182,14 @@ class HttpSessions(Mapping[str, HttpSession]):
         if self.fleet is not None and isinstance(params, dict):
             await self.fleet.remember(session_id, principal, params)
 
+    def ended_elsewhere(self, session_id: str) -> None:
+        """[fleet]: the client ended the session on another replica: this copy ends too."""
+        entry = self._by_id.get(session_id)
+        if entry is not None:
+            with logger.contextualize(session=entry.label):
+                logger.info("the client ended the session on another replica")
+            self.end(session_id, entry)
+
     async def ended_by_client(self, session_id: str) -> None:
         """DELETE: with [fleet], no replica takes the session up again."""
         if self.fleet is not None:
