@@ -71,11 +71,11 @@ STDIN_END_SHARE: Final = 0.25
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
-# Every kind of network listener, in the order they start and are named in the log; a new kind is a new
-# Listener module and an entry here.
 if TYPE_CHECKING:
     from actors.fleet.fleet import Fleet
 
+# Every kind of network listener, in the order they start and are named in the log; a new kind is a new
+# Listener module and an entry here.
 LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, HttpListener)
 
 ListenerT = TypeVar("ListenerT", bound=Listener[Any])

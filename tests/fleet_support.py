@@ -15,7 +15,7 @@ import httpx2
 from support import INITIALIZE, backend_entry, toml_value, with_http, write_config
 
 
-class RedisUnavailableError(Exception):
+class ServerStartError(Exception):
     """redis-server (or PostgreSQL) did not start: its exit code and last lines."""
 
 
@@ -64,7 +64,7 @@ class RedisServer:
                 threading.Thread(target=self._drain, args=(self.process.stdout,), daemon=True).start()
                 return
         code = self.process.wait()
-        raise RedisUnavailableError(f"redis-server exited {code} on port {self.port}: {seen[-3:]}")
+        raise ServerStartError(f"redis-server exited {code} on port {self.port}: {seen[-3:]}")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -167,4 +167,4 @@ class PostgresServer:
         argv = [*self.as_user, str(self.bin_dir / program), *args]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=self.folder)
         if done.returncode != 0:
-            raise RedisUnavailableError(f"{program} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+            raise ServerStartError(f"{program} exited {done.returncode}: {done.stderr.strip()[-500:]}")

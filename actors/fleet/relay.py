@@ -21,14 +21,13 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, Final
 
-import anyio
 import attrs
 import orjson
 import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
-from actors.fleet.store import CHECK_DOWN_S, LINK_ERRORS, FleetStore, StoreUnavailableError
+from actors.fleet.store import CHECK_DOWN_S, FleetStore, StoreUnavailableError, link_errors
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.messages import Notification
 from actors.runtime.broadcast import Broadcast
@@ -168,8 +167,8 @@ class FleetRelay:
         while True:
             try:
                 await self._subscribed()
-            except* LINK_ERRORS as group:  # coredis' own cleanup of a dead link raises anyio's errors too
-                closed = all(isinstance(exc, anyio.ClosedResourceError) for exc in group.exceptions)
+            except* link_errors() as group:  # coredis' own cleanup of a dead link raises anyio's errors too
+                closed = all(type(exc).__name__ == "ClosedResourceError" for exc in group.exceptions)
                 level = "DEBUG" if closed else "WARNING"  # closed: its link ended (Redis gone, or our stop)
                 logger.log(
                     level, "fleet: the pub/sub connection ended ({!r}); opening it again", group.exceptions
@@ -222,12 +221,12 @@ class FleetRelay:
             try:
                 with trio.fail_after(self.settings.redis_timeout_s):
                     await self._pubsub.subscribe(channel)
-            except (*LINK_ERRORS, trio.TooSlowError) as exc:
+            except (*link_errors(), trio.TooSlowError) as exc:
                 logger.warning("fleet: could not subscribe a GET stream's channel: {}", exc)
 
     async def _unsubscribe(self, channel: str) -> None:
         if self._pubsub is not None:
             try:
                 await self._pubsub.unsubscribe(channel)
-            except LINK_ERRORS as exc:
+            except link_errors() as exc:
                 logger.debug("fleet: could not unsubscribe: {}", exc)

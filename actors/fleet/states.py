@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import attrs
 import trio
-from coredis import PureToken
 
 from actors.config.fleet_schema import FleetSettings
 from actors.fleet.store import FleetStore, StoreUnavailableError
@@ -115,6 +114,8 @@ class FleetStates:
     async def claim(self, state: str) -> bool:
         """The state marked used fleet-wide: False when it was already (Redis down: True, each replica's
         own memory of spent states still refuses a replay there)."""
+        from coredis import PureToken  # the `fleet` extra
+
         digest = hashlib.sha256(state.encode("ascii", "replace")).hexdigest()[:40]
         key = f"{self.settings.key_prefix}:spent:{digest}"
         try:

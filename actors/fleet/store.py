@@ -9,13 +9,11 @@ read by /readyz and /status.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-import anyio
 import attrs
-import coredis
-import coredis.exceptions
 import trio
 from loguru import logger
 
@@ -24,14 +22,23 @@ from actors.config.fleet_schema import FleetSettings
 CHECK_UP_S: Final = 1.0  # a ping while Redis answers: notices a loss (or a restart, empty) between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
 _T = TypeVar("_T")
-# what a dead or closing link raises: coredis' errors, the socket's, and anyio's streams inside coredis
-LINK_ERRORS: Final = (
-    coredis.exceptions.RedisError,
-    OSError,
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-    anyio.EndOfStream,
-)
+
+
+@functools.cache
+def link_errors() -> tuple[type[BaseException], ...]:
+    """What a dead or closing link raises: coredis' errors, the socket's, and those of anyio's streams inside
+    coredis. Imported when first needed: the `fleet` extra, so every module of the package imports without
+    it."""
+    import anyio
+    import coredis.exceptions
+
+    return (
+        coredis.exceptions.RedisError,
+        OSError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+    )
 
 
 class StoreUnavailableError(Exception):
@@ -65,6 +72,8 @@ class FleetStore:
         """The link, open until cancelled; `users` (started in a nursery inside it, with the watcher) end
         before the link closes, so a pub/sub connection is closed while its pool still exists."""
         timeout_s = self.settings.redis_timeout_s
+        import coredis  # the `fleet` extra
+
         client = coredis.Redis.from_url(
             self.settings.redis_url, connect_timeout=timeout_s, stream_timeout=timeout_s
         )
@@ -98,7 +107,7 @@ class FleetStore:
         try:
             with trio.fail_after(self.settings.redis_timeout_s):
                 return await run(self._client)
-        except (*LINK_ERRORS, trio.TooSlowError) as exc:
+        except (*link_errors(), trio.TooSlowError) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self._mark_down(why)
             raise StoreUnavailableError(why) from None
@@ -130,7 +139,7 @@ class FleetStore:
                 if mark:
                     await self._client.set(marker, b"1")
                 self._emptied = not await self._client.exists([marker])
-        except (*LINK_ERRORS, trio.TooSlowError) as exc:
+        except (*link_errors(), trio.TooSlowError) as exc:
             self._mark_down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         else:
             self.available, self.reason = True, ""

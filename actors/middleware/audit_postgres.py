@@ -7,13 +7,15 @@ Needs the extra `audit-postgres` (psycopg); imported only when the table names a
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import attrs
-import psycopg
 
 from actors.config import AuditSettings
+
+if TYPE_CHECKING:
+    import psycopg
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -57,9 +59,14 @@ class PostgresAuditStore:
     """The database connection. Used from one worker thread at a time; a batch is one transaction, and a
     lost connection is opened again for the next batch."""
 
-    errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error, OSError)
     settings: AuditSettings
     _db: psycopg.Connection[Any] | None = None
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        import psycopg  # the `audit-postgres` extra: every module of the package imports without it
+
+        return (psycopg.Error, OSError)
 
     @property
     def shown(self) -> str:
@@ -67,6 +74,8 @@ class PostgresAuditStore:
         return where(self.settings.postgres_url)
 
     def open(self) -> None:
+        import psycopg
+
         assert self.settings.postgres_url is not None
         self._db = psycopg.connect(self.settings.postgres_url, connect_timeout=CONNECT_S, autocommit=True)
         self._db.execute(SCHEMA)
@@ -75,6 +84,8 @@ class PostgresAuditStore:
         if self._db is None or self._db.closed:
             self.open()
         assert self._db is not None
+        import psycopg
+
         try:
             with self._db.transaction(), self._db.cursor() as cursor:
                 cursor.executemany(INSERT, records)

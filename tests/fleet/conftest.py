@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from fleet_support import PostgresServer, RedisServer, RedisUnavailableError
+from fleet_support import PostgresServer, RedisServer, ServerStartError
 from support import ROOT
 
 SETUP: Final = ROOT / "scripts" / "setup-fleet"
@@ -58,18 +58,24 @@ def redis_binary() -> str:
     return found
 
 
+def _serving(server: RedisServer | PostgresServer) -> Iterator[None]:
+    """`server` started (a start that fails fails the test) and stopped after."""
+    try:
+        server.start()
+    except ServerStartError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
     """A real redis-server for one test, killed after it."""
     server = RedisServer(redis_binary, tmp_path)
-    try:
-        server.start()
-    except RedisUnavailableError as exc:
-        pytest.fail(str(exc))
-    try:
+    for _ in _serving(server):
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -79,11 +85,5 @@ def postgres_server(redis_binary: str) -> Iterator[PostgresServer]:
     if not found:
         _unavailable("PostgreSQL is not installed (scripts/setup-fleet installs it)")
     server = PostgresServer(found[-1].parent)
-    try:
-        server.start()
-    except RedisUnavailableError as exc:
-        pytest.fail(str(exc))
-    try:
+    for _ in _serving(server):
         yield server
-    finally:
-        server.stop()
