@@ -11,6 +11,7 @@ import pytest
 
 from actors.cli import EXIT_CONFIG_ERROR, main
 from actors.config import load_config
+from actors.config.diff import diff
 
 KEY_A: Final = "A" * 43  # 32 bytes as base64url
 KEY_B: Final = "0f" * 32  # 32 bytes as hex
@@ -104,3 +105,11 @@ def test_audit_postgres_url_comes_from_its_variable_only(
     loaded = load_config(path)
     assert loaded.audit is not None and loaded.audit.postgres_url == "postgresql://u:pw@h/db"
     assert "pw@" not in repr(loaded.audit) and "AUDIT_DB" in loaded.secret_variables()
+
+
+def test_a_reload_that_changes_fleet_says_it_needs_a_restart(tmp_path: Path) -> None:
+    (tmp_path / "k").write_text(KEY_A)
+    old = load_config(config(tmp_path, 'redis_url = "redis://h"\nkeys_file = "k"\nreplica = "r1"'))
+    new = load_config(config(tmp_path, 'redis_url = "redis://other"\nkeys_file = "k"\nreplica = "r1"'))
+    assert diff(old, new).needs_restart == ("[fleet]",)
+    assert diff(old, old).needs_restart == ()
