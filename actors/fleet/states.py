@@ -91,7 +91,7 @@ class FleetStates:
                 trio.move_on_after(self.settings.redis_timeout_s),
                 contextlib.suppress(StoreUnavailableError),
             ):
-                await self.store.command(lambda client: client.delete([self._registration()]))
+                await self.store.command(lambda client: client.delete([self._registration()]), parting=True)
 
     def reached_at(self, url: str) -> None:
         """Where the other replicas reach this one: registered at once, then refreshed."""

@@ -100,8 +100,10 @@ class FleetStore:
         assert self._client is not None, "the store is not running"
         return self._client
 
-    async def command(self, run: Callable[[Any], Awaitable[_T]]) -> _T:
-        """`run(client)` under the timeout; StoreUnavailableError when Redis is down or does not answer."""
+    async def command(self, run: Callable[[Any], Awaitable[_T]], *, parting: bool = False) -> _T:
+        """`run(client)` under the timeout; StoreUnavailableError when Redis is down or does not answer.
+        `parting`: a last word at shutdown, when the link may already be closing: a failure says nothing
+        about Redis."""
         if not self.available or self._client is None:
             raise StoreUnavailableError(self.reason)
         try:
@@ -109,7 +111,8 @@ class FleetStore:
                 return await run(self._client)
         except (*link_errors(), trio.TooSlowError) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            self._mark_down(why)
+            if not parting:
+                self._mark_down(why)
             raise StoreUnavailableError(why) from None
 
     async def _watch(self) -> None:
