@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -138,33 +139,50 @@ def echo(request_id: int, text: str) -> dict[str, Any]:
 
 class PostgresServer:
     """A PostgreSQL server of the distribution's binaries, in a fresh cluster on a free loopback port, trust
-    auth for local connections only; as the postgres user when the tests run as root (it refuses root)."""
+    auth, run in the foreground as a child of the tests (as the postgres user when they run as root: it
+    refuses root). Not daemonized with pg_ctl: a gateway run in the tests' process is a child subreaper
+    and ends the orphans it adopts, which a daemonized postmaster would be."""
 
     def __init__(self, bin_dir: Path) -> None:
         self.bin_dir, self.port = bin_dir, free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="mcp-gateway-pg-"))
-        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.as_user:
-            shutil.chown(self.folder, "postgres")
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user:
+            shutil.chown(self.folder, self.user)
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
-        data = self.folder / "data"
-        self._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync")
-        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "log"), "-w", "start")
+        """initdb, then the server; back once it says it accepts connections (its log line, as it comes)."""
+        data = str(self.folder / "data")
+        initdb = [str(self.bin_dir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"]
+        done = subprocess.run(initdb, capture_output=True, text=True, timeout=120, check=False, **self._as())
+        if done.returncode != 0:
+            raise ServerStartError(f"initdb exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        argv = [str(self.bin_dir / "postgres"), "-D", data, "-p", str(self.port), "-k", str(self.folder)]
+        argv += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **self._as())
+        assert self.process.stdout is not None
+        seen = []
+        for line in self.process.stdout:
+            seen.append(line.decode(errors="replace").strip())
+            if b"ready to accept connections" in line:
+                threading.Thread(target=RedisServer._drain, args=(self.process.stdout,), daemon=True).start()
+                return
+        raise ServerStartError(f"postgres exited {self.process.wait()}: {seen[-3:]}")
 
     def stop(self) -> None:
         try:
-            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+            if self.process is not None:
+                self.process.send_signal(signal.SIGQUIT)  # immediate shutdown: a test's data is not kept
+                self.process.wait(timeout=30)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _run(self, program: str, *args: str) -> None:
-        argv = [*self.as_user, str(self.bin_dir / program), *args]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=self.folder)
-        if done.returncode != 0:
-            raise ServerStartError(f"{program} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    def _as(self) -> dict[str, Any]:
+        return (
+            {"user": self.user, "group": self.user, "cwd": self.folder} if self.user else {"cwd": self.folder}
+        )
