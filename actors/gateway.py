@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
@@ -71,6 +71,9 @@ STDIN_END_SHARE: Final = 0.25
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
+if TYPE_CHECKING:
+    from actors.fleet.fleet import Fleet
+
 # Every kind of network listener, in the order they start and are named in the log; a new kind is a new
 # Listener module and an entry here.
 LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, HttpListener)
@@ -99,6 +102,7 @@ class Gateway:
     limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
+    fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
 
     def __attrs_post_init__(self) -> None:
@@ -188,9 +192,17 @@ class Gateway:
         root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
         for middleware in self.middleware:
             await root.start(middleware.run)
+        if config.fleet is not None:
+            from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
+
+            self.fleet = Fleet.of(config.fleet, self.events, self.limiter)
+            self.bridges.key = self.fleet.states.key  # requestStates any replica opens, naming their owner
+            await root.start(self.fleet.run)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
             await self._bind_admin(catalog.watch, stdio)
+            if self.admin is not None and self.fleet is not None:
+                self.admin.report_fleet(self.fleet.status)
         if websocket or stdio:
             self._log_serving(stdio)
         await root.start(self._frontends, catalog.watch, stdio)
@@ -211,6 +223,9 @@ class Gateway:
         ]
         for listener in self.listeners:
             await listener.endpoint.bind()
+        if self.fleet is not None and self.http_listener is not None:
+            self.http_listener.join_fleet(self.fleet.sessions, self.fleet.relay, self.fleet.states)
+            self.fleet.states.reached_at(self.fleet.settings.advertise_url or self.http_listener.url)
 
     async def _bind_admin(self, catalog: Watch[CatalogView], stdio: bool) -> None:
         """With an [admin] table, its listener. Serving stdio, a taken admin address is a warning: several

@@ -48,7 +48,7 @@ def node() -> Path:
     return NODE
 
 
-TIERS: Final = ("unit", "integration", "interop")
+TIERS: Final = ("unit", "integration", "interop", "fleet")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,7 +11,7 @@ history and the rate sampler beside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -85,6 +85,10 @@ class Admin:
     @property
     def url(self) -> str:
         return self.listener.url
+
+    def report_fleet(self, status: Callable[[], dict[str, Any]]) -> None:
+        """[fleet]: /status and /readyz say which replica this is and whether it serves alone."""
+        self.listener.app.model.fleet = status
 
     async def bind(self) -> None:
         await self.listener.bind()

@@ -55,6 +55,8 @@ class StatusModel:
     started_at: float  # trio time the gateway started
     started_wall: float = attrs.field(factory=time.time)
     url: str = ""  # the admin listener's, once bound
+    # with [fleet]: this replica, and whether it shares state through Redis or serves alone
+    fleet: Callable[[], dict[str, Any]] | None = None
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """(ready, the body /readyz answers with): who is not ready, and why."""
@@ -69,6 +71,8 @@ class StatusModel:
         body: dict[str, Any] = {"ready": ready, "settled": view.settled}
         if not ready:
             body["not_ready"] = waiting + missing
+        if self.fleet is not None:  # serving alone while Redis is down is serving: ready, and said
+            body["fleet"] = self.fleet()
         return ready, body
 
     def _why(self, status: BackendStatus) -> dict[str, Any]:
@@ -101,6 +105,7 @@ class StatusModel:
                 "ready": ready,
                 "settled": view.settled,
             },
+            **({"fleet": self.fleet()} if self.fleet is not None else {}),
             "frontends": [frontend.as_json() for frontend in self.frontends()],
             "backends": [
                 self._backend(

@@ -25,6 +25,7 @@ from actors.config.backend_schema import (
 )
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
+from actors.config.fleet_schema import FleetTable
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
 from actors.config.policy_schema import PolicyTable
@@ -38,6 +39,7 @@ from actors.config.resolve import (
     resolve_middleware,
     resolve_oauth,
 )
+from actors.config.resolve_fleet import resolve_fleet
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.limits import LimitSettings
 from actors.policy.rules import MAX_RULES, Policy
@@ -55,6 +57,7 @@ TOP_LEVEL: Final = {
     "policy": "[policy]",
     "limits": "[limits]",
     "stdio": "[stdio]",
+    "fleet": "[fleet]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -160,6 +163,10 @@ def _structure(
     policy = _policy(document["policy"], problems) if "policy" in document else None
     limits = _convert(document["limits"], LimitSettings, "limits", problems) if "limits" in document else None
     stdio = _convert(document["stdio"], StdioPrincipal, "stdio", problems) if "stdio" in document else None
+    fleet = None
+    if "fleet" in document:
+        fleet_table = _convert(document["fleet"], FleetTable, "fleet", problems)
+        fleet = fleet_table and resolve_fleet(fleet_table, folder, problems)
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -179,6 +186,7 @@ def _structure(
         policy=policy,
         limits=limits,
         stdio=stdio,
+        fleet=fleet,
     )
 
 

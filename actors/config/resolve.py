@@ -160,7 +160,19 @@ def resolve_oauth(table: AuthTable, key: str, folder: Path, problems: list[Probl
 
 
 def resolve_audit(audit: AuditSettings, folder: Path, problems: list[Problem]) -> AuditSettings:
-    """The audit file's path made absolute; it must not be a folder."""
+    """The audit file's path made absolute; it must not be a folder. With postgres_url_env, the URL read."""
+    if audit.postgres_url is not None:
+        problems.append(
+            ("audit.postgres_url", "not read from the file: name its variable with postgres_url_env")
+        )
+    if audit.postgres_url_env is not None:
+        url = os.environ.get(audit.postgres_url_env, "")
+        if not url.startswith(("postgresql://", "postgres://")):
+            what = "is not set" if not url else "does not hold a postgresql:// URL"
+            problems.append(
+                ("audit.postgres_url_env", f"environment variable {audit.postgres_url_env} {what}")
+            )
+        return attrs.evolve(audit, postgres_url=url)
     path = (folder / audit.path.expanduser()).resolve()
     if path.is_dir():
         problems.append(("audit.path", f"{shown_path(audit.path, path)} is a directory; name a file"))

@@ -13,10 +13,20 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+from attrs.validators import optional
 
 from actors.config.admin_schema import AdminSettings
 from actors.config.backend_schema import BackendConfig, RootsMode
-from actors.config.checks import at_least, message_size, not_above, not_below, not_blank, positive
+from actors.config.checks import (
+    at_least,
+    environment_name,
+    message_size,
+    not_above,
+    not_below,
+    not_blank,
+    positive,
+)
+from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
 from actors.limits import LimitSettings
@@ -74,6 +84,10 @@ class AuditSettings:
     max_age_s: float = attrs.field(default=86400.0, validator=at_least(0, "must be 0 (size only) or more"))
     # stored arguments are cut to this many bytes (and marked as cut)
     max_argument_bytes: int = attrs.field(default=4096, validator=at_least(16))
+    # the records go to PostgreSQL instead of the file: the variable holding its URL (a password may be in
+    # it, so never the file); `path` and the rotation keys then do not apply (retention is the database's)
+    postgres_url_env: str | None = attrs.field(default=None, validator=optional(environment_name))
+    postgres_url: str | None = attrs.field(default=None, repr=False)  # read from postgres_url_env
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +121,7 @@ class Config:
     policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
     limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
+    fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:
         """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""
@@ -136,6 +151,12 @@ class Config:
                 if listener is not None and listener.auth is not None and listener.auth.secret_env
             )
             | admin
+            | (self.fleet.secret_variables if self.fleet is not None else frozenset())
+            | (
+                {self.audit.postgres_url_env}
+                if self.audit is not None and self.audit.postgres_url_env
+                else set()
+            )
         )
 
     def roots_of(self, backend: BackendConfig) -> RootsMode | tuple[str, ...]:

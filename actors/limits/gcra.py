@@ -4,6 +4,11 @@ needs no entry: such entries are dropped, so the table holds only callers that a
 
 Owns: the table key -> TAT, at most `max_keys` entries. Past that, the entries whose burst is back are
 swept, then the one nearest to its whole burst is dropped (that caller gets a little more, never less).
+
+Shared by a fleet ([fleet], actors/fleet/limits.py): the calls admitted per key since the last sync are
+counted (`take_admitted`), the fleet's GCRA on Redis adds them to the key's shared TAT, and the answer
+moves the local TAT forward (`catch_up`) for those keys and every key using its burst here (`busy`): what
+other replicas admitted counts here too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ class RateBuckets:
     max_keys: int = 10_000
     _tat: dict[str, float] = attrs.field(factory=dict)
     _since_sweep: int = 0
+    shared: bool = False  # in a fleet: admissions are counted for the next sync
+    _admitted: dict[str, int] = attrs.field(factory=dict)  # per key since the last sync (shared only)
 
     @property
     def interval_s(self) -> float:
@@ -38,10 +45,28 @@ class RateBuckets:
         if wait_s > 0:
             return wait_s
         self._tat[key] = new_tat
+        if self.shared:
+            self._admitted[key] = self._admitted.get(key, 0) + 1
         self._since_sweep += 1
         if len(self._tat) > self.max_keys or self._since_sweep >= SWEEP_EVERY:
             self._sweep(now)
         return 0.0
+
+    def take_admitted(self) -> dict[str, int]:
+        """The calls admitted per key since the last call of this (then forgotten)."""
+        admitted, self._admitted = self._admitted, {}
+        return admitted
+
+    def busy(self, now: float | None = None) -> list[str]:
+        """The keys using their burst now (their TAT is ahead): what a fleet sync asks about."""
+        now = trio.current_time() if now is None else now
+        return [key for key, tat in self._tat.items() if tat > now]
+
+    def catch_up(self, key: str, ahead_s: float, now: float | None = None) -> None:
+        """The fleet's TAT for `key`, `ahead_s` after now: the local one moves forward to it (never back)."""
+        now = trio.current_time() if now is None else now
+        if ahead_s > 0 and now + ahead_s > self._tat.get(key, now):
+            self._tat[key] = now + ahead_s
 
     def _sweep(self, now: float) -> None:
         self._since_sweep = 0

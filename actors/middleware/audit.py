@@ -24,7 +24,7 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 import orjson
@@ -35,6 +35,9 @@ from actors.config import AuditSettings
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
+
+if TYPE_CHECKING:
+    from actors.middleware.audit_postgres import PostgresAuditStore
 
 QUEUE_SIZE: Final = 10_000  # records waiting for the writer before calls wait for it
 BATCH_SIZE: Final = 500  # records per transaction
@@ -156,6 +159,7 @@ def _timestamp(iso: str) -> float:
 
 @attrs.define
 class AuditStore:
+    errors: ClassVar[tuple[type[Exception], ...]] = (OSError, sqlite3.Error)
     """The SQLite file and its rotation. Used from one worker thread at a time.
 
     The file is created 0600 (SQLite gives its journal the same mode; a rename keeps it), in a folder
@@ -167,6 +171,10 @@ class AuditStore:
     _db: sqlite3.Connection | None = None
     _first_at: float | None = None  # the current file's first record, wall clock
     _warned: bool = False
+
+    @property
+    def shown(self) -> str:
+        return str(self.settings.path)
 
     def open(self) -> None:
         path = self.settings.path
@@ -254,12 +262,17 @@ class AuditMiddleware(Middleware):
     Stops when: cancelled at shutdown, after writing what is queued."""
 
     settings: AuditSettings
-    _store: AuditStore = attrs.field(init=False)
+    _store: AuditStore | PostgresAuditStore = attrs.field(init=False)
     _queue: trio.MemorySendChannel[Record] = attrs.field(init=False)
     _pending: trio.MemoryReceiveChannel[Record] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._store = AuditStore(self.settings)
+        if self.settings.postgres_url is not None:  # imports psycopg: only when the table names a database
+            from actors.middleware.audit_postgres import PostgresAuditStore
+
+            self._store = PostgresAuditStore(self.settings)
+        else:
+            self._store = AuditStore(self.settings)
         self._queue, self._pending = trio.open_memory_channel[Record](QUEUE_SIZE)
 
     async def after_call(self, call: ToolCall, outcome: CallOutcome) -> CallOutcome:
@@ -271,9 +284,9 @@ class AuditMiddleware(Middleware):
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             await trio.to_thread.run_sync(self._store.open)
-        except (OSError, sqlite3.Error) as exc:
-            raise GatewayStartError(f"cannot open the audit log {self.settings.path}: {exc}") from None
-        logger.info("audit log: {}", self.settings.path)
+        except self._store.errors as exc:
+            raise GatewayStartError(f"cannot open the audit log {self._store.shown}: {exc}") from None
+        logger.info("audit log: {}", self._store.shown)
         task_status.started()
         batch: list[Record] = []  # in hand: a cancel between receiving it and writing it must not lose it
         try:
@@ -301,7 +314,7 @@ class AuditMiddleware(Middleware):
     async def _write(self, batch: list[Record]) -> None:
         try:
             await trio.to_thread.run_sync(self._store.write, batch)
-        except (OSError, sqlite3.Error) as exc:
+        except self._store.errors as exc:
             logger.error(
-                "audit log: could not write {} records to {}: {}", len(batch), self.settings.path, exc
+                "audit log: could not write {} records to {}: {}", len(batch), self._store.shown, exc
             )

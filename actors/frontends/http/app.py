@@ -139,12 +139,13 @@ class HttpApp:
         if method == "POST":
             await self._post(headers, principal, address, receive, send)
         elif method == "GET":
-            await self._get(headers, principal, receive, send)
+            await self._get(headers, principal, address, receive, send)
         elif method == "DELETE":
-            entry = self.sessions.find(headers, principal)
+            entry = await self.sessions.locate(headers, principal, address)
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
+            await self.sessions.ended_by_client(headers[SESSION_HEADER])
             await respond(send, 204, b"", [])
         else:
             raise Refused(405, f"{method} is not used here; MCP uses POST, GET and DELETE", _ALLOW)
@@ -204,8 +205,10 @@ class HttpApp:
                 session_id, entry = self.sessions.open(principal, address)
             except Refused as refused:
                 raise RequestRefused(refused, message.id) from None
+            await self.sessions.remember(session_id, principal, message.params)
         else:
-            session_id, entry = headers.get(SESSION_HEADER, ""), self.sessions.find(headers, principal)
+            session_id = headers.get(SESSION_HEADER, "")
+            entry = await self.sessions.locate(headers, principal, address)
         self.sessions.enter(entry)
         try:
             with logger.contextualize(session=entry.label):
@@ -266,11 +269,11 @@ class HttpApp:
         self._released(entry, stream, answered)
 
     async def _get(
-        self, headers: dict[str, str], principal: Principal | None, receive: Receive, send: Send
+        self, headers: dict[str, str], principal: Principal | None, address: str, receive: Receive, send: Send
     ) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
             raise Refused(406, "GET opens an SSE stream: Accept must allow text/event-stream")
-        entry = self.sessions.find(headers, principal)
+        entry = await self.sessions.locate(headers, principal, address)
         last_event_id = headers.get("last-event-id")
         stream, cursor = stream_to_read(entry.transport, last_event_id)
         self.sessions.enter(entry)
@@ -278,7 +281,8 @@ class HttpApp:
             with logger.contextualize(session=entry.label):
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
                 with reading(stream):
-                    finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
+                    async with self.sessions.standalone_stream(headers[SESSION_HEADER], entry, stream):
+                        finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
                 if isinstance(stream, RequestStream):
                     self._released(entry, stream, finished)
         finally:

@@ -8,7 +8,7 @@ log lines go to loguru.
 from __future__ import annotations
 
 import logging
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import attrs
 import hypercorn.config
@@ -25,6 +25,11 @@ from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.listener import Listener
 from actors.session.session import Session
+
+if TYPE_CHECKING:
+    from actors.fleet.relay import FleetRelay
+    from actors.fleet.sessions import FleetSessions
+    from actors.fleet.states import FleetStates
 
 GRACEFUL_S: Final = 1.0  # for hypercorn to finish its connections once the listener is cancelled
 
@@ -69,6 +74,13 @@ class HttpListener(Listener[HttpSettings]):
     def _reconfigured(self) -> None:
         self.app.settings = self._sessions.settings = self.settings
         self._sessions.reconfigure(self.session_settings)
+
+    def join_fleet(self, fleet: FleetSessions, relay: FleetRelay, states: FleetStates) -> None:
+        """[fleet]: session ids sealed with the fleet's keys, sessions of other replicas taken up here, a
+        session's events relayed to the replica its GET stream is open on, modern retries of calls parked
+        on another replica forwarded there."""
+        self._sessions.fleet, self._sessions.relay, self._sessions.fleet_states = fleet, relay, states
+        fleet.end_local = self._sessions.ended_elsewhere
 
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()

@@ -24,6 +24,7 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.http import ladder
+from actors.frontends.http.fleet_retries import served_by_fleet
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.param_headers import DeclaredHeaders, param_mismatch
 from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, RequestRefused, respond
@@ -74,6 +75,9 @@ class ModernPosts:
             return
         if not isinstance(message, Request):
             await respond(send, 202, b"", [])  # a notification: nothing it could say over HTTP
+            return
+        states = self.sessions.fleet_states
+        if states is not None and await served_by_fleet(states, headers, frame, message, send):
             return
         try:
             session, transport = self.sessions.open_one_request(*client, frame, message.id)

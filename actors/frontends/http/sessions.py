@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Iterator, Mapping
-from typing import Final
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -31,6 +33,7 @@ from actors.catalog import CatalogView
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.fleet_sessions import take_up
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.resting import Resting
 from actors.frontends.http.transport import HttpSessionTransport
@@ -40,6 +43,11 @@ from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
+
+if TYPE_CHECKING:  # actors.fleet (and coredis) is imported only with a [fleet] table
+    from actors.fleet.relay import FleetRelay
+    from actors.fleet.sessions import FleetSessions
+    from actors.fleet.states import FleetStates
 
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
@@ -86,6 +94,10 @@ class HttpSessions(Mapping[str, HttpSession]):
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _nursery: trio.Nursery | None = None
     _one_request_settings: SessionSettings = attrs.field(init=False)  # no initialize deadline: none comes
+    fleet: FleetSessions | None = None  # with [fleet]: ids name their owner, any replica takes a session up
+    taking_up: dict[str, trio.Event] = attrs.field(factory=dict)  # ids being taken up from the fleet now
+    relay: FleetRelay | None = None  # with [fleet]: a session's events to the replica of its GET stream
+    fleet_states: FleetStates | None = None  # with [fleet]: modern retries claimed, forwarded to their owner
 
     def __attrs_post_init__(self) -> None:
         self.reconfigure(self.session_settings)
@@ -139,13 +151,62 @@ class HttpSessions(Mapping[str, HttpSession]):
             raise Refused(400, f"unsupported MCP-Protocol-Version {version}; supported: {supported}")
         return entry
 
-    def open(self, principal: Principal | None, address: str) -> tuple[str, HttpSession]:
-        """A new session and its id, running in the frontends' nursery; an idle session may be ended to
-        make room for it."""
+    async def locate(self, headers: dict[str, str], principal: Principal | None, address: str) -> HttpSession:
+        """`find`, and with [fleet] a session another replica opened taken up here (fleet_sessions.py)."""
+        session_id = headers.get(SESSION_HEADER)
+        if self.fleet is None or not session_id:
+            return self.find(headers, principal)
+        if session_id not in self._by_id:
+            await take_up(self, self.fleet, session_id, principal, address)
+        await self.fleet.touch(session_id)
+        return self.find(headers, principal)
+
+    @asynccontextmanager
+    async def standalone_stream(
+        self, session_id: str, entry: HttpSession, stream: object
+    ) -> AsyncIterator[None]:
+        """A GET reads `stream` meanwhile: when it is `entry`'s standalone stream and with [fleet], what the
+        session's copies on other replicas have for it comes here."""
+        if self.relay is None or stream is not entry.transport.standalone:
+            yield
+            return
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.relay.listen_stream, session_id, entry.transport.standalone.push)
+            try:
+                yield
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def remember(self, session_id: str, principal: Principal | None, params: Any) -> None:
+        """With [fleet], an initialize's facts are stored for the other replicas before it is answered."""
+        if self.fleet is not None and isinstance(params, dict):
+            await self.fleet.remember(session_id, principal, params)
+
+    def ended_elsewhere(self, session_id: str) -> None:
+        """[fleet]: the client ended the session on another replica: this copy ends too."""
+        entry = self._by_id.get(session_id)
+        if entry is not None:
+            with logger.contextualize(session=entry.label):
+                logger.info("the client ended the session on another replica")
+            self.end(session_id, entry)
+
+    async def ended_by_client(self, session_id: str) -> None:
+        """DELETE: with [fleet], no replica takes the session up again."""
+        if self.fleet is not None:
+            await self.fleet.forget(session_id)
+
+    def open(
+        self, principal: Principal | None, address: str, session_id: str | None = None
+    ) -> tuple[str, HttpSession]:
+        """A new session and its id (`session_id`: one the fleet minted, taken up here), running in the
+        frontends' nursery; an idle session may be ended to make room for it."""
         client = self.admission.open_session(principal, address, self._open_now(), self._make_room)
-        session_id = secrets.token_urlsafe(32)  # 256 bits from the OS CSPRNG, visible ASCII only
+        if session_id is None:  # 256 bits from the OS CSPRNG, visible ASCII only; or sealed, naming us
+            session_id = self.fleet.mint() if self.fleet is not None else secrets.token_urlsafe(32)
         label = f"http-{next(self._numbers)}"
         transport = HttpSessionTransport()
+        if self.relay is not None:
+            transport.relay = partial(self.relay.publish_stream, session_id)
         session = Session(
             id=label,
             transport=transport,
@@ -258,6 +319,8 @@ class HttpSessions(Mapping[str, HttpSession]):
         del self._by_id[session_id]
         self._resting.discard(session_id, entry.client)
         self.admission.close_session(entry.client)
+        if self.fleet is not None:
+            self.fleet.dropped(session_id)
 
     async def _run_one_request(self, session: Session, client: str) -> None:
         try:

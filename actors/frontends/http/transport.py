@@ -18,7 +18,7 @@ Every event has an id `<stream>.<n>`; a client whose connection dropped comes ba
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import orjson
@@ -145,6 +145,9 @@ class HttpSessionTransport(FilingTransport):
         self.standalone = EventStream(STANDALONE)
         self._streams[STANDALONE] = self.standalone
         self.closed = False
+        # [fleet]: standalone events while no GET reads them here go to the replica whose GET does (given
+        # the frame and where to keep it if no replica took it)
+        self.relay: Callable[[bytes, Callable[[bytes], None]], None] | None = None
 
     # --- the session's side ---------------------------------------------------------------------------
 
@@ -241,6 +244,9 @@ class HttpSessionTransport(FilingTransport):
             if target is not None:
                 target.push(frame)
                 return
+        if self.relay is not None and not self.standalone.attached:
+            self.relay(frame, self.standalone.push)
+            return
         self.standalone.push(frame)
 
     def _read_request_stream(self, streams: Iterable[RequestStream]) -> RequestStream | None:

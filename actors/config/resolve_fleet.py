@@ -1,0 +1,131 @@
+"""[fleet] resolved (resolve.py's part for it): the Redis URL, the replica's name and the fleet keys read
+from the environment or a file. Problems name the key, never a secret's value."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import socket
+from pathlib import Path
+
+from actors.config.commands import shown_path
+from actors.config.errors import Problem
+from actors.config.fleet_schema import KEY_BYTES, MAX_KEYS, REPLICA_NAME, FleetSettings, FleetTable
+from actors.config.fleet_schema import redis_url as redis_url_rule
+
+KEYS_FORMAT = f"{KEY_BYTES} bytes as base64url (43 characters) or hex (64)"
+
+
+def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> FleetSettings | None:
+    before = len(problems)
+    url = _redis_url(table, problems)
+    replica = _replica(table, problems)
+    keys = _keys(table, folder, problems)
+    if len(problems) > before or url is None or replica is None or keys is None:
+        return None
+    secrets = {name for name in (table.redis_url_env, table.keys_env) if name}
+    return FleetSettings(
+        redis_url=url,
+        replica=replica,
+        keys=keys,
+        key_prefix=table.key_prefix,
+        advertise_url=table.advertise_url,
+        session_ttl_s=table.session_ttl_s,
+        redis_timeout_s=table.redis_timeout_s,
+        secret_variables=frozenset(secrets),
+    )
+
+
+def _redis_url(table: FleetTable, problems: list[Problem]) -> str | None:
+    if (table.redis_url is None) == (table.redis_url_env is None):
+        problems.append(("fleet", "set one of redis_url and redis_url_env"))
+        return None
+    if table.redis_url is not None:
+        return table.redis_url
+    assert table.redis_url_env is not None
+    url = os.environ.get(table.redis_url_env, "")
+    if not url:
+        problems.append(
+            ("fleet.redis_url_env", f"environment variable {table.redis_url_env} is not set or empty")
+        )
+        return None
+    try:
+        redis_url_rule(None, None, url)
+    except ValueError as exc:
+        problems.append(("fleet.redis_url_env", f"the value of {table.redis_url_env} {exc}"))
+        return None
+    return url
+
+
+def _replica(table: FleetTable, problems: list[Problem]) -> str | None:
+    if table.replica is not None and table.replica_env is not None:
+        problems.append(("fleet", "set at most one of replica and replica_env"))
+        return None
+    if table.replica is not None:
+        return table.replica
+    if table.replica_env is not None:
+        name = os.environ.get(table.replica_env, "")
+        if REPLICA_NAME.fullmatch(name) is None:
+            reason = "is not set" if not name else "must be 1 to 32 letters, digits, '_', '.' or '-'"
+            problems.append(("fleet.replica_env", f"environment variable {table.replica_env} {reason}"))
+            return None
+        return name
+    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:24] or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _keys(table: FleetTable, folder: Path, problems: list[Problem]) -> tuple[bytes, ...] | None:
+    if (table.keys_env is None) == (table.keys_file is None):
+        problems.append(("fleet", "set one of keys_env and keys_file (the fleet keys: the first seals)"))
+        return None
+    if table.keys_env is not None:
+        where, text = "fleet.keys_env", os.environ.get(table.keys_env, "")
+        if not text.strip():
+            problems.append((where, f"environment variable {table.keys_env} is not set or empty"))
+            return None
+    else:
+        assert table.keys_file is not None
+        where, path = "fleet.keys_file", (folder / table.keys_file.expanduser()).resolve()
+        try:
+            text = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or "not ASCII text"
+            problems.append((where, f"cannot read {shown_path(table.keys_file, path)}: {reason}"))
+            return None
+    return parse_keys(text, where, problems)
+
+
+def parse_keys(text: str, where: str, problems: list[Problem]) -> tuple[bytes, ...] | None:
+    """Keys separated by whitespace or commas ('#' starts a comment to the end of its line)."""
+    words = [word for line in text.splitlines() for word in re.split(r"[\s,]+", line.split("#")[0]) if word]
+    if not words:
+        problems.append((where, f"no key; give one or more keys of {KEYS_FORMAT}"))
+        return None
+    if len(words) > MAX_KEYS:
+        problems.append((where, f"{len(words)} keys; at most {MAX_KEYS} (remove keys no longer in use)"))
+        return None
+    keys = []
+    for number, word in enumerate(words, 1):
+        key = _key(word)
+        if key is None:
+            problems.append((where, f"key {number} of {len(words)} is not {KEYS_FORMAT}"))
+            return None
+        keys.append(key)
+    if len(set(keys)) != len(keys):
+        problems.append((where, "a key is listed twice"))
+        return None
+    return tuple(keys)
+
+
+def _key(word: str) -> bytes | None:
+    if re.fullmatch(r"[0-9a-fA-F]{64}", word):
+        return bytes.fromhex(word)
+    if re.fullmatch(r"[A-Za-z0-9_-]{43}=?", word):
+        try:
+            raw = base64.urlsafe_b64decode(word.rstrip("=") + "=")
+        except (binascii.Error, ValueError):
+            return None
+        return raw if len(raw) == KEY_BYTES else None
+    return None

@@ -1,0 +1,68 @@
+"""The replica's fleet parts, built from [fleet] and run under the gateway's root nursery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from actors.config.fleet_schema import FleetSettings
+from actors.fleet.limits import FleetLimits
+from actors.fleet.relay import FleetRelay
+from actors.fleet.seal import FleetSeal
+from actors.fleet.session_ids import SessionIds
+from actors.fleet.sessions import FleetSessions
+from actors.fleet.states import FleetStates
+from actors.fleet.store import FleetStore
+from actors.limits import Limiter
+from actors.protocol.envelopes import BackendEvent
+from actors.runtime.broadcast import Broadcast
+
+
+@attrs.define(eq=False, kw_only=True)
+class Fleet:
+    """Owns: the Redis link (`store`), the fleet's sessions (`sessions`), messages (`relay`) and limits.
+    Stops when: the gateway's root is cancelled."""
+
+    settings: FleetSettings
+    store: FleetStore
+    sessions: FleetSessions
+    relay: FleetRelay
+    limits: FleetLimits
+    states: FleetStates
+
+    @classmethod
+    def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent], limiter: Limiter) -> Fleet:
+        store = FleetStore(settings=settings)
+        ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
+        sessions = FleetSessions(settings=settings, ids=ids, store=store)
+        relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
+        sessions.announce_end = relay.publish_ended
+        limits = FleetLimits(settings=settings, store=store, limiter=limiter)
+        states = FleetStates(settings=settings, store=store)
+        return cls(
+            settings=settings, store=store, sessions=sessions, relay=relay, limits=limits, states=states
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.store.run(self._users, task_status=task_status)
+
+    async def _users(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """What uses the Redis link, started inside it (so each ends before the link closes)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.relay.run)
+            await nursery.start(self.limits.run)
+            await nursery.start(self.states.run)
+            task_status.started()
+
+    def status(self) -> dict[str, Any]:
+        """For /status and /readyz: this replica, and whether it shares state or serves alone."""
+        if self.store.available:
+            return {"replica": self.settings.replica, "redis": "available", "serving": "fleet"}
+        return {
+            "replica": self.settings.replica,
+            "redis": "unavailable",
+            "serving": "alone",
+            "reason": self.store.reason,
+        }

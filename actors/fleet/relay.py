@@ -1,0 +1,232 @@
+"""Messages between replicas over Redis pub/sub: a backend's resource updates to every replica, and what a
+session's copy on one replica has for the client's GET stream open on another.
+
+Channels (under `key_prefix`):
+  `:notices`          every replica's resources/updated, as {"from", "backend", "uri"}; each other replica
+                      hands it to its own sessions and listens (the gateway's events broadcast), so a
+                      subscriber hears of a change whichever replica's backend saw it. And {"from", "ended"}:
+                      a session its client ended (DELETE), which every replica's copy of it ends too.
+  `:stream:<digest>`  a legacy session's standalone events (list_changed, resources/updated, a backend's
+                      request when no call's stream is read): subscribed while the session's GET stream is
+                      open on this replica; a copy with no GET reader of its own publishes there, and keeps
+                      the event for a later GET here only when no replica took it.
+
+Publishing never blocks a session: an outbox of OUTBOX_SIZE, a full one (or Redis down) keeps the event
+where it was made. The subscriber is one connection, resubscribed by coredis after Redis comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+from loguru import logger
+
+from actors.config.fleet_schema import FleetSettings
+from actors.fleet.store import CHECK_DOWN_S, FleetStore, StoreUnavailableError, link_errors
+from actors.protocol.envelopes import BackendEvent
+from actors.protocol.messages import Notification
+from actors.runtime.broadcast import Broadcast
+
+OUTBOX_SIZE: Final = 1024  # events waiting to be published; past it, each stays where it was made
+EVENTS_SIZE: Final = 256  # this replica's backend events read for fan-out
+UPDATED: Final = "notifications/resources/updated"
+MAX_URI_CHARS: Final = 4096
+
+Deliver = Callable[[bytes], None]
+
+
+@attrs.frozen(slots=True)
+class RelayedEvent(BackendEvent):
+    """A backend event another replica saw, handed to this replica's sessions (and never sent out again)."""
+
+
+@attrs.frozen
+class Outgoing:
+    channel: str
+    payload: bytes
+    unheard: Deliver | None = None  # called with the payload when no replica subscribed to the channel
+
+
+@attrs.define(eq=False, kw_only=True)
+class FleetRelay:
+    """Owns: the pub/sub connection, the local receivers of each subscribed channel, the outbox.
+    Receives: `publish_stream` (a copy's event), `listen_stream` (a GET stream open here), Redis messages.
+    Sends: Redis PUBLISH; received stream events to their GET stream, received notices to the events
+        broadcast (marked, so they are not sent out again).
+    Stops when: cancelled with the gateway's root.
+    Errors: none escape; Redis down keeps events local.
+    """
+
+    settings: FleetSettings
+    store: FleetStore
+    events: Broadcast[BackendEvent]
+    on_ended: Callable[[str], None] | None = None  # a session's digest, ended by its client elsewhere
+    _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
+    _pubsub: Any = None
+    _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
+    _outbox: trio.MemoryReceiveChannel[Outgoing] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._outbox_send, self._outbox = trio.open_memory_channel[Outgoing](OUTBOX_SIZE)
+
+    @property
+    def notices(self) -> str:
+        return f"{self.settings.key_prefix}:notices"
+
+    def stream_channel(self, session_id: str) -> str:
+        digest = hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()[:40]
+        return f"{self.settings.key_prefix}:stream:{digest}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        mine, events = trio.open_memory_channel[BackendEvent](EVENTS_SIZE)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._publisher)
+            nursery.start_soon(self._share_updates, events)
+            with self.events.deliver_to(mine):
+                task_status.started()
+                await self._subscriber()
+
+    def publish_ended(self, digest: str) -> None:
+        """A session ended by its client (DELETE): every replica ends its copy (named by the digest of its
+        id: ids are secrets, and what crosses Redis is readable there)."""
+        payload = {"from": self.settings.replica, "ended": digest}
+        self._send(Outgoing(self.notices, orjson.dumps(payload)))
+
+    def publish_stream(self, session_id: str, frame: bytes, unheard: Deliver) -> None:
+        """A copy's standalone event, for the GET stream open on another replica (`unheard` if none)."""
+        self._send(Outgoing(self.stream_channel(session_id), frame, unheard))
+
+    async def listen_stream(
+        self,
+        session_id: str,
+        deliver: Deliver,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Until cancelled: events other replicas publish for this session go to `deliver` (started once
+        subscribed, or once it failed to: the GET stream goes on with this replica's own events)."""
+        channel = self.stream_channel(session_id)
+        receivers = self._receivers.setdefault(channel, [])
+        receivers.append(deliver)
+        try:
+            if len(receivers) == 1:
+                await self._subscribe(channel)
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            receivers.remove(deliver)
+            if not receivers and self._receivers.get(channel) is receivers:
+                del self._receivers[channel]
+                with trio.CancelScope(shield=True), trio.move_on_after(self.settings.redis_timeout_s):
+                    await self._unsubscribe(channel)
+
+    def _send(self, outgoing: Outgoing) -> None:
+        if not self.store.available:
+            self._unheard(outgoing)
+            return
+        try:
+            self._outbox_send.send_nowait(outgoing)
+        except trio.WouldBlock:
+            self._unheard(outgoing)
+
+    @staticmethod
+    def _unheard(outgoing: Outgoing) -> None:
+        if outgoing.unheard is not None:
+            outgoing.unheard(outgoing.payload)
+
+    async def _publisher(self) -> None:
+        async for outgoing in self._outbox:
+            try:
+                heard = await self.store.command(
+                    lambda client, o=outgoing: client.publish(o.channel, o.payload)  # type: ignore[misc]
+                )
+            except StoreUnavailableError:
+                heard = 0
+            if not heard:
+                self._unheard(outgoing)
+
+    async def _share_updates(self, events: trio.MemoryReceiveChannel[BackendEvent]) -> None:
+        """This replica's backends' resource updates, to the other replicas."""
+        async for event in events:
+            if isinstance(event, RelayedEvent):
+                continue
+            note = event.notification
+            uri = note.params.get("uri") if note.method == UPDATED and isinstance(note.params, dict) else None
+            if isinstance(uri, str):
+                payload = {"from": self.settings.replica, "backend": event.backend, "uri": uri}
+                self._send(Outgoing(self.notices, orjson.dumps(payload)))
+
+    async def _subscriber(self) -> None:
+        """The one pub/sub connection; coredis reconnects and resubscribes after Redis comes back, and a
+        failure it gives up on is logged and the connection opened again."""
+        while True:
+            try:
+                await self._subscribed()
+            except* link_errors() as group:  # coredis' own cleanup of a dead link raises anyio's errors too
+                closed = all(type(exc).__name__ == "ClosedResourceError" for exc in group.exceptions)
+                level = "DEBUG" if closed else "WARNING"  # closed: its link ended (Redis gone, or our stop)
+                logger.log(
+                    level, "fleet: the pub/sub connection ended ({!r}); opening it again", group.exceptions
+                )
+            finally:
+                self._pubsub = None
+            await self.store.wait_available()
+            await trio.sleep(CHECK_DOWN_S)
+
+    async def _subscribed(self) -> None:
+        async with self.store.client().pubsub(ignore_subscribe_messages=True) as pubsub:
+            self._pubsub = pubsub
+            await pubsub.subscribe(self.notices, *self._receivers)
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True)
+                if message is None or message.get("type") != "message":
+                    continue
+                channel, data = message.get("channel"), message.get("data")
+                if isinstance(channel, bytes):
+                    channel = channel.decode("ascii", "replace")
+                if not isinstance(data, bytes):
+                    continue
+                if channel == self.notices:
+                    self._notice(data)
+                else:
+                    for deliver in self._receivers.get(channel, ()):
+                        deliver(data)
+
+    def _notice(self, data: bytes) -> None:
+        try:
+            notice = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(notice, dict) or notice.get("from") == self.settings.replica:
+            return
+        ended = notice.get("ended")
+        if isinstance(ended, str) and self.on_ended is not None:
+            self.on_ended(ended)
+            return
+        backend, uri = notice.get("backend"), notice.get("uri")
+        if not isinstance(backend, str) or not isinstance(uri, str) or len(uri) > MAX_URI_CHARS:
+            logger.warning(
+                "fleet: dropped a malformed notice from replica {!r}", str(notice.get("from"))[:32]
+            )
+            return
+        self.events.publish(RelayedEvent(backend, Notification(UPDATED, {"uri": uri})))
+
+    async def _subscribe(self, channel: str) -> None:
+        if self._pubsub is not None:
+            try:
+                with trio.fail_after(self.settings.redis_timeout_s):
+                    await self._pubsub.subscribe(channel)
+            except (*link_errors(), trio.TooSlowError) as exc:
+                logger.warning("fleet: could not subscribe a GET stream's channel: {}", exc)
+
+    async def _unsubscribe(self, channel: str) -> None:
+        if self._pubsub is not None:
+            try:
+                await self._pubsub.unsubscribe(channel)
+            except link_errors() as exc:
+                logger.debug("fleet: could not unsubscribe: {}", exc)

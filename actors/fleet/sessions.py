@@ -1,0 +1,160 @@
+"""Legacy HTTP sessions known fleet-wide: each one's client facts in Redis, so that a replica that did not
+start a session can take it up (rehydrate it) when its request lands there.
+
+The facts are what the client's initialize carried (capabilities, clientInfo, protocol version) and its
+principal (issuer and subject). They are stored under a digest of the session id, never the id itself (a
+reader of Redis cannot take over a session), with a TTL refreshed while the session is used. The replica
+that opened a session keeps its facts while its copy lives (one entry per session, at most
+MAX_FACTS_BYTES: a larger initialize stays a session of this replica alone) and writes them all again
+when Redis answers after it did not (written meanwhile, or lost with a Redis that restarted empty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+from loguru import logger
+
+from actors.config.fleet_schema import FleetSettings
+from actors.fleet.session_ids import SessionIds
+from actors.fleet.store import FleetStore, StoreUnavailableError
+from actors.identity.principal import Principal
+
+FACTS_VERSION: Final = 1
+MAX_FACTS_BYTES: Final = 64 * 1024  # a client's capabilities and clientInfo are a few hundred bytes
+REFRESH_SHARE: Final = 4  # the TTL is refreshed once a quarter of it has passed since the last refresh
+
+
+def _who(principal: Principal | None) -> list[str | None] | None:
+    return None if principal is None else [principal.issuer, principal.subject]
+
+
+@attrs.define(eq=False, kw_only=True)
+class FleetSessions:
+    """Owns: the facts of the sessions this replica opened and each known session's last TTL refresh.
+    Receives: `mint`, `remember` (an initialize answered), `recall` (an id this replica does not hold),
+        `touch` (each request), `forget` (DELETE), `dropped` (a local copy ended).
+    Sends: commands to the FleetStore.
+    Stops when: with the gateway; nothing of its own runs.
+    Errors: none raised; Redis being down makes `recall` find nothing and `remember` keep the facts here.
+    """
+
+    settings: FleetSettings
+    ids: SessionIds
+    store: FleetStore
+    _owned: dict[str, bytes] = attrs.field(factory=dict)  # the facts of the sessions opened here, alive
+    _local: dict[str, str] = attrs.field(factory=dict)  # digest -> id of each session with a copy here
+    end_local: Callable[[str], None] | None = None  # ends this replica's copy of a session (the HTTP side)
+    announce_end: Callable[[str], None] | None = None  # tells the other replicas (the relay)
+    _refreshed: dict[str, float] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self.store.on_back.append(self.catch_up)
+
+    def mint(self) -> str:
+        return self.ids.mint()
+
+    def owner(self, session_id: str) -> str | None:
+        return self.ids.owner(session_id)
+
+    async def remember(
+        self, session_id: str, principal: Principal | None, initialize: dict[str, Any]
+    ) -> None:
+        """The facts of a session this replica opened, written before its client hears of it."""
+        facts = orjson.dumps({"v": FACTS_VERSION, "who": _who(principal), "initialize": initialize})
+        if len(facts) > MAX_FACTS_BYTES:
+            logger.warning("fleet: an initialize of {} bytes is kept on this replica alone", len(facts))
+            return
+        self._owned[session_id] = facts
+        self._local[digest_of(session_id)] = session_id
+        self._refreshed[session_id] = trio.current_time()
+        with contextlib.suppress(StoreUnavailableError):
+            await self._write(session_id, facts)
+
+    async def recall(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
+        """The initialize params of a session the fleet holds, when `principal` is the one it was opened
+        for; None for an id the fleet did not mint, facts gone or unreadable, another principal, or Redis
+        down."""
+        if self.ids.owner(session_id) is None:
+            return None
+        try:
+            raw = await self.store.command(lambda client: client.get(self._key(session_id)))
+        except StoreUnavailableError:
+            return None
+        try:
+            facts = orjson.loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:
+            facts = None
+        if not isinstance(facts, dict) or facts.get("v") != FACTS_VERSION:
+            return None
+        initialize = facts.get("initialize")
+        if facts.get("who") != _who(principal) or not isinstance(initialize, dict):
+            return None
+        self._refreshed[session_id] = trio.current_time()
+        self._local[digest_of(session_id)] = session_id
+        return initialize
+
+    async def touch(self, session_id: str) -> None:
+        """A request for the session: its facts' TTL refreshed, at most once a quarter of the TTL."""
+        now, ttl_s = trio.current_time(), self.settings.session_ttl_s
+        if now - self._refreshed.get(session_id, now) < ttl_s / REFRESH_SHARE:
+            return
+        self._refreshed[session_id] = now
+        with contextlib.suppress(StoreUnavailableError):
+            await self.store.command(lambda client: client.expire(self._key(session_id), int(ttl_s)))
+
+    async def forget(self, session_id: str) -> None:
+        """The client ended the session (DELETE): no replica takes it up again, and every replica's copy
+        ends."""
+        self.dropped(session_id)
+        if self.announce_end is not None:
+            self.announce_end(digest_of(session_id))
+        try:
+            await self.store.command(lambda client: client.delete([self._key(session_id)]))
+        except StoreUnavailableError:
+            logger.warning(
+                "fleet: a deleted session's facts stay in Redis until their TTL (Redis unavailable)"
+            )
+
+    def dropped(self, session_id: str) -> None:
+        """This replica's copy of the session ended: nothing of it is kept here."""
+        self._owned.pop(session_id, None)
+        self._refreshed.pop(session_id, None)
+        self._local.pop(digest_of(session_id), None)
+
+    def ended_elsewhere(self, digest: str) -> None:
+        """Another replica's client ended this session: this replica's copy ends too (later requests 404)."""
+        session_id = self._local.get(digest)
+        if session_id is not None and self.end_local is not None:
+            self.end_local(session_id)
+
+    async def catch_up(self) -> None:
+        """Redis is back: the facts of every session opened here and alive are written again."""
+        written = 0
+        for session_id, facts in list(self._owned.items()):
+            if session_id not in self._owned:  # ended meanwhile
+                continue
+            try:
+                await self._write(session_id, facts)
+            except StoreUnavailableError:
+                return
+            written += 1
+        logger.info("fleet: the facts of {} sessions written again", written)
+
+    async def _write(self, session_id: str, facts: bytes) -> None:
+        ttl_s = int(self.settings.session_ttl_s)
+        await self.store.command(lambda client: client.set(self._key(session_id), facts, ex=ttl_s))
+
+    def _key(self, session_id: str) -> str:
+        return f"{self.settings.key_prefix}:session:{digest_of(session_id)}"
+
+
+def digest_of(session_id: str) -> str:
+    """What names a session outside this process (Redis keys, notices): never the id, a secret."""
+    return hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()[:40]

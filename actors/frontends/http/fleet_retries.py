@@ -1,0 +1,86 @@
+"""With [fleet]: a modern retry (a POST carrying a requestState) claimed fleet-wide before it is served, and
+forwarded to the replica its parked call lives on (fleet/states.py says why and how). The owner's answer,
+JSON or an SSE stream, is relayed to the client as it comes; an owner that is gone or does not answer gives
+the spec's start-over error (-32602 Invalid requestState), in band as every modern refusal of a state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import httpx2
+from loguru import logger
+
+from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, respond
+from actors.frontends.http.sse import Send
+from actors.protocol.messages import Request
+from actors.protocol.request_state import RequestStateError
+
+if TYPE_CHECKING:
+    from actors.fleet.states import FleetStates
+
+FORWARD_CONNECT_S: Final = 2.0  # an owner that does not accept within this is gone
+PASSED_ON: Final = ("authorization", "content-type", "accept", "user-agent")  # and every mcp-* header
+RELAYED: Final = ("content-type", "cache-control")  # of the owner's answer
+
+
+async def served_by_fleet(
+    states: FleetStates, headers: Mapping[str, str], frame: bytes, request: Request, send: Send
+) -> bool:
+    """True when the retry was answered here (refused, or forwarded and relayed); False: serve it locally."""
+    from actors.fleet.states import FORWARDED_HEADER
+
+    state = request.params.get("requestState") if isinstance(request.params, dict) else None
+    if not isinstance(state, str):
+        return False
+    payload = states.payload_of(state)
+    if payload is None or states.forwarded(headers.get(FORWARDED_HEADER), frame):
+        return (
+            False  # not the fleet's (the session refuses it), or claimed already by the replica that sent it
+        )
+    if not await states.claim(state):
+        await _start_over(send, request, "used already")
+        return True
+    owner = states.owner_elsewhere(payload)
+    if owner is None:
+        return False
+    url = await states.owner_url(owner)
+    if url is None:
+        await _start_over(send, request, "its call was parked on a replica that is gone; start the call over")
+        return True
+    passed = {name: value for name, value in headers.items() if name in PASSED_ON or name.startswith("mcp-")}
+    passed[FORWARDED_HEADER] = states.sign(frame)
+    return await _forward(url, passed, frame, request, send, owner)
+
+
+async def _forward(
+    url: str, headers: dict[str, str], frame: bytes, request: Request, send: Send, owner: str
+) -> bool:
+    timeout = httpx2.Timeout(FORWARD_CONNECT_S, read=None)
+    started = False
+    try:
+        async with (
+            httpx2.AsyncClient(timeout=timeout) as http,
+            http.stream("POST", url, content=frame, headers=headers) as answer,
+        ):
+            kept = [
+                (name.encode(), answer.headers[name].encode()) for name in RELAYED if name in answer.headers
+            ]
+            await send({"type": "http.response.start", "status": answer.status_code, "headers": kept})
+            started = True
+            async for chunk in answer.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except httpx2.HTTPError as exc:
+        logger.warning("fleet: forwarding a retry to replica {} failed: {}", owner, type(exc).__name__)
+        if not started:
+            await _start_over(
+                send, request, "its call was parked on a replica that did not answer; start over"
+            )
+    return True
+
+
+async def _start_over(send: Send, request: Request, reason: str) -> None:
+    await respond(
+        send, 200, EdgeRefusal(request.id, RequestStateError(reason).to_rpc_error()).body(), JSON_HEADERS
+    )

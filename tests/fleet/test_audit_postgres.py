@@ -1,0 +1,39 @@
+"""[audit] postgres_url_env: the audit's records in a real PostgreSQL (psycopg's sync API in a worker thread),
+one row per tools/call round, as in the SQLite file; the URL never logged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+import trio
+from fleet_support import PostgresServer
+from loguru import logger
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import DEADLINE_S, backend_entry, running, with_http, write_config
+
+
+async def test_audit_records_land_in_postgresql_and_its_url_is_never_logged(
+    tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_password = postgres_server.url.replace("postgres@", "postgres:pg-s3cret@")  # trust auth ignores it
+    monkeypatch.setenv("AUDIT_DB", with_password)
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    config = with_http(write_config(tmp_path / "g.toml", [backend_entry("t")]))
+    config.write_text(config.read_text() + '\n[audit]\npostgres_url_env = "AUDIT_DB"\n')
+    async with running(config) as gateway:
+        assert gateway.http_url
+        with trio.fail_after(DEADLINE_S):
+            async with Client(streamable_http_client(gateway.http_url), mode="legacy") as client:
+                for text in ("one", "two"):
+                    assert not (await client.call_tool("echo", {"text": text})).is_error
+    logger.remove(sink)
+    assert any("audit log: postgresql 127.0.0.1" in line for line in lines)
+    assert not any("pg-s3cret" in line for line in lines)
+    # the gateway has stopped: what was queued is written
+    with psycopg.connect(postgres_server.url) as db:
+        rows = db.execute("SELECT tool, backend, outcome, round FROM calls ORDER BY id").fetchall()
+    assert rows == [("echo", "t", "ok", 1), ("echo", "t", "ok", 1)]

@@ -1,0 +1,188 @@
+"""What the fleet tier's tests and scripts/fleet share: free ports and a real redis-server process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Any, Final
+
+import httpx2
+from support import INITIALIZE, backend_entry, toml_value, with_http, write_config
+
+
+class ServerStartError(Exception):
+    """redis-server (or PostgreSQL) did not start: its exit code and last lines."""
+
+
+def free_port() -> int:
+    """A port free on loopback now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server on a free loopback port, nothing saved to disk; stop() and start() again on the same
+    port (for the tests of a Redis that goes away and comes back)."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.binary, self.folder, self.port = binary, folder, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start it and return once it says it accepts connections (its own log line, read as it comes)."""
+        argv = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            "--loglevel",
+            "notice",
+        ]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self.process.stdout is not None
+        seen = []
+        for line in self.process.stdout:  # ends when it exits; a redis that neither starts nor exits hangs
+            seen.append(line.decode(errors="replace").strip())
+            if b"Ready to accept connections" in line:
+                threading.Thread(target=self._drain, args=(self.process.stdout,), daemon=True).start()
+                return
+        code = self.process.wait()
+        raise ServerStartError(f"redis-server exited {code} on port {self.port}: {seen[-3:]}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    @staticmethod
+    def _drain(stdout: IO[bytes]) -> None:
+        """Its later log lines read and dropped, so a full pipe never stops it."""
+        for _ in stdout:
+            pass
+
+
+FLEET_KEYS: Final = (
+    "a" * 43,  # 32 bytes as base64url: test keys, never a real fleet's
+    "b" * 64,  # 32 bytes as hex
+)
+
+
+def with_fleet(config: Path, redis_url: str, replica: str, **settings: Any) -> Path:
+    """Append a [fleet] table naming this Redis and replica, with the keys in a file beside the config."""
+    keys = config.parent / "fleet.keys"
+    if not keys.exists():
+        keys.write_text("\n".join(settings.pop("keys", FLEET_KEYS)) + "\n", encoding="ascii")
+    settings = {"redis_url": redis_url, "replica": replica, "keys_file": str(keys), **settings}
+    lines = ["", "[fleet]", *(f"{key} = {toml_value(value)}" for key, value in settings.items())]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    return config
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """A client-side stand-in for a balancer with no stickiness: each request goes to the next replica's
+    port, so a session's requests land on every replica in turn."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.turn = ports, 0
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.ports[self.turn % len(self.ports)]
+        self.turn += 1
+        request.url = request.url.copy_with(port=port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) -> Path:
+    """A replica's config: the test backend (with resources), an [http] listener (`http`: its keys) and
+    [fleet]."""
+    folder.mkdir(exist_ok=True)
+    config = with_http(write_config(folder / "g.toml", [backend_entry("t", "--resources")]), **http)
+    return with_fleet(config, redis.url, replica)
+
+
+async def open_on(http: httpx2.AsyncClient, url: str, token: dict[str, str] | None = None) -> str:
+    response = await http.post(url, json=INITIALIZE, headers={**HEADERS, **(token or {})})
+    assert response.status_code == 200, response.text
+    return response.headers["mcp-session-id"]
+
+
+def echo(request_id: int, text: str) -> dict[str, Any]:
+    params = {"name": "echo", "arguments": {"text": text}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+class PostgresServer:
+    """A PostgreSQL server of the distribution's binaries, in a fresh cluster on a free loopback port, trust
+    auth, run in the foreground as a child of the tests (as the postgres user when they run as root: it
+    refuses root). Not daemonized with pg_ctl: a gateway run in the tests' process is a child subreaper
+    and ends the orphans it adopts, which a daemonized postmaster would be."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir, self.port = bin_dir, free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="mcp-gateway-pg-"))
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user:
+            shutil.chown(self.folder, self.user)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        """initdb, then the server; back once it says it accepts connections (its log line, as it comes)."""
+        data = str(self.folder / "data")
+        initdb = [str(self.bin_dir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"]
+        done = subprocess.run(initdb, capture_output=True, text=True, timeout=120, check=False, **self._as())
+        if done.returncode != 0:
+            raise ServerStartError(f"initdb exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        argv = [str(self.bin_dir / "postgres"), "-D", data, "-p", str(self.port), "-k", str(self.folder)]
+        argv += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **self._as())
+        assert self.process.stdout is not None
+        seen = []
+        for line in self.process.stdout:
+            seen.append(line.decode(errors="replace").strip())
+            if b"ready to accept connections" in line:
+                threading.Thread(target=RedisServer._drain, args=(self.process.stdout,), daemon=True).start()
+                return
+        raise ServerStartError(f"postgres exited {self.process.wait()}: {seen[-3:]}")
+
+    def stop(self) -> None:
+        try:
+            if self.process is not None:
+                self.process.send_signal(signal.SIGQUIT)  # immediate shutdown: a test's data is not kept
+                self.process.wait(timeout=30)
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _as(self) -> dict[str, Any]:
+        return (
+            {"user": self.user, "group": self.user, "cwd": self.folder} if self.user else {"cwd": self.folder}
+        )
