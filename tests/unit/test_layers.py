@@ -24,6 +24,7 @@ LAYERS: Final = (
     ("catalog", "middleware"),
     ("identity",),
     ("backends", "session"),  # they talk only by messages (protocol/envelopes.py)
+    ("fleet",),  # replicas sharing sessions, limits and notices through Redis
     ("frontends",),
     ("admin",),
 )
