@@ -114,6 +114,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         needs_restart.append("[audit]")
     if old.admin != new.admin:
         needs_restart.append("[admin]")
+    if old.tracing != new.tracing:
+        needs_restart.append("[tracing]")
     return ConfigDiff(
         added=added,
         removed=removed,

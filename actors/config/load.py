@@ -39,6 +39,7 @@ from actors.config.resolve import (
     resolve_oauth,
 )
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
+from actors.config.tracing_schema import TracingSettings
 from actors.limits import LimitSettings
 from actors.policy.rules import MAX_RULES, Policy
 
@@ -55,6 +56,7 @@ TOP_LEVEL: Final = {
     "policy": "[policy]",
     "limits": "[limits]",
     "stdio": "[stdio]",
+    "tracing": "[tracing]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -160,6 +162,9 @@ def _structure(
     policy = _policy(document["policy"], problems) if "policy" in document else None
     limits = _convert(document["limits"], LimitSettings, "limits", problems) if "limits" in document else None
     stdio = _convert(document["stdio"], StdioPrincipal, "stdio", problems) if "stdio" in document else None
+    tracing = None
+    if "tracing" in document:
+        tracing = _convert(document["tracing"], TracingSettings, "tracing", problems)
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -179,6 +184,7 @@ def _structure(
         policy=policy,
         limits=limits,
         stdio=stdio,
+        tracing=tracing,
     )
 
 

@@ -19,6 +19,7 @@ from actors.config.backend_schema import BackendConfig, RootsMode
 from actors.config.checks import at_least, message_size, not_above, not_below, not_blank, positive
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.tracing_schema import TracingSettings
 from actors.limits import LimitSettings
 from actors.policy.rules import Policy
 
@@ -107,6 +108,7 @@ class Config:
     policy: Policy | None = None  # [policy]: which caller sees and calls what (actors/policy/), compiled
     limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
+    tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:
         """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""

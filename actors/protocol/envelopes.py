@@ -80,6 +80,8 @@ class Call:
     # a modern client's inputResponses sent on a call of its own (no requestState): a modern link passes
     # them on (a server may take them at once, SEP-2322); a legacy link has nowhere to put them
     input_responses: dict[str, Any] | None = attrs.field(default=None, repr=False)
+    # its hop's CLIENT span (telemetry/tracing.py CallSpan) when tracing is on: ended with its one answer
+    span: Any = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)

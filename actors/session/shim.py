@@ -193,6 +193,7 @@ async def _rounds(d: Dispatcher, entry: InFlight, result: dict[str, Any]) -> Non
         answer = await complete(d, entry.request_id, entry.forward, result, entry)
     if entry.scope.cancelled_caught:
         answer = None if entry.silent else ErrorResponse(entry.request_id, SHUTTING_DOWN)
+    entry.answered(answer)
     d.inflight.remove(entry)
     if answer is not None:
         d.answers.deliver(answer)

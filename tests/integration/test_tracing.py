@@ -1,0 +1,139 @@
+"""Traces end to end: the official SDK client over stdio sends a traceparent, the gateway (a real process)
+exports its spans over OTLP/HTTP to a receiver started here, and the backend (the official Python SDK's
+server, with OpenTelemetry on) exports its own to the same receiver. One trace, parent to child: the
+client's span, the gateway's SERVER span, its CLIENT span to the backend, the backend's SERVER span."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+import trio
+from mcp import MCPError
+from otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
+from support import ROOT, sampler, sdk_client, write_config
+
+TRACED_BACKEND: Final = ROOT / "tests" / "backends" / "traced_backend.py"
+SERVER, CLIENT = 2, 3  # the proto's SpanKind values
+ERROR: Final = 2  # the proto's StatusCode.STATUS_CODE_ERROR
+TRACE_ID: Final = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN_ID: Final = "00f067aa0ba902b7"
+GATEWAY: Final = "gateway-under-test"
+BACKEND: Final = "traced-backend"
+
+
+def traced_config(tmp_path: Path, receiver: Receiver, **tracing: object) -> Path:
+    backend = {
+        "name": "sdk",
+        "command": sys.executable,
+        "args": [str(TRACED_BACKEND)],
+        "env": {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url},
+    }
+    config = write_config(tmp_path / "gateway.toml", [backend])
+    settings = {"endpoint": receiver.url, "service_name": GATEWAY, **tracing}
+    lines = ["[tracing]", *(f'{key} = "{value}"' for key, value in settings.items())]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    return config
+
+
+async def wait_for(
+    receiver: Receiver, *wanted: tuple[str, str, int]
+) -> dict[tuple[str, str, int], ReceivedSpan]:
+    """The first span of each (service, name, kind), once the receiver has them all."""
+
+    def ready(got: Receiver) -> bool:
+        return all(got.named(*key) for key in wanted)
+
+    assert await trio.to_thread.run_sync(receiver.wait_for, ready), f"spans missing: {receiver.spans}"
+    return {key: receiver.named(*key)[0] for key in wanted}
+
+
+async def test_a_clients_traceparent_is_the_parent_of_the_gateways_spans_and_the_backend_joins_the_trace(
+    tmp_path: Path,
+) -> None:
+    with otlp_receiver() as receiver:
+        config = traced_config(tmp_path, receiver)
+        traceparent = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"
+        async with sdk_client(config, tmp_path / "gateway.log") as client:
+            result = await client.call_tool("echo", {"text": "hi"}, meta={"traceparent": traceparent})
+            assert result.content[0].text == "hi"  # type: ignore[union-attr]
+        spans = await wait_for(
+            receiver,
+            (GATEWAY, "tools/call echo", SERVER),
+            (GATEWAY, "tools/call echo", CLIENT),
+            (BACKEND, "tools/call echo", SERVER),
+        )
+        server, hop, backend = spans.values()
+        assert {server.trace_id, hop.trace_id, backend.trace_id} == {TRACE_ID}
+        assert server.parent_id == CLIENT_SPAN_ID
+        assert hop.parent_id == server.span_id
+        assert backend.parent_id == hop.span_id  # the backend read the context the gateway wrote in _meta
+        assert server.attributes["mcp.method.name"] == "tools/call"
+        assert server.attributes["gen_ai.tool.name"] == "echo"
+        assert server.attributes["gen_ai.operation.name"] == "execute_tool"
+        assert server.attributes["network.transport"] == "pipe"
+        assert server.attributes["mcp.protocol.version"] == "2025-11-25"
+        assert server.attributes["jsonrpc.request.id"].isdigit()
+        assert "error.type" not in server.attributes and server.status_code != ERROR
+        assert hop.attributes["peer.service"] == "sdk"
+        assert hop.attributes["gen_ai.tool.name"] == "echo"
+        assert await trio.to_thread.run_sync(
+            receiver.wait_for,
+            lambda got: (
+                {"mcp.server.operation.duration", "mcp.client.operation.duration"} <= set(got.metrics)
+            ),
+        ), receiver.metrics
+
+
+async def test_a_backends_ask_is_a_span_in_the_calls_trace_and_the_client_gets_its_context(
+    tmp_path: Path,
+) -> None:
+    with otlp_receiver() as receiver:
+        config = traced_config(tmp_path, receiver)
+        async with sdk_client(config, tmp_path / "gateway.log", sampling_callback=sampler("c")) as client:
+            result = await client.call_tool("sample", {"text": "x"})
+            assert result.content[0].text == "c answers x"  # type: ignore[union-attr]
+        spans = await wait_for(
+            receiver,
+            (GATEWAY, "tools/call sample", SERVER),
+            (GATEWAY, "tools/call sample", CLIENT),
+            (BACKEND, "MCP send sampling/createMessage", CLIENT),  # the SDK names its own so
+            (GATEWAY, "sampling/createMessage", CLIENT),
+        )
+        server, hop, backend_ask, relayed = spans.values()
+        assert server.parent_id == ""  # the client sent no traceparent: the gateway's span starts the trace
+        assert {hop.trace_id, backend_ask.trace_id, relayed.trace_id} == {server.trace_id}
+        assert relayed.parent_id == backend_ask.span_id  # the backend's own context, carried in its _meta
+        assert relayed.attributes["mcp.gateway.backend"] == "sdk"
+
+
+async def test_a_tool_error_and_an_unknown_tool_are_error_spans_named_by_their_error_type(
+    tmp_path: Path,
+) -> None:
+    with otlp_receiver() as receiver:
+        config = traced_config(tmp_path, receiver)
+        async with sdk_client(config, tmp_path / "gateway.log") as client:
+            failed = await client.call_tool("fail", {"text": "x"})
+            assert failed.is_error
+            with pytest.raises(MCPError):  # no sampling callback: the backend's call fails (-32601)
+                await client.call_tool("sample", {"text": "x"})
+            with pytest.raises(MCPError):
+                await client.call_tool("nope", {})
+        spans = await wait_for(
+            receiver,
+            (GATEWAY, "tools/call fail", SERVER),
+            (GATEWAY, "tools/call sample", SERVER),
+            (GATEWAY, "tools/call nope", SERVER),
+        )
+        tool_error, backend_error, unknown = spans.values()
+        assert tool_error.attributes["error.type"] == "tool_error" and tool_error.status_code == ERROR
+        assert backend_error.attributes["error.type"] == "-32601" and backend_error.status_code == ERROR
+        hop = receiver.named(GATEWAY, "tools/call sample", CLIENT)[0]
+        assert (
+            hop.attributes["error.type"] == "-32601"
+            and hop.attributes["rpc.response.status_code"] == "-32601"
+        )
+        assert unknown.attributes["error.type"] == "-32602" and unknown.status_code == ERROR
+        assert not receiver.named(GATEWAY, "tools/call nope", CLIENT)  # it never reached a backend
