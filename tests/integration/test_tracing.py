@@ -13,7 +13,19 @@ import pytest
 import trio
 from mcp import MCPError
 from otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
-from support import ROOT, sampler, sdk_client, write_config
+from sdk_websocket import websocket_client
+from support import (
+    ROOT,
+    backend_entry,
+    fast_restarts,
+    running,
+    sampler,
+    sdk_client,
+    with_websocket,
+    write_config,
+)
+
+from actors.protocol.errors import BACKEND_UNAVAILABLE
 
 TRACED_BACKEND: Final = ROOT / "tests" / "backends" / "traced_backend.py"
 SERVER, CLIENT = 2, 3  # the proto's SpanKind values
@@ -137,3 +149,77 @@ async def test_a_tool_error_and_an_unknown_tool_are_error_spans_named_by_their_e
         )
         assert unknown.attributes["error.type"] == "-32602" and unknown.status_code == ERROR
         assert not receiver.named(GATEWAY, "tools/call nope", CLIENT)  # it never reached a backend
+
+
+def network_config(tmp_path: Path, receiver: Receiver, *extra: str) -> Path:
+    """The project's test backend behind a WebSocket listener, [tracing] to the receiver."""
+    config = write_config(
+        tmp_path / "network.toml", [backend_entry("alpha", "--only=echo,add,crash", restart=fast_restarts())]
+    )
+    config = with_websocket(config)
+    tracing = f'[tracing]\nendpoint = "{receiver.url}"\nservice_name = "{GATEWAY}"\n'
+    config.write_text(config.read_text() + tracing + "\n".join(extra))
+    return config
+
+
+async def test_a_websocket_request_names_its_transport_and_what_the_gateway_decided_is_on_its_span(
+    tmp_path: Path,
+) -> None:
+    policy = '[policy]\ndefault = "allow"\n[[policy.rules]]\nname = "no adding"\neffect = "deny"\n'
+    policy += "when = 'mcp.tool.name == \"add\"'\n"
+    limits = "[limits]\ncalls_per_s = 0.01\nburst = 1\n"
+    with otlp_receiver() as receiver:
+        async with running(network_config(tmp_path, receiver, policy, limits)) as gateway:
+            assert gateway.websocket_url is not None
+            async with websocket_client(gateway.websocket_url) as client:
+                assert (await client.call_tool("echo", {"text": "a"})).content[0].text == "a"  # type: ignore[union-attr]
+                limited = await client.call_tool("echo", {"text": "b"})  # past the burst of 1
+                assert limited.is_error
+                with pytest.raises(MCPError):
+                    await client.call_tool("add", {"a": 1, "b": 2})  # denied: unknown to this caller
+        spans = await wait_for(
+            receiver, (GATEWAY, "tools/call echo", SERVER), (GATEWAY, "tools/call add", SERVER)
+        )
+        first, second = sorted(
+            receiver.named(GATEWAY, "tools/call echo", SERVER),
+            key=lambda span: span.attributes["jsonrpc.request.id"],
+        )
+        assert first.attributes["network.transport"] == "tcp"
+        assert first.attributes["network.protocol.name"] == "websocket"
+        assert first.attributes["client.address"] == "127.0.0.1"
+        assert first.events == ()
+        assert [name for name, _ in second.events] == ["mcp.gateway.rate_limited"]
+        assert second.attributes["error.type"] == "tool_error"
+        denied = spans[(GATEWAY, "tools/call add", SERVER)]
+        assert denied.events == (
+            ("mcp.gateway.policy_denied", {"rule": "no adding", "reason": denied.events[0][1]["reason"]}),
+        )
+        assert denied.attributes["error.type"] == "-32602"
+
+
+async def test_a_call_whose_backend_dies_ends_its_hop_with_the_backend_down_event(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        async with running(network_config(tmp_path, receiver)) as gateway:
+            assert gateway.websocket_url is not None
+            async with websocket_client(gateway.websocket_url) as client:
+                with pytest.raises(MCPError):
+                    await client.call_tool("crash", {})
+        spans = await wait_for(
+            receiver, (GATEWAY, "tools/call crash", CLIENT), (GATEWAY, "tools/call crash", SERVER)
+        )
+        hop, server = spans.values()
+        assert [name for name, _ in hop.events] == ["mcp.gateway.backend_down"]
+        assert hop.attributes["error.type"] == server.attributes["error.type"] == str(BACKEND_UNAVAILABLE)
+
+
+async def test_a_modern_requests_span_names_its_protocol_version(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        config = traced_config(tmp_path, receiver)
+        async with sdk_client(config, tmp_path / "gateway.log", mode="2026-07-28") as client:
+            assert (await client.call_tool("echo", {"text": "m"})).content[0].text == "m"  # type: ignore[union-attr]
+        spans = await wait_for(
+            receiver, (GATEWAY, "tools/call echo", SERVER), (BACKEND, "tools/call echo", SERVER)
+        )
+        server, backend = spans.values()
+        assert server.attributes["mcp.protocol.version"] == "2026-07-28"
+        assert backend.trace_id == server.trace_id
