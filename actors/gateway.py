@@ -61,7 +61,7 @@ from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
-from actors.telemetry.tracing_switch import check_tracing, open_tracing
+from actors.telemetry.tracing_switch import open_tracing, tracing_wanted
 
 if TYPE_CHECKING:
     from actors.telemetry.tracing import Tracing
@@ -112,7 +112,7 @@ class Gateway:
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
-        self.traced = check_tracing(self.config)  # ConfigError when wanted and the otel extra is missing
+        self.traced = tracing_wanted(self.config.tracing)
 
     def stop(self, reason: str = "stopped") -> None:
         """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""
@@ -185,8 +185,8 @@ class Gateway:
         """The spans still queued are exported (within shutdown_s), and the export threads stop."""
         tracing, self.tracing = self.tracing, None
         if tracing is not None:
-            with trio.CancelScope(shield=True), trio.move_on_after(self.config.gateway.shutdown_s):
-                await trio.to_thread.run_sync(tracing.shutdown, abandon_on_cancel=True)
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tracing.shutdown, self.config.gateway.shutdown_s)
 
     async def _start(
         self,

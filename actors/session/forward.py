@@ -106,11 +106,14 @@ class Forwarder:
     ) -> tuple[Params, str | None, CallSpan | None]:
         """The params a backend gets (its own trace context in `_meta`, its progress token the call's id),
         the trace id its asks will name it by, and its hop's span when tracing is on."""
-        params, trace = with_trace(forward.method, forward.params)  # what its backend asks names it by
-        span = None
-        if self.tracing is not None:  # the hop's span, a child of the request's; its context in _meta
+        if self.tracing is None:
+            params, trace = with_trace(forward.method, forward.params)  # what its backend's asks name it by
+            span = None
+        else:  # the hop's span, a child of the request's: its context in _meta names the call as well
             parent = entry.span if entry is not None else None
-            span, params = self.tracing.client(parent, call_id, forward.method, params, forward.backend.name)
+            span, params = self.tracing.client(
+                parent, call_id, forward.method, forward.params, forward.backend.name
+            )
             trace = span.trace_id() if forward.method in CALLS_THAT_ASK else None
         if token is not None:
             params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}

@@ -1,8 +1,8 @@
-"""The gateway's traces and MCP duration histograms, by the OpenTelemetry SDK, exported over OTLP/HTTP.
+"""The gateway's traces: one SERVER span per client request, one CLIENT span per hop, W3C trace context.
 
 Imported only when tracing is on (tracing_switch.py). One `Tracing` per gateway process, owned by the
-gateway's root: made at start, flushed and shut down at its end. Sessions and backends hold it through
-their settings and call it at one place per stage:
+gateway's root: made at start, flushed and stopped at its end. Sessions and backends hold it through their
+settings and call it at one place per stage:
 
 - a SERVER span per client request (`server`), parented on the request's `_meta.traceparent`;
 - a CLIENT span per hop to a backend (`client`), whose context is written into the forwarded request's
@@ -11,32 +11,25 @@ their settings and call it at one place per stage:
 - a CLIENT span per backend request relayed to a client (`ask`), parented on the backend's own traceparent;
 - events on those spans for what the gateway decided (policy denied, rate limited, backend down).
 
-Spans are exported in batches by the SDK's worker thread (BatchSpanProcessor), never in a Trio task, and
-the provider is never installed as the process' global one.
+A span here is a small record (ids, times, the attribute dict) put on the export thread's queue when it
+ends; the thread encodes it (tracing_wire.py). Sampling follows OTEL_TRACES_SAMPLER (default
+parentbased_always_on) or [tracing] sample_ratio (parent-based); an unsampled span records nothing but
+still passes its context on, flagged unsampled.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import time
 from collections.abc import Mapping
 from typing import Any, Final
-
-from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from actors.config.tracing_schema import TracingSettings
 from actors.protocol.envelopes import Reply
 from actors.protocol.eras import request_meta
 from actors.protocol.messages import Message, Request
+from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_attributes import (
     Attributes,
     error_type,
@@ -46,139 +39,185 @@ from actors.telemetry.tracing_attributes import (
     span_name,
     target_of,
 )
+from actors.telemetry.tracing_durations import Durations
+from actors.telemetry.tracing_export import Exporter, resource_of, signal_headers, signal_url
+from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
-SCOPE: Final = "trio-mcp-gateway"
-# The semantic conventions' advice for MCP operation durations, in seconds
-DURATION_BUCKETS_S: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-_propagator: Final = TraceContextTextMapPropagator()
+SERVER, CLIENT = 2, 3  # OTLP's SpanKind
+SAMPLED: Final = 1
+MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
+MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
+Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
 
 
 class Tracing:
-    """Owns: the tracer and meter providers (their export threads), until `shutdown`.
-    Errors: none reach a caller: an export that fails is the SDK's to log and drop."""
+    """Owns: the exporter (its thread) and the two duration histograms, until `shutdown`."""
 
-    def __init__(self, tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:
-        self.tracer_provider, self.meter_provider = tracer_provider, meter_provider
-        self.tracer = tracer_provider.get_tracer(SCOPE)
-        meter = meter_provider.get_meter(SCOPE)
-        self.server_duration = meter.create_histogram(
-            "mcp.server.operation.duration", unit="s", description="A client's MCP request, as served",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
-        )  # fmt: skip
-        self.client_duration = meter.create_histogram(
-            "mcp.client.operation.duration", unit="s", description="One hop of a request to a backend",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
-        )  # fmt: skip
+    def __init__(self, exporter: Exporter, sampler: Sampler, server: Durations, client: Durations) -> None:
+        self.exporter, self.sampler = exporter, sampler
+        self.server_durations, self.client_durations = server, client
+        self._random = random.Random(os.urandom(32))
 
     @classmethod
     def start(cls, settings: TracingSettings, gateway_name: str, environ: Mapping[str, str]) -> Tracing:
-        """Providers from [tracing], what it leaves unset from the OTEL_* variables (read by the SDK)."""
+        """From [tracing], and what it leaves unset from the OTEL_* variables."""
         name = settings.service_name or environ.get("OTEL_SERVICE_NAME") or gateway_name
-        resource = Resource.create({SERVICE_NAME: name})
-        ratio = settings.sample_ratio
-        sampler = ParentBased(TraceIdRatioBased(ratio)) if ratio is not None else None  # env decides
-        tracer_provider = TracerProvider(resource=resource, sampler=sampler)
-        base = settings.endpoint.rstrip("/") if settings.endpoint else None
-        spans = OTLPSpanExporter(
-            endpoint=f"{base}/v1/traces" if base else None, timeout=settings.export_timeout_s
+        server = Durations("mcp.server.operation.duration", "A client's MCP request, as the gateway served")
+        client = Durations("mcp.client.operation.duration", "One MCP hop: to a backend, or to a client")
+        exporter = Exporter(
+            traces_url=signal_url(settings.endpoint, environ, "traces"),
+            metrics_url=signal_url(settings.endpoint, environ, "metrics"),
+            headers=(signal_headers(environ, "traces"), signal_headers(environ, "metrics")),
+            timeout_s=settings.export_timeout_s,
+            resource=resource_of(name, environ),
+            durations=(server, client),
+            environ=environ,
         )
-        tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-        metrics = OTLPMetricExporter(
-            endpoint=f"{base}/v1/metrics" if base else None, timeout=settings.export_timeout_s
-        )
-        reader = PeriodicExportingMetricReader(metrics)
-        return cls(tracer_provider, MeterProvider(resource=resource, metric_readers=[reader]))
+        return cls(exporter, sampler_of(settings.sample_ratio, environ), server, client)
 
     def server(self, request: Request, peer: Attributes, negotiated: str | None) -> ServerSpan:
         """The SERVER span of a client's request, its parent the request's `_meta` trace context."""
         method, params = request.method, request.params
-        attributes = request_attributes(method, params, request.id)
-        attributes.update(peer)
-        version = protocol_version(method, params, negotiated)
-        if version is not None:
-            attributes["mcp.protocol.version"] = version
-        span = self.tracer.start_span(
-            span_name(method, target_of(method, params)), context=carried(params), kind=SpanKind.SERVER,
-            attributes=attributes,
-        )  # fmt: skip
-        return ServerSpan(self, span, method)
+        span = ServerSpan(self, method, self._context(carried(params)))
+        record = span.record
+        if record is not None:
+            target = target_of(method, params)
+            attributes = record.attributes = request_attributes(method, target, request.id)
+            attributes.update(peer)
+            version = protocol_version(method, params, negotiated)
+            if version is not None:
+                attributes["mcp.protocol.version"] = version
+            record.name = span_name(method, target)
+        return span
 
     def client(
         self, parent: ServerSpan | None, call_id: int, method: str, params: dict[str, Any], backend: str
     ) -> tuple[CallSpan, dict[str, Any]]:
         """The CLIENT span of one hop to `backend`, and the params to send with its context in `_meta`
         (a copy: the client's params are never edited)."""
-        attributes = request_attributes(method, params, call_id)
-        attributes["peer.service"] = backend
-        context = set_span_in_context(parent.span) if parent is not None and parent.span is not None else None
-        span = self.tracer.start_span(
-            span_name(method, target_of(method, params)), context=context, kind=SpanKind.CLIENT,
-            attributes=attributes,
-        )  # fmt: skip
-        return CallSpan(self, span, method), with_context(params, span)
+        span = CallSpan(self, method, self._context(parent.context if parent is not None else None))
+        record = span.record
+        if record is not None:
+            target = target_of(method, params)
+            attributes = record.attributes = request_attributes(method, target, call_id)
+            attributes["peer.service"] = backend
+            record.name = span_name(method, target)
+        return span, with_context(params, span.context)
 
     def ask(self, method: str, params: object, backend: str) -> tuple[CallSpan, Any]:
         """The CLIENT span of a backend's request relayed to a client (sampling, elicitation, roots), its
         parent the backend's own trace context; and the params to send the client, with the span's."""
-        attributes = request_attributes(method, params, None)
-        attributes["mcp.gateway.backend"] = backend
-        span = self.tracer.start_span(
-            span_name(method, None), context=carried(params), kind=SpanKind.CLIENT, attributes=attributes
-        )
+        span = CallSpan(self, method, self._context(carried(params)))
+        if span.record is not None:
+            attributes = span.record.attributes = request_attributes(method, None, None)
+            attributes["mcp.gateway.backend"] = backend
+            span.record.name = span_name(method, None)
         if params is None or isinstance(params, dict):
-            params = with_context(params or {}, span)
-        return CallSpan(self, span, method), params
+            params = with_context(params or {}, span.context)
+        return span, params
 
-    def shutdown(self) -> None:
-        """Flush what is queued and stop the export threads (blocking: run it in a thread)."""
-        self.tracer_provider.shutdown()
-        self.meter_provider.shutdown()
+    def _context(self, parent: Context | None) -> tuple[Context, int]:
+        """A new span's context under `parent` (None: a new trace), and its parent's span id (0: none)."""
+        span_id = self._random.getrandbits(64) or 1
+        if parent is None:
+            trace_id = self._random.getrandbits(128) or 1
+            flags = SAMPLED if self.sampler.root(trace_id) else 0
+            return (trace_id, span_id, flags, ""), 0
+        trace_id, parent_id, parent_flags, state = parent
+        flags = SAMPLED if self.sampler.child(trace_id, parent_flags & SAMPLED) else 0
+        return (trace_id, span_id, flags, state), parent_id
 
-
-class ServerSpan:
-    """A client request's SERVER span, until its answer (`end`, once; later calls do nothing)."""
-
-    __slots__ = ("_started", "method", "span", "tracing")
-
-    def __init__(self, tracing: Tracing, span: Span, method: str) -> None:
-        self.tracing, self.span, self.method = tracing, span, method
-        self._started = time.perf_counter()
-
-    def event(self, name: str, attributes: Attributes | None = None) -> None:
-        if self.span is not None:
-            self.span.add_event(name, attributes)
-
-    def end(self, answer: Message | None, reason: str = "") -> None:
-        """The request answered with `answer` (None: it ended unanswered, `reason` says why)."""
-        span, self.span = self.span, None
-        if span is None:
-            return
-        failure = error_type(answer) if answer is not None else "cancelled"
-        _finish(span, failure, reason or _reason(answer))
-        labels = {"mcp.method.name": self.method}
-        if failure is not None:
-            labels["error.type"] = failure
-        self.tracing.server_duration.record(time.perf_counter() - self._started, labels)
+    def shutdown(self, timeout_s: float) -> None:
+        """Export what is queued and the histograms, and stop the thread (blocking: run it in a thread)."""
+        self.exporter.shutdown(timeout_s)
 
 
-class CallSpan:
-    """One hop's CLIENT span: a call to a backend, or a backend's request to a client. Ended once, by its
-    reply (`answered`) or when the gateway gives it up (`cancelled`)."""
+class SpanRecord:
+    """A sampled span's data until the export thread encodes it."""
 
-    __slots__ = ("_started", "context", "method", "span", "tracing")
+    __slots__ = (
+        "attributes", "context", "end_ns", "error", "events", "kind", "name", "parent_id", "start_ns"
+    )  # fmt: skip
 
-    def __init__(self, tracing: Tracing, span: Span, method: str) -> None:
-        self.tracing, self.span, self.method = tracing, span, method
-        self.context = span.get_span_context()
-        self._started = time.perf_counter()
+    def __init__(self, kind: int, context: Context, parent_id: int, start_ns: int) -> None:
+        self.kind, self.context, self.parent_id = kind, context, parent_id
+        self.name, self.attributes = "", {}
+        self.events: list[tuple[int, str, Attributes]] | None = None
+        self.error: str | None = None
+        self.start_ns, self.end_ns = start_ns, 0
 
-    def event(self, name: str, attributes: Attributes | None = None) -> None:
-        if self.span is not None:
-            self.span.add_event(name, attributes)
+    def encode(self) -> bytes:
+        trace_id, span_id, _, state = self.context
+        return wire.span(
+            trace_id, span_id, self.parent_id, state, self.name, self.kind, self.start_ns, self.end_ns,
+            self.attributes, self.events or (), error=self.error,
+        )  # fmt: skip
+
+
+class _Span:
+    """What both kinds share: the context passed on, the record (None: not sampled), events, the end."""
+
+    __slots__ = ("_started", "context", "method", "record", "tracing")
+    KIND = SERVER
+
+    def __init__(self, tracing: Tracing, method: str, made: tuple[Context, int]) -> None:
+        self.tracing, self.method, (self.context, parent_id) = tracing, method, made
+        self._started = started = time.time_ns()
+        self.record = (
+            SpanRecord(self.KIND, self.context, parent_id, started) if self.context[2] & SAMPLED else None
+        )
 
     def trace_id(self) -> str:
         """Its trace id, as its traceparent writes it."""
-        return f"{self.context.trace_id:032x}"
+        return f"{self.context[0]:032x}"
+
+    def event(self, name: str, attributes: Attributes | None = None) -> None:
+        record = self.record
+        if record is not None:
+            if record.events is None:
+                record.events = []
+            if len(record.events) < MAX_EVENTS:
+                record.events.append((time.time_ns(), name, attributes or {}))
+
+    def _end(self, failure: str | None, reason: str) -> None:
+        tracing = self.tracing
+        if tracing is None:
+            return  # ended already
+        self.tracing = None  # type: ignore[assignment]
+        ended = time.time_ns()
+        record = self.record
+        if record is not None:
+            if failure is not None:
+                record.attributes["error.type"] = failure
+                if failure[-1].isdigit():
+                    record.attributes["rpc.response.status_code"] = failure
+                record.error = reason[:256]
+            record.end_ns = ended
+            tracing.exporter.put(record.encode)
+        durations = tracing.server_durations if self.KIND == SERVER else tracing.client_durations
+        durations.record(self.method, failure, (ended - self._started) / 1e9)
+
+
+class ServerSpan(_Span):
+    """A client request's SERVER span, until its answer (`end`, once; later calls do nothing)."""
+
+    __slots__ = ()
+
+    def end(self, answer: Message | None, reason: str = "") -> None:
+        """The request answered with `answer` (None: it ended unanswered, `reason` says why)."""
+        if answer is None:
+            self._end("cancelled", reason)
+            return
+        error = getattr(answer, "error", None)
+        self._end(error_type(answer), error.message if error is not None else "")
+
+
+class CallSpan(_Span):
+    """One hop's CLIENT span: a call to a backend, or a backend's request to a client. Ended once, by its
+    reply (`answered`) or when the gateway gives it up (`cancelled`)."""
+
+    __slots__ = ()
+    KIND = CLIENT
 
     def answered(self, reply: Reply) -> None:
         error = reply.error
@@ -190,50 +229,50 @@ class CallSpan:
     def cancelled(self, reason: str) -> None:
         self._end("cancelled", reason)
 
-    def _end(self, failure: str | None, reason: str) -> None:
-        span, self.span = self.span, None
-        if span is None:
-            return
-        _finish(span, failure, reason)
-        labels = {"mcp.method.name": self.method}
-        if failure is not None:
-            labels["error.type"] = failure
-        self.tracing.client_duration.record(time.perf_counter() - self._started, labels)
-
-
-def _finish(span: Span, failure: str | None, reason: str) -> None:
-    if failure is not None:
-        span.set_attribute("error.type", failure)
-        if failure.lstrip("-").isdigit():
-            span.set_attribute("rpc.response.status_code", failure)
-        span.set_status(Status(StatusCode.ERROR, reason[:256] or None))
-    span.end()
-
-
-def _reason(answer: Message | None) -> str:
-    error = getattr(answer, "error", None)
-    return error.message if error is not None else ""
-
 
 def carried(params: object) -> Context | None:
     """The W3C trace context a request carries in `_meta` (traceparent, tracestate), or None."""
     meta = request_meta(params)
-    if meta is None or "traceparent" not in meta:
+    if meta is None:
         return None
-    carrier = {key: meta[key] for key in ("traceparent", "tracestate") if isinstance(meta.get(key), str)}
-    return _propagator.extract(carrier) if carrier else None
+    parsed = parse_traceparent(meta.get("traceparent"))
+    if parsed is None:
+        return None
+    state = meta.get("tracestate")
+    if not isinstance(state, str) or len(state) > MAX_TRACESTATE_CHARS or not state.isprintable():
+        state = ""
+    return (*parsed, state)
 
 
-def with_context(params: dict[str, Any], span: Span) -> dict[str, Any]:
-    """`params` with the span's traceparent (and tracestate) in `_meta`, in place of any there: a copy."""
-    context = span.get_span_context()
+def parse_traceparent(value: object) -> tuple[int, int, int] | None:
+    """Trace id, parent id and flags of a W3C traceparent (version 00, or a later one read as 00 says),
+    else None: wrong type, length, case or separators, all-zero ids, version ff."""
+    if not isinstance(value, str) or len(value) < 55:
+        return None
+    if value[2] != "-" or value[35] != "-" or value[52] != "-":
+        return None
+    version = value[:2]
+    if version == "ff" or (version == "00" and len(value) != 55) or (len(value) > 55 and value[55] != "-"):
+        return None
+    try:
+        if not all(c in "0123456789abcdef" for c in value[:55].replace("-", "")):
+            return None
+        trace_id, parent_id, flags = int(value[3:35], 16), int(value[36:52], 16), int(value[53:55], 16)
+    except ValueError:
+        return None
+    if trace_id == 0 or parent_id == 0:
+        return None
+    return trace_id, parent_id, flags
+
+
+def with_context(params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """`params` with this context's traceparent (and tracestate) in `_meta`, in place of any there: a copy."""
+    trace_id, span_id, flags, state = context
     meta = params.get("_meta")
     meta = dict(meta) if isinstance(meta, dict) else {}
-    meta["traceparent"] = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-    state = context.trace_state.to_header() if context.trace_state else ""
+    meta["traceparent"] = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
     if state:
         meta["tracestate"] = state
     else:
         meta.pop("tracestate", None)
     return {**params, "_meta": meta}
-

@@ -39,15 +39,15 @@ def span_name(method: str, target: str | None) -> str:
     return f"{method} {target}" if target else method
 
 
-def request_attributes(method: str, params: object, request_id: RequestId | None) -> Attributes:
-    """What any MCP span of a request says about it: method, id, and the tool or prompt it names."""
+def request_attributes(method: str, target: str | None, request_id: RequestId | None) -> Attributes:
+    """What any MCP span of a request says about it: method, id, and the tool or prompt it names
+    (`target`, from target_of)."""
     attributes: Attributes = {
         "mcp.method.name": method[:MAX_VALUE_CHARS],
         "jsonrpc.protocol.version": JSONRPC_VERSION,
     }
     if request_id is not None:
         attributes["jsonrpc.request.id"] = str(request_id)[:MAX_VALUE_CHARS]
-    target = target_of(method, params)
     if target is not None:
         if method == "tools/call":
             attributes["gen_ai.tool.name"] = target
@@ -86,7 +86,7 @@ def peer_attributes(listener: str, address: str, session: str, has_session_id: b
 
 
 def split_address(address: str) -> tuple[str, int | None]:
-    """"host:port" (or "[v6]:port", or a bare host) as host and port."""
+    """An address "host:port" (or "[v6]:port", or a bare host) as host and port."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or (":" in host and not host.startswith("[")):
         return address, None  # a bare host, or a bare IPv6 address
