@@ -109,6 +109,8 @@ class Dispatcher:
     _batches: int = 0  # batches received so far: each one's number
     _drops: RateLimiter = attrs.field(factory=lambda: RateLimiter(DROP_LOG_RATE))
     _trace_peer: dict[str, Any] | None = None  # what its SERVER spans say of its client, once tracing asks
+    # an HTTP transport's: the traceparent header of the POST that carried a request (its span links to it)
+    http_context: Callable[[RequestId], str | None] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
@@ -281,7 +283,8 @@ class Dispatcher:
                 self._trace_peer = peer_attributes(
                     caller.listener, caller.address, self.session, caller.listener == "http" and not quiet
                 )
-            entry.span = tracing.server(request, self._trace_peer, self.version)
+            link = self.http_context(request.id) if self.http_context is not None else None
+            entry.span = tracing.server(request, self._trace_peer, self.version, link)
 
     @property
     def bound(self) -> str | None:

@@ -75,11 +75,20 @@ class Tracing:
         )
         return cls(exporter, sampler_of(settings.sample_ratio, environ), server, client)
 
-    def server(self, request: Request, peer: Attributes, negotiated: str | None) -> ServerSpan:
-        """The SERVER span of a client's request, its parent the request's `_meta` trace context."""
+    def server(
+        self, request: Request, peer: Attributes, negotiated: str | None, http: str | None = None
+    ) -> ServerSpan:
+        """The SERVER span of a client's request, its parent the request's `_meta` trace context; `http`, the
+        traceparent header of the HTTP request that carried it: the parent when `_meta` has none, else a
+        link when it names another span."""
         method, params = request.method, request.params
-        span = ServerSpan(self, method, self._context(carried(params)))
+        parent, ambient = carried(params), parse_traceparent(http) if http is not None else None
+        if parent is None and ambient is not None:
+            parent, ambient = (*ambient, ""), None
+        span = ServerSpan(self, method, self._context(parent))
         record = span.record
+        if record is not None and ambient is not None and parent is not None and ambient[:2] != parent[:2]:
+            record.links = [(ambient[0], ambient[1])]
         if record is not None:
             target = target_of(method, params)
             attributes = record.attributes = request_attributes(method, target, request.id)
@@ -136,13 +145,14 @@ class SpanRecord:
     """A sampled span's data until the export thread encodes it."""
 
     __slots__ = (
-        "attributes", "context", "end_ns", "error", "events", "kind", "name", "parent_id", "start_ns"
+        "attributes", "context", "end_ns", "error", "events", "kind", "links", "name", "parent_id", "start_ns"
     )  # fmt: skip
 
     def __init__(self, kind: int, context: Context, parent_id: int, start_ns: int) -> None:
         self.kind, self.context, self.parent_id = kind, context, parent_id
         self.name, self.attributes = "", {}
         self.events: list[tuple[int, str, Attributes]] | None = None
+        self.links: list[tuple[int, int]] = []
         self.error: str | None = None
         self.start_ns, self.end_ns = start_ns, 0
 
@@ -150,7 +160,7 @@ class SpanRecord:
         trace_id, span_id, _, state = self.context
         return wire.span(
             trace_id, span_id, self.parent_id, state, self.name, self.kind, self.start_ns, self.end_ns,
-            self.attributes, self.events or (), error=self.error,
+            self.attributes, self.events or (), self.links, error=self.error,
         )  # fmt: skip
 
 

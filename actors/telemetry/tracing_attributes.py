@@ -70,7 +70,8 @@ def protocol_version(method: str, params: object, negotiated: str | None) -> str
 
 def peer_attributes(listener: str, address: str, session: str, has_session_id: bool) -> Attributes:
     """What every SERVER span of one session says about its client and transport. `session` is the
-    Mcp-Session-Id when the transport has one (`has_session_id`: a Streamable HTTP session)."""
+    gateway's label of a Streamable HTTP session (`has_session_id`), as its log names it: the Mcp-Session-Id
+    itself opens the session to whoever holds it, so it never leaves the gateway."""
     attributes: Attributes = {"network.transport": TRANSPORTS.get(listener, "tcp")}
     protocol = PROTOCOL_NAMES.get(listener)
     if protocol is not None:

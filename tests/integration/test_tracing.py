@@ -9,18 +9,22 @@ import sys
 from pathlib import Path
 from typing import Final
 
+import httpx2
+import orjson
 import pytest
 import trio
 from mcp import MCPError
 from otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
 from sdk_websocket import websocket_client
 from support import (
+    INITIALIZE,
     ROOT,
     backend_entry,
     fast_restarts,
     running,
     sampler,
     sdk_client,
+    with_http,
     with_websocket,
     write_config,
 )
@@ -34,6 +38,11 @@ TRACE_ID: Final = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN_ID: Final = "00f067aa0ba902b7"
 GATEWAY: Final = "gateway-under-test"
 BACKEND: Final = "traced-backend"
+MODERN_META: Final = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def traced_config(tmp_path: Path, receiver: Receiver, **tracing: object) -> Path:
@@ -223,3 +232,81 @@ async def test_a_modern_requests_span_names_its_protocol_version(tmp_path: Path)
         server, backend = spans.values()
         assert server.attributes["mcp.protocol.version"] == "2026-07-28"
         assert backend.trace_id == server.trace_id
+
+
+async def test_an_http_requests_own_trace_context_is_the_parent_or_a_link_beside_the_meta_one(
+    tmp_path: Path,
+) -> None:
+    header_trace, header_span = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    with otlp_receiver() as receiver:
+        config = with_http(network_config(tmp_path, receiver))
+        async with running(config) as gateway, httpx2.AsyncClient() as http:
+            assert gateway.http_url is not None
+            for number, meta in ((1, {"traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"}), (2, {})):
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": number,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "echo",
+                        "arguments": {"text": str(number)},
+                        "_meta": {**MODERN_META, **meta},
+                    },
+                }
+                headers = {
+                    "accept": "application/json, text/event-stream",
+                    "content-type": "application/json",
+                    "mcp-protocol-version": "2026-07-28",
+                    "mcp-method": "tools/call",
+                    "mcp-name": "echo",
+                    "traceparent": f"00-{header_trace}-{header_span}-01",
+                }
+                answer = await http.post(gateway.http_url, content=orjson.dumps(body), headers=headers)
+                assert answer.json()["result"]["content"][0]["text"] == str(number)
+        await wait_for(receiver, (GATEWAY, "tools/call echo", SERVER))
+        assert await trio.to_thread.run_sync(
+            receiver.wait_for, lambda got: len(got.named(GATEWAY, "tools/call echo", SERVER)) == 2
+        )
+        spans = {
+            span.attributes["jsonrpc.request.id"]: span
+            for span in receiver.named(GATEWAY, "tools/call echo", SERVER)
+        }
+        both, header_only = spans["1"], spans["2"]
+        assert (both.trace_id, both.parent_id) == (TRACE_ID, CLIENT_SPAN_ID)  # _meta's context is the parent
+        assert both.links == ((header_trace, header_span),)  # the POST's own, linked
+        assert (header_only.trace_id, header_only.parent_id) == (header_trace, header_span)
+        assert header_only.links == ()
+        assert both.attributes["network.protocol.name"] == "http"
+
+
+async def test_a_streamable_http_sessions_request_names_its_session_by_label_and_follows_its_posts_context(
+    tmp_path: Path,
+) -> None:
+    header_trace, header_span = "1af7651916cd43dd8448eb211c80319c", "c7ad6b7169203331"
+    json_headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    with otlp_receiver() as receiver:
+        async with (
+            running(with_http(network_config(tmp_path, receiver))) as gateway,
+            httpx2.AsyncClient() as http,
+        ):
+            assert gateway.http_url is not None
+            opened = await http.post(gateway.http_url, content=orjson.dumps(INITIALIZE), headers=json_headers)
+            session = opened.headers["mcp-session-id"]
+            headers = {**json_headers, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(gateway.http_url, content=orjson.dumps(ready), headers=headers)
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "s"}},
+            }
+            traced = {**headers, "traceparent": f"00-{header_trace}-{header_span}-01"}
+            answer = await http.post(gateway.http_url, content=orjson.dumps(call), headers=traced)
+            assert answer.json()["result"]["content"][0]["text"] == "s"
+        spans = await wait_for(receiver, (GATEWAY, "tools/call echo", SERVER))
+        server = spans[(GATEWAY, "tools/call echo", SERVER)]
+        assert (server.trace_id, server.parent_id) == (header_trace, header_span)
+        # the session by its label: the Mcp-Session-Id itself opens the session, so it is never exported
+        assert server.attributes["mcp.session.id"].startswith("http-")
+        assert session not in str(receiver.spans)
