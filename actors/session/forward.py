@@ -96,7 +96,7 @@ class Forwarder:
             span=span,
         )  # fmt: skip
         if bridged is not None:
-            bridged.backend, bridged.call_id = forward.backend, call_id
+            bridged.backend, bridged.call_id, bridged.tracing = forward.backend, call_id, self.tracing
             if entry is not None:
                 entry.bridge = bridged
         return call

@@ -310,3 +310,28 @@ async def test_a_streamable_http_sessions_request_names_its_session_by_label_and
         # the session by its label: the Mcp-Session-Id itself opens the session, so it is never exported
         assert server.attributes["mcp.session.id"].startswith("http-")
         assert session not in str(receiver.spans)
+
+
+async def test_a_bridged_ask_of_a_legacy_backend_is_a_span_and_each_round_of_the_call_a_request_span(
+    tmp_path: Path,
+) -> None:
+    with otlp_receiver() as receiver:
+        config = traced_config(tmp_path, receiver)
+        config.write_text(config.read_text().replace('name = "sdk"', 'name = "sdk"\nera = "legacy"'))
+        options = {"mode": "2026-07-28", "sampling_callback": sampler("c")}
+        async with sdk_client(config, tmp_path / "gateway.log", **options) as client:
+            result = await client.call_tool("sample", {"text": "x"})  # input_required, then the retry
+            assert result.content[0].text == "c answers x"  # type: ignore[union-attr]
+        spans = await wait_for(
+            receiver,
+            (GATEWAY, "tools/call sample", CLIENT),
+            (BACKEND, "MCP send sampling/createMessage", CLIENT),
+            (GATEWAY, "sampling/createMessage", CLIENT),
+        )
+        hop, backend_ask, relayed = spans.values()
+        assert relayed.parent_id == backend_ask.span_id and relayed.trace_id == hop.trace_id
+        assert "error.type" not in relayed.attributes  # answered by the client's retry
+        assert await trio.to_thread.run_sync(  # the call and its retry, each a request of the client
+            receiver.wait_for, lambda got: len(got.named(GATEWAY, "tools/call sample", SERVER)) == 2
+        )
+        assert len(receiver.named(GATEWAY, "tools/call sample", CLIENT)) == 1  # one call at the backend
