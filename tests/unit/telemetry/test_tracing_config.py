@@ -117,3 +117,17 @@ def test_a_gateway_that_does_not_trace_imports_no_tracing_module_and_starts_no_t
     assert not [name for name in eval(modules) if "opentelemetry" in name]  # our own output
     assert set(eval(modules)) <= PURE  # the span machinery and its export thread stay out
     assert threads == "1"
+
+
+def test_the_examples_commented_out_tracing_table_is_valid(tmp_path: Path) -> None:
+    lines = (ROOT / "config" / "example.toml").read_text(encoding="utf-8").splitlines()
+    start = lines.index("# [tracing]")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line.removeprefix("# "))
+    path = config_with(tmp_path, "\n".join(block) + "\n")
+    assert load_config(path).tracing == TracingSettings(
+        endpoint="http://127.0.0.1:4318", service_name="mcp-gateway", sample_ratio=1.0
+    )
