@@ -11,10 +11,10 @@ settings and call it at one place per stage:
 - a CLIENT span per backend request relayed to a client (`ask`), parented on the backend's own traceparent;
 - events on those spans for what the gateway decided (policy denied, rate limited, backend down).
 
-A span here is a small record (ids, times, the attribute dict) put on the export thread's queue when it
-ends; the thread encodes it (tracing_wire.py). Sampling follows OTEL_TRACES_SAMPLER (default
-parentbased_always_on) or [tracing] sample_ratio (parent-based); an unsampled span records nothing but
-still passes its context on, flagged unsampled.
+A span here is a small object (ids, times, what its attributes will be made of) put on the export
+thread's queue when it ends; the thread names it, counts its duration and encodes it (tracing_wire.py).
+Sampling follows OTEL_TRACES_SAMPLER (default parentbased_always_on) or [tracing] sample_ratio
+(parent-based); an unsampled span is not encoded but still passes its context on, flagged unsampled.
 """
 
 from __future__ import annotations
@@ -81,22 +81,13 @@ class Tracing:
         """The SERVER span of a client's request, its parent the request's `_meta` trace context; `http`, the
         traceparent header of the HTTP request that carried it: the parent when `_meta` has none, else a
         link when it names another span."""
-        method, params = request.method, request.params
+        params = request.params
         parent, ambient = carried(params), parse_traceparent(http) if http is not None else None
         if parent is None and ambient is not None:
             parent, ambient = (*ambient, ""), None
-        span = ServerSpan(self, method, self._context(parent))
-        record = span.record
-        if record is not None and ambient is not None and parent is not None and ambient[:2] != parent[:2]:
-            record.links = [(ambient[0], ambient[1])]
-        if record is not None:
-            target = target_of(method, params)
-            attributes = record.attributes = request_attributes(method, target, request.id)
-            attributes.update(peer)
-            version = protocol_version(method, params, negotiated)
-            if version is not None:
-                attributes["mcp.protocol.version"] = version
-            record.name = span_name(method, target)
+        span = ServerSpan(self, request.method, self._context(parent), (params, request.id, peer, negotiated))
+        if ambient is not None and parent is not None and ambient[:2] != parent[:2]:
+            span.links = ((ambient[0], ambient[1]),)
         return span
 
     def client(
@@ -104,23 +95,16 @@ class Tracing:
     ) -> tuple[CallSpan, dict[str, Any]]:
         """The CLIENT span of one hop to `backend`, and the params to send with its context in `_meta`
         (a copy: the client's params are never edited)."""
-        span = CallSpan(self, method, self._context(parent.context if parent is not None else None))
-        record = span.record
-        if record is not None:
-            target = target_of(method, params)
-            attributes = record.attributes = request_attributes(method, target, call_id)
-            attributes["peer.service"] = backend
-            record.name = span_name(method, target)
+        made = self._context(parent.context if parent is not None else None)
+        span = CallSpan(self, method, made, (params, call_id, backend, "peer.service"))
         return span, with_context(params, span.context)
 
     def ask(self, method: str, params: object, backend: str) -> tuple[CallSpan, Any]:
         """The CLIENT span of a backend's request relayed to a client (sampling, elicitation, roots), its
         parent the backend's own trace context; and the params to send the client, with the span's."""
-        span = CallSpan(self, method, self._context(carried(params)))
-        if span.record is not None:
-            attributes = span.record.attributes = request_attributes(method, None, None)
-            attributes["mcp.gateway.backend"] = backend
-            span.record.name = span_name(method, None)
+        span = CallSpan(
+            self, method, self._context(carried(params)), (None, None, backend, "mcp.gateway.backend")
+        )
         if params is None or isinstance(params, dict):
             params = with_context(params or {}, span.context)
         return span, params
@@ -141,71 +125,78 @@ class Tracing:
         self.exporter.shutdown(timeout_s)
 
 
-class SpanRecord:
-    """A sampled span's data until the export thread encodes it."""
+class _Span:
+    """A span from its start to its end on the Trio thread, then the export thread's: what the hot path
+    does is take ids and times and queue it; its name and attributes are made from `inputs` (the request's
+    params, never edited once received) and it is encoded in the export thread (`exported`)."""
 
     __slots__ = (
-        "attributes", "context", "end_ns", "error", "events", "kind", "links", "name", "parent_id", "start_ns"
+        "context", "end_ns", "events", "failure", "inputs", "links", "method", "parent_id", "reason",
+        "start_ns", "tracing",
     )  # fmt: skip
-
-    def __init__(self, kind: int, context: Context, parent_id: int, start_ns: int) -> None:
-        self.kind, self.context, self.parent_id = kind, context, parent_id
-        self.name, self.attributes = "", {}
-        self.events: list[tuple[int, str, Attributes]] | None = None
-        self.links: list[tuple[int, int]] = []
-        self.error: str | None = None
-        self.start_ns, self.end_ns = start_ns, 0
-
-    def encode(self) -> bytes:
-        trace_id, span_id, _, state = self.context
-        return wire.span(
-            trace_id, span_id, self.parent_id, state, self.name, self.kind, self.start_ns, self.end_ns,
-            self.attributes, self.events or (), self.links, error=self.error,
-        )  # fmt: skip
-
-
-class _Span:
-    """What both kinds share: the context passed on, the record (None: not sampled), events, the end."""
-
-    __slots__ = ("_started", "context", "method", "record", "tracing")
     KIND = SERVER
 
-    def __init__(self, tracing: Tracing, method: str, made: tuple[Context, int]) -> None:
-        self.tracing, self.method, (self.context, parent_id) = tracing, method, made
-        self._started = started = time.time_ns()
-        self.record = (
-            SpanRecord(self.KIND, self.context, parent_id, started) if self.context[2] & SAMPLED else None
-        )
+    def __init__(
+        self, tracing: Tracing, method: str, made: tuple[Context, int], inputs: tuple[Any, ...]
+    ) -> None:
+        self.tracing, self.method, self.inputs = tracing, method, inputs
+        self.context, self.parent_id = made
+        self.start_ns, self.end_ns = time.time_ns(), 0
+        self.events: list[tuple[int, str, Attributes]] | None = None
+        self.links: tuple[tuple[int, int], ...] = ()
+        self.failure: str | None = None
+        self.reason = ""
 
     def trace_id(self) -> str:
         """Its trace id, as its traceparent writes it."""
         return f"{self.context[0]:032x}"
 
+    @property
+    def sampled(self) -> bool:
+        return bool(self.context[2] & SAMPLED)
+
+    @property
+    def ended(self) -> bool:
+        return self.tracing is None
+
     def event(self, name: str, attributes: Attributes | None = None) -> None:
-        record = self.record
-        if record is not None:
-            if record.events is None:
-                record.events = []
-            if len(record.events) < MAX_EVENTS:
-                record.events.append((time.time_ns(), name, attributes or {}))
+        if self.tracing is not None and self.context[2] & SAMPLED:
+            if self.events is None:
+                self.events = []
+            if len(self.events) < MAX_EVENTS:
+                self.events.append((time.time_ns(), name, attributes or {}))
 
     def _end(self, failure: str | None, reason: str) -> None:
         tracing = self.tracing
         if tracing is None:
             return  # ended already
         self.tracing = None  # type: ignore[assignment]
-        ended = time.time_ns()
-        record = self.record
-        if record is not None:
-            if failure is not None:
-                record.attributes["error.type"] = failure
-                if failure[-1].isdigit():
-                    record.attributes["rpc.response.status_code"] = failure
-                record.error = reason[:256]
-            record.end_ns = ended
-            tracing.exporter.put(record.encode)
-        durations = tracing.server_durations if self.KIND == SERVER else tracing.client_durations
-        durations.record(self.method, failure, (ended - self._started) / 1e9)
+        self.failure, self.reason, self.end_ns = failure, reason, time.time_ns()
+        tracing.exporter.put(self)
+
+    # --- the export thread's ---------------------------------------------------------------------------
+
+    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None:
+        """Its duration counted, and its OTLP encoding when it is sampled."""
+        failure = self.failure
+        durations[self.KIND != SERVER].record(self.method, failure, (self.end_ns - self.start_ns) / 1e9)
+        if not self.context[2] & SAMPLED:
+            return None
+        name, attributes = self.described()
+        error = None
+        if failure is not None:
+            attributes["error.type"] = failure
+            if failure[-1].isdigit():
+                attributes["rpc.response.status_code"] = failure
+            error = self.reason[:256]
+        trace_id, span_id, _, state = self.context
+        return wire.span(
+            trace_id, span_id, self.parent_id, state, name, self.KIND, self.start_ns, self.end_ns, attributes,
+            self.events or (), self.links, error=error,
+        )  # fmt: skip
+
+    def described(self) -> tuple[str, Attributes]:
+        raise NotImplementedError
 
 
 class ServerSpan(_Span):
@@ -220,6 +211,17 @@ class ServerSpan(_Span):
             return
         error = getattr(answer, "error", None)
         self._end(error_type(answer), error.message if error is not None else "")
+
+    def described(self) -> tuple[str, Attributes]:
+        params, request_id, peer, negotiated = self.inputs
+        method = self.method
+        target = target_of(method, params)
+        attributes = request_attributes(method, target, request_id)
+        attributes.update(peer)
+        version = protocol_version(method, params, negotiated)
+        if version is not None:
+            attributes["mcp.protocol.version"] = version
+        return span_name(method, target), attributes
 
 
 class CallSpan(_Span):
@@ -238,6 +240,14 @@ class CallSpan(_Span):
 
     def cancelled(self, reason: str) -> None:
         self._end("cancelled", reason)
+
+    def described(self) -> tuple[str, Attributes]:
+        params, call_id, backend, backend_key = self.inputs
+        method = self.method
+        target = target_of(method, params)
+        attributes = request_attributes(method, target, call_id)
+        attributes[backend_key] = backend
+        return span_name(method, target), attributes
 
 
 def carried(params: object) -> Context | None:

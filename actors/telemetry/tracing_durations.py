@@ -1,9 +1,9 @@
 """The MCP duration histograms: mcp.server.operation.duration (a client's request, as the gateway served
 it) and mcp.client.operation.duration (one hop to a backend, or a backend's request relayed to a client).
 
-Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded on the hot path (the
-Trio thread, the only writer) with a bisect, read by the export thread (tracing_export.py) each export
-interval; the lock guards only the table's growth against that thread's iteration. A method name is the
+Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded and read by the export
+thread alone (tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing
+for them. A method name is the
 client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
 cannot grow the table.
 """
@@ -11,7 +11,6 @@ cannot grow the table.
 from __future__ import annotations
 
 import bisect
-import threading
 import time
 from typing import Any, Final
 
@@ -28,7 +27,6 @@ class Durations:
         self.name, self.description = name, description
         self.start_ns = time.time_ns()
         self._series: dict[tuple[str, str | None], list[Any]] = {}
-        self._lock = threading.Lock()
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
         key = (method, error)
@@ -38,17 +36,13 @@ class Durations:
                 key = (OTHER, error)
                 series = self._series.get(key)
             if series is None:
-                series = [0.0, [0] * (len(BOUNDS_S) + 1)]
-                with self._lock:  # a new series: the export thread may be iterating the table
-                    self._series[key] = series
+                series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
         series[0] += seconds
         series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
 
     def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
-        """Each series' attributes, count, sum and bucket counts, as they are now. The count is the
-        buckets' sum, so a record landing during the copy never makes a point disagree with itself."""
-        with self._lock:
-            items = [(key, series[0], list(series[1])) for key, series in self._series.items()]
+        """Each series' attributes, count, sum and bucket counts, as they are now."""
+        items = [(key, series[0], list(series[1])) for key, series in self._series.items()]
         points = []
         for (method, error), total, buckets in items:
             count = sum(buckets)

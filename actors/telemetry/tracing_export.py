@@ -15,8 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
 from urllib.parse import unquote
 
 from loguru import logger
@@ -76,9 +76,16 @@ def resource_of(service_name: str, environ: Mapping[str, str]) -> dict[str, Any]
     return resource
 
 
+class Finished(Protocol):
+    """A span that has ended: its duration counted into (server, client), its encoding if sampled."""
+
+    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None: ...
+
+
 class Exporter:
     """Owns: the queue of finished spans (bounded), its thread, and the HTTP posts.
-    Receives: encoded spans from the hot path (`put`, never blocks), the histograms at each interval.
+    Receives: finished spans from the hot path (`put`, never blocks); it counts their durations, encodes
+        the sampled ones, and exports the histograms at each interval.
     Stops when: `shutdown` (what is queued and the histograms are exported first, within its time).
     Errors: a failed post is dropped and logged at most every FAILURE_LOG_S; nothing reaches a caller."""
 
@@ -90,7 +97,7 @@ class Exporter:
         headers: tuple[dict[str, str], dict[str, str]],
         timeout_s: float,
         resource: dict[str, Any],
-        durations: Sequence[Durations],
+        durations: tuple[Durations, Durations],
         environ: Mapping[str, str],
         post: Callable[[str, bytes, dict[str, str], float], None] | None = None,
     ) -> None:
@@ -103,15 +110,15 @@ class Exporter:
         self.dropped = 0  # spans the full queue refused
         self._post = post or _post
         self._scope = wire.scope(SCOPE_NAME, SCOPE_VERSION)
-        self._queue: deque[Callable[[], bytes]] = deque()
+        self._queue: deque[Finished] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._last_failure = -FAILURE_LOG_S
         self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
         self._thread.start()
 
-    def put(self, span: Callable[[], bytes]) -> None:
-        """A finished span (its encoder: the thread calls it). Never blocks."""
+    def put(self, span: Finished) -> None:
+        """A finished span (the thread counts and encodes it). Never blocks."""
         queue = self._queue
         if len(queue) >= self.queue_max:
             self.dropped += 1
@@ -139,12 +146,15 @@ class Exporter:
         self._export_metrics()
 
     def _export_spans(self) -> None:
-        queue = self._queue
+        queue, durations = self._queue, self.durations
         while queue:
             batch = []
             while queue and len(batch) < self.batch_max:
-                batch.append(queue.popleft()())
-            self._send(self.traces_url, wire.trace_request(self.resource, self._scope, batch), 0)
+                encoded = queue.popleft().exported(durations)
+                if encoded is not None:
+                    batch.append(encoded)
+            if batch:
+                self._send(self.traces_url, wire.trace_request(self.resource, self._scope, batch), 0)
 
     def _export_metrics(self) -> None:
         now = time.time_ns()
