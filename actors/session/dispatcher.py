@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import trio
@@ -54,7 +54,7 @@ from actors.session.inflight import Answers, InFlight, InFlightTable
 from actors.session.notifications import receive_notification
 from actors.session.resources import release_subscriptions
 from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
-from actors.telemetry.tracing_attributes import peer_attributes
+from actors.telemetry.tracing_attributes import Peer, peer_attributes
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
@@ -108,7 +108,7 @@ class Dispatcher:
     background: trio.Nursery = attrs.field(init=False)
     _batches: int = 0  # batches received so far: each one's number
     _drops: RateLimiter = attrs.field(factory=lambda: RateLimiter(DROP_LOG_RATE))
-    _trace_peer: dict[str, Any] | None = None  # what its SERVER spans say of its client, once tracing asks
+    _trace_peer: Peer | None = None  # what its SERVER spans say of its client, once tracing asks
     # an HTTP transport's: the traceparent header of the POST that carried a request (its span links to it)
     http_context: Callable[[RequestId], str | None] | None = None
 
@@ -280,9 +280,10 @@ class Dispatcher:
         if tracing is not None:
             if self._trace_peer is None:
                 caller, quiet = self.caller, self.settings.quiet
-                self._trace_peer = peer_attributes(
+                peer = peer_attributes(
                     caller.listener, caller.address, self.session, caller.listener == "http" and not quiet
                 )
+                self._trace_peer = tuple(peer.items())
             link = self.http_context(request.id) if self.http_context is not None else None
             entry.span = tracing.server(request, self._trace_peer, self.version, link)
 

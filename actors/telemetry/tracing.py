@@ -28,10 +28,12 @@ from typing import Any, Final
 from actors.config.tracing_schema import TracingSettings
 from actors.protocol.envelopes import Reply
 from actors.protocol.eras import request_meta
-from actors.protocol.messages import Message, Request
+from actors.protocol.messages import Message, Request, RequestId
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_attributes import (
+    MAX_VALUE_CHARS,
     Attributes,
+    Peer,
     error_type,
     protocol_version,
     request_attributes,
@@ -47,7 +49,9 @@ SERVER, CLIENT = 2, 3  # OTLP's SpanKind
 SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
+MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
 Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
+_shapes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # the export thread's alone
 
 
 class Tracing:
@@ -76,7 +80,7 @@ class Tracing:
         return cls(exporter, sampler_of(settings.sample_ratio, environ), server, client)
 
     def server(
-        self, request: Request, peer: Attributes, negotiated: str | None, http: str | None = None
+        self, request: Request, peer: Peer, negotiated: str | None, http: str | None = None
     ) -> ServerSpan:
         """The SERVER span of a client's request, its parent the request's `_meta` trace context; `http`, the
         traceparent header of the HTTP request that carried it: the parent when `_meta` has none, else a
@@ -182,20 +186,43 @@ class _Span:
         durations[self.KIND != SERVER].record(self.method, failure, (self.end_ns - self.start_ns) / 1e9)
         if not self.context[2] & SAMPLED:
             return None
-        name, attributes = self.described()
+        key = self.shape()
+        shaped = _shapes.get(key)
+        if shaped is None:  # its name and the attributes it shares with the spans of its shape, encoded once
+            name, attributes = self.described()
+            shaped = (wire.field_text(5, name), wire.attributes(9, attributes))
+            if len(_shapes) >= MAX_SHAPES:
+                _shapes.clear()
+            _shapes[key] = shaped
+        encoded = shaped[1]
+        own: Attributes = {}
+        if self.numbered is not None:
+            own["jsonrpc.request.id"] = str(self.numbered)[:MAX_VALUE_CHARS]
         error = None
         if failure is not None:
-            attributes["error.type"] = failure
+            own["error.type"] = failure
             if failure[-1].isdigit():
-                attributes["rpc.response.status_code"] = failure
+                own["rpc.response.status_code"] = failure
             error = self.reason[:256]
+        if own:
+            encoded += wire.attributes(9, own)
         trace_id, span_id, _, state = self.context
-        return wire.span(
-            trace_id, span_id, self.parent_id, state, name, self.KIND, self.start_ns, self.end_ns, attributes,
-            self.events or (), self.links, error=error,
+        return wire.span_of_parts(
+            trace_id, span_id, self.parent_id, state, shaped[0], self.KIND, self.start_ns, self.end_ns,
+            encoded, self.events or (), self.links, error,
         )  # fmt: skip
 
+    @property
+    def numbered(self) -> RequestId | None:
+        """Its JSON-RPC id (the client's, or the gateway's call id)."""
+        return self.inputs[1]  # type: ignore[no-any-return]
+
+    def shape(self) -> tuple[Any, ...]:
+        """What its name and every attribute but its id and error follow from."""
+        raise NotImplementedError
+
     def described(self) -> tuple[str, Attributes]:
+        """Its name and the attributes of its shape."""
         raise NotImplementedError
 
 
@@ -212,13 +239,15 @@ class ServerSpan(_Span):
         error = getattr(answer, "error", None)
         self._end(error_type(answer), error.message if error is not None else "")
 
-    def described(self) -> tuple[str, Attributes]:
-        params, request_id, peer, negotiated = self.inputs
+    def shape(self) -> tuple[Any, ...]:
+        params, _, peer, negotiated = self.inputs
         method = self.method
-        target = target_of(method, params)
-        attributes = request_attributes(method, target, request_id)
+        return (SERVER, method, target_of(method, params), protocol_version(method, params, negotiated), peer)
+
+    def described(self) -> tuple[str, Attributes]:
+        _, method, target, version, peer = self.shape()
+        attributes = request_attributes(method, target, None)
         attributes.update(peer)
-        version = protocol_version(method, params, negotiated)
         if version is not None:
             attributes["mcp.protocol.version"] = version
         return span_name(method, target), attributes
@@ -241,11 +270,13 @@ class CallSpan(_Span):
     def cancelled(self, reason: str) -> None:
         self._end("cancelled", reason)
 
+    def shape(self) -> tuple[Any, ...]:
+        params, _, backend, backend_key = self.inputs
+        return (CLIENT, self.method, target_of(self.method, params), backend, backend_key)
+
     def described(self) -> tuple[str, Attributes]:
-        params, call_id, backend, backend_key = self.inputs
-        method = self.method
-        target = target_of(method, params)
-        attributes = request_attributes(method, target, call_id)
+        _, method, target, backend, backend_key = self.shape()
+        attributes = request_attributes(method, target, None)
         attributes[backend_key] = backend
         return span_name(method, target), attributes
 

@@ -19,6 +19,7 @@ TRANSPORTS: Final = {"stdio": "pipe", "websocket": "tcp", "http": "tcp"}
 PROTOCOL_NAMES: Final = {"websocket": "websocket", "http": "http"}
 
 Attributes = dict[str, Any]
+Peer = tuple[tuple[str, Any], ...]  # a session's attributes for its SERVER spans, as items: hashable
 
 
 def clipped(value: object) -> str | None:

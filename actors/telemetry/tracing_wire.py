@@ -115,21 +115,35 @@ def span(
     error: str | None = None,
 ) -> bytes:
     """One Span message. `error`: None for an unset status, else ERROR with that message ("" for none)."""
+    return span_of_parts(
+        trace_id, span_id, parent_id, trace_state, field_text(5, name), kind, start_ns, end_ns,
+        attributes(9, items), events, links, error,
+    )  # fmt: skip
+
+
+def span_of_parts(
+    trace_id: int,
+    span_id: int,
+    parent_id: int,
+    trace_state: str,
+    encoded_name: bytes,
+    kind: int,
+    start_ns: int,
+    end_ns: int,
+    encoded_attributes: bytes,
+    events: Sequence[tuple[int, str, Mapping[str, Any]]] = (),
+    links: Sequence[tuple[int, int]] = (),
+    error: str | None = None,
+) -> bytes:
+    """`span` with its name (field 5) and attributes (repeated field 9) encoded already: what repeats from
+    one span to the next is encoded once (tracing.py keeps it)."""
     parts = [_TRACE_ID, trace_id.to_bytes(16, "big"), _SPAN_ID, span_id.to_bytes(8, "big")]
     if trace_state:
         parts.append(field_text(3, trace_state))
     if parent_id:
         parts += (_PARENT_ID, parent_id.to_bytes(8, "big"))
-    parts += (
-        field_text(5, name),
-        _KIND,
-        varint(kind),
-        _START,
-        _fixed64(start_ns),
-        _END,
-        _fixed64(end_ns),
-    )
-    parts += [_encoded_attribute(9, key, value) for key, value in items.items()]
+    parts += (encoded_name, _KIND, varint(kind), _START, _fixed64(start_ns), _END, _fixed64(end_ns))
+    parts.append(encoded_attributes)
     for time_ns, event_name, event_items in events:
         event = field_fixed64(1, time_ns) + field_text(2, event_name) + attributes(3, event_items)
         parts.append(field_bytes(11, event))

@@ -19,7 +19,7 @@ from actors.telemetry.tracing_export import Exporter, pairs, signal_url
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-PEER = {"network.transport": "pipe"}
+PEER = (("network.transport", "pipe"),)
 
 
 class Posts:
