@@ -49,6 +49,7 @@ SERVER, CLIENT = 2, 3  # OTLP's SpanKind
 SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
+ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
 Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
 _shapes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # the export thread's alone
@@ -89,7 +90,12 @@ class Tracing:
         parent, ambient = carried(params), parse_traceparent(http) if http is not None else None
         if parent is None and ambient is not None:
             parent, ambient = (*ambient, ""), None
-        span = ServerSpan(self, request.method, self._context(parent), (params, request.id, peer, negotiated))
+        method, request_id = request.method[:MAX_VALUE_CHARS], request.id  # both the client's text: cut
+        if type(request_id) is not int:
+            request_id = str(request_id)[:MAX_VALUE_CHARS]
+        version = protocol_version(method, params, negotiated)
+        shape = (SERVER, method, target_of(method, params), version, peer)
+        span = ServerSpan(self, method, self._context(parent), (shape, request_id))
         if ambient is not None and parent is not None and ambient[:2] != parent[:2]:
             span.links = ((ambient[0], ambient[1]),)
         return span
@@ -100,15 +106,13 @@ class Tracing:
         """The CLIENT span of one hop to `backend`, and the params to send with its context in `_meta`
         (a copy: the client's params are never edited)."""
         made = self._context(parent.context if parent is not None else None)
-        span = CallSpan(self, method, made, (params, call_id, backend, "peer.service"))
+        span = CallSpan(self, method, made, ((CLIENT, method, target_of(method, params), backend), call_id))
         return span, with_context(params, span.context)
 
     def ask(self, method: str, params: object, backend: str) -> tuple[CallSpan, Any]:
         """The CLIENT span of a backend's request relayed to a client (sampling, elicitation, roots), its
         parent the backend's own trace context; and the params to send the client, with the span's."""
-        span = CallSpan(
-            self, method, self._context(carried(params)), (None, None, backend, "mcp.gateway.backend")
-        )
+        span = CallSpan(self, method, self._context(carried(params)), ((CLIENT, method, None, backend), None))
         if params is None or isinstance(params, dict):
             params = with_context(params or {}, span.context)
         return span, params
@@ -131,8 +135,8 @@ class Tracing:
 
 class _Span:
     """A span from its start to its end on the Trio thread, then the export thread's: what the hot path
-    does is take ids and times and queue it; its name and attributes are made from `inputs` (the request's
-    params, never edited once received) and it is encoded in the export thread (`exported`)."""
+    does is take ids and times and queue it; its name and attributes are made from `inputs` (its shape and
+    its JSON-RPC id) and it is encoded in the export thread (`exported`)."""
 
     __slots__ = (
         "context", "end_ns", "events", "failure", "inputs", "links", "method", "parent_id", "reason",
@@ -175,7 +179,7 @@ class _Span:
         if tracing is None:
             return  # ended already
         self.tracing = None  # type: ignore[assignment]
-        self.failure, self.reason, self.end_ns = failure, reason, time.time_ns()
+        self.failure, self.reason, self.end_ns = failure, reason[:MAX_VALUE_CHARS], time.time_ns()
         tracing.exporter.put(self)
 
     # --- the export thread's ---------------------------------------------------------------------------
@@ -218,8 +222,10 @@ class _Span:
         return self.inputs[1]  # type: ignore[no-any-return]
 
     def shape(self) -> tuple[Any, ...]:
-        """What its name and every attribute but its id and error follow from."""
-        raise NotImplementedError
+        """What its name and every attribute but its id and error follow from: small values taken when it
+        starts (a name and a version cut to MAX_VALUE_CHARS), never the request's params, which may be
+        large and are freed with the request."""
+        return self.inputs[0]  # type: ignore[no-any-return]
 
     def described(self) -> tuple[str, Attributes]:
         """Its name and the attributes of its shape."""
@@ -238,11 +244,6 @@ class ServerSpan(_Span):
             return
         error = getattr(answer, "error", None)
         self._end(error_type(answer), error.message if error is not None else "")
-
-    def shape(self) -> tuple[Any, ...]:
-        params, _, peer, negotiated = self.inputs
-        method = self.method
-        return (SERVER, method, target_of(method, params), protocol_version(method, params, negotiated), peer)
 
     def described(self) -> tuple[str, Attributes]:
         _, method, target, version, peer = self.shape()
@@ -270,14 +271,10 @@ class CallSpan(_Span):
     def cancelled(self, reason: str) -> None:
         self._end("cancelled", reason)
 
-    def shape(self) -> tuple[Any, ...]:
-        params, _, backend, backend_key = self.inputs
-        return (CLIENT, self.method, target_of(self.method, params), backend, backend_key)
-
     def described(self) -> tuple[str, Attributes]:
-        _, method, target, backend, backend_key = self.shape()
+        _, method, target, backend = self.shape()
         attributes = request_attributes(method, target, None)
-        attributes[backend_key] = backend
+        attributes["peer.service" if method not in ASKS else "mcp.gateway.backend"] = backend
         return span_name(method, target), attributes
 
 

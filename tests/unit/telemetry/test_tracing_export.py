@@ -188,3 +188,20 @@ def test_hand_written_values_decode_as_the_official_bindings_read_them() -> None
     assert values["f"].double_value == 0.5 and values["big"].string_value == str(1 << 70)
     assert values["o"].string_value == "None"
     assert span.status.code == span.status.STATUS_CODE_ERROR and span.status.message == ""
+
+
+def test_a_span_keeps_nothing_large_of_its_request_until_it_is_exported() -> None:
+    posts = Posts()
+    traced = tracing(posts)
+    huge = "x" * 1_000_000
+    request = Request(huge, "m" * 1_000_000, {"name": huge, "arguments": {"blob": huge}})
+    span = traced.server(request, PEER, None)
+    hop, _ = traced.client(span, 5, "tools/call", {"name": huge, "arguments": {"blob": huge}}, "alpha")
+    kept = [span.method, span.inputs, hop.inputs]
+    assert len(repr(kept)) < 2000  # names and ids cut; never the params
+    hop.answered(Reply(error=RpcError(-32603, huge)))
+    span.end(ErrorResponse(huge, RpcError(-32603, huge)))
+    assert len(span.reason) <= 256 and len(hop.reason) <= 256
+    traced.shutdown(5.0)
+    (server,) = [s for s in posts.spans() if s.kind == Span.SPAN_KIND_SERVER]
+    assert len(server.name) <= 256 and len(attributes(server)["jsonrpc.request.id"]) <= 256
