@@ -159,6 +159,11 @@ class _Span:
         """Its trace id, as its traceparent writes it."""
         return f"{self.context[0]:032x}"
 
+    def traceparent(self) -> str:
+        """Its context as a W3C traceparent: what a request it causes carries."""
+        trace_id, span_id, flags, _ = self.context
+        return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+
     @property
     def sampled(self) -> bool:
         return bool(self.context[2] & SAMPLED)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import httpx2
 import orjson
 import pytest
 import trio
 from mcp import MCPError
+from mcp.types import ElicitResult
 from otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
 from sdk_websocket import websocket_client
 from support import (
@@ -32,6 +33,7 @@ from support import (
 from actors.protocol.errors import BACKEND_UNAVAILABLE
 
 TRACED_BACKEND: Final = ROOT / "tests" / "backends" / "traced_backend.py"
+ROUNDS_BACKEND: Final = ROOT / "tests" / "backends" / "sdk_rounds.py"  # asks twice, by input_required
 SERVER, CLIENT = 2, 3  # the proto's SpanKind values
 ERROR: Final = 2  # the proto's StatusCode.STATUS_CODE_ERROR
 TRACE_ID: Final = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -335,3 +337,34 @@ async def test_a_bridged_ask_of_a_legacy_backend_is_a_span_and_each_round_of_the
             receiver.wait_for, lambda got: len(got.named(GATEWAY, "tools/call sample", SERVER)) == 2
         )
         assert len(receiver.named(GATEWAY, "tools/call sample", CLIENT)) == 1  # one call at the backend
+
+
+async def test_each_round_of_a_modern_backends_input_required_call_is_a_hop_of_the_legacy_clients_request(
+    tmp_path: Path,
+) -> None:
+    async def elicit(context: Any, params: Any) -> Any:
+        return ElicitResult(action="accept", content={"name": "Ada"})
+
+    with otlp_receiver() as receiver:
+        backend = {"name": "r", "command": sys.executable, "args": [str(ROUNDS_BACKEND)], "era": "modern"}
+        config = write_config(tmp_path / "rounds.toml", [backend])
+        config.write_text(
+            config.read_text() + f'[tracing]\nendpoint = "{receiver.url}"\nservice_name = "{GATEWAY}"\n'
+        )
+        async with sdk_client(config, tmp_path / "gateway.log", elicitation_callback=elicit) as client:
+            result = await client.call_tool("three_rounds", {"text": "t"})
+            assert not result.is_error
+        spans = await wait_for(receiver, (GATEWAY, "tools/call three_rounds", SERVER))
+        server = spans[(GATEWAY, "tools/call three_rounds", SERVER)]
+        assert await trio.to_thread.run_sync(
+            receiver.wait_for,
+            lambda got: (
+                len(got.named(GATEWAY, "tools/call three_rounds", CLIENT)) == 3
+                and len(got.named(GATEWAY, "elicitation/create", CLIENT)) == 2
+            ),
+        ), receiver.spans
+        hops = receiver.named(GATEWAY, "tools/call three_rounds", CLIENT)
+        assert {hop.parent_id for hop in hops} == {server.span_id}  # three rounds, one request
+        assert len({hop.span_id for hop in hops}) == 3
+        asks = receiver.named(GATEWAY, "elicitation/create", CLIENT)  # the shim's real requests to the client
+        assert {ask.trace_id for ask in asks} == {server.trace_id}
