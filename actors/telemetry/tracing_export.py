@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
+from http.client import HTTPException
 from typing import Any, Final, Protocol
 from urllib.parse import unquote
 
@@ -27,6 +27,7 @@ from actors.telemetry.tracing_durations import BOUNDS_S, Durations
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"
 SCOPE_NAME: Final = "trio-mcp-gateway"
 SCOPE_VERSION: Final = "0.1.0"
+ANSWER_READ_MAX: Final = 65536  # of a collector's answer, read before the connection is closed
 FAILURE_LOG_S: Final = 30.0  # at most one warning per this many seconds about failed exports
 
 
@@ -172,7 +173,8 @@ class Exporter:
     def _send(self, url: str, body: bytes, which: int) -> None:
         try:
             self._post(url, body, self.headers[which], self.timeout_s)
-        except (OSError, ValueError) as exc:  # refused, unreachable, timed out, an HTTP error status
+        except (OSError, ValueError, HTTPException) as exc:  # refused, unreachable, timed out, an error
+            # status, or a peer that does not speak HTTP
             if time.monotonic() - self._last_failure >= FAILURE_LOG_S:
                 self._last_failure = time.monotonic()
                 logger.warning("tracing: export to {} failed, dropped: {}", url, exc)
@@ -184,4 +186,4 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> N
         request.add_header(name, value)
     request.add_header("Content-Type", "application/x-protobuf")
     with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # the configured URL
-        answer.read()
+        answer.read(ANSWER_READ_MAX)  # what a collector says back is not needed: never all of it

@@ -4,6 +4,8 @@ is dropped, never raised."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -15,7 +17,7 @@ from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
 from actors.telemetry.tracing_durations import MAX_SERIES, Durations
-from actors.telemetry.tracing_export import Exporter, pairs, signal_url
+from actors.telemetry.tracing_export import Exporter, _post, pairs, signal_url
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -205,3 +207,27 @@ def test_a_span_keeps_nothing_large_of_its_request_until_it_is_exported() -> Non
     traced.shutdown(5.0)
     (server,) = [s for s in posts.spans() if s.kind == Span.SPAN_KIND_SERVER]
     assert len(server.name) <= 256 and len(attributes(server)["jsonrpc.request.id"]) <= 256
+
+
+def test_a_collector_that_answers_garbage_fails_the_export_and_nothing_else() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    served = threading.Event()
+
+    def answer_garbage() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"this is no HTTP\r\n\r\n")
+        served.set()
+
+    thread = threading.Thread(target=answer_garbage, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    traced = tracing(Posts())
+    traced.exporter._post = _post  # the real HTTP post, to a peer that does not speak HTTP
+    traced.exporter._send(f"http://127.0.0.1:{port}/v1/traces", b"\x0a\x00", 0)  # logged and dropped
+    assert served.wait(10)
+    traced.server(Request(1, "ping", {}), PEER, None).end(Response(1, {}))
+    traced.shutdown(5.0)  # the thread lived on to export (and fail) again
+    listener.close()
+    thread.join(5)
