@@ -27,7 +27,6 @@ from typing import Any, Final
 
 from actors.config.tracing_schema import TracingSettings
 from actors.protocol.envelopes import Reply
-from actors.protocol.eras import request_meta
 from actors.protocol.messages import Message, Request, RequestId
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_attributes import (
@@ -41,6 +40,7 @@ from actors.telemetry.tracing_attributes import (
     span_name,
     target_of,
 )
+from actors.telemetry.tracing_context import Context, carried, parse_traceparent, with_context
 from actors.telemetry.tracing_durations import Durations
 from actors.telemetry.tracing_export import Exporter, resource_of, signal_headers, signal_url
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
@@ -48,10 +48,8 @@ from actors.telemetry.tracing_sampling import Sampler, sampler_of
 SERVER, CLIENT = 2, 3  # OTLP's SpanKind
 SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
-MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
-Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
 _shapes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # the export thread's alone
 
 
@@ -281,51 +279,3 @@ class CallSpan(_Span):
         attributes = request_attributes(method, target, None)
         attributes["peer.service" if method not in ASKS else "mcp.gateway.backend"] = backend
         return span_name(method, target), attributes
-
-
-def carried(params: object) -> Context | None:
-    """The W3C trace context a request carries in `_meta` (traceparent, tracestate), or None."""
-    meta = request_meta(params)
-    if meta is None:
-        return None
-    parsed = parse_traceparent(meta.get("traceparent"))
-    if parsed is None:
-        return None
-    state = meta.get("tracestate")
-    if not isinstance(state, str) or len(state) > MAX_TRACESTATE_CHARS or not state.isprintable():
-        state = ""
-    return (*parsed, state)
-
-
-def parse_traceparent(value: object) -> tuple[int, int, int] | None:
-    """Trace id, parent id and flags of a W3C traceparent (version 00, or a later one read as 00 says),
-    else None: wrong type, length, case or separators, all-zero ids, version ff."""
-    if not isinstance(value, str) or len(value) < 55:
-        return None
-    if value[2] != "-" or value[35] != "-" or value[52] != "-":
-        return None
-    version = value[:2]
-    if version == "ff" or (version == "00" and len(value) != 55) or (len(value) > 55 and value[55] != "-"):
-        return None
-    try:
-        if not all(c in "0123456789abcdef" for c in value[:55].replace("-", "")):
-            return None
-        trace_id, parent_id, flags = int(value[3:35], 16), int(value[36:52], 16), int(value[53:55], 16)
-    except ValueError:
-        return None
-    if trace_id == 0 or parent_id == 0:
-        return None
-    return trace_id, parent_id, flags
-
-
-def with_context(params: dict[str, Any], context: Context) -> dict[str, Any]:
-    """`params` with this context's traceparent (and tracestate) in `_meta`, in place of any there: a copy."""
-    trace_id, span_id, flags, state = context
-    meta = params.get("_meta")
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    meta["traceparent"] = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
-    if state:
-        meta["tracestate"] = state
-    else:
-        meta.pop("tracestate", None)
-    return {**params, "_meta": meta}

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from actors.protocol.messages import ErrorResponse, Response, RpcError
-from actors.telemetry.tracing import carried, parse_traceparent, with_context
 from actors.telemetry.tracing_attributes import (
     MAX_VALUE_CHARS,
     error_type,
@@ -19,6 +18,7 @@ from actors.telemetry.tracing_attributes import (
     split_address,
     target_of,
 )
+from actors.telemetry.tracing_context import carried, parse_traceparent, with_context
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
