@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -55,6 +55,9 @@ from actors.session.notifications import receive_notification
 from actors.session.resources import release_subscriptions
 from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
 from actors.telemetry.tracing_attributes import Peer, peer_attributes
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import ServerSpan, Tracing
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
@@ -169,6 +172,7 @@ class Dispatcher:
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
             case Request() if (refused := self._refused(message)) is not None:
+                self.trace_refusal(message, refused)
                 await self.send(refused)
             case Request(id=request_id, method="ping", params=params) if not is_modern_request(params):
                 await self.send(Response(request_id, {}))  # at any time, answered inline (gone in 2026-07-28)
@@ -241,6 +245,7 @@ class Dispatcher:
             return False
         refused = self._refused(message)
         if refused is not None:
+            self.trace_refusal(message, refused)
             self.answers.deliver(refused)
             return True
         entry = self.inflight.accept(message.id, size=request_bytes(message))  # type: ignore[arg-type]
@@ -276,16 +281,24 @@ class Dispatcher:
 
     def trace(self, entry: InFlight, request: Request) -> None:
         """The request's SERVER span, when tracing is on: it ends with the request's answer."""
-        tracing = self.settings.tracing
-        if tracing is not None:
-            if self._trace_peer is None:
-                caller, quiet = self.caller, self.settings.quiet
-                peer = peer_attributes(
-                    caller.listener, caller.address, self.session, caller.listener == "http" and not quiet
-                )
-                self._trace_peer = tuple(peer.items())
-            link = self.http_context(request.id) if self.http_context is not None else None
-            entry.span = tracing.server(request, self._trace_peer, self.version, link)
+        if self.settings.tracing is not None:
+            entry.span = self._server_span(self.settings.tracing, request)
+
+    def trace_refusal(self, request: Request, refused: ErrorResponse) -> None:
+        """A request refused before it was taken in (a bad or duplicate id, past max_inflight or its budget)
+        is a request too: its span, when tracing is on, ends at once with the refusal."""
+        if self.settings.tracing is not None:
+            self._server_span(self.settings.tracing, request).end(refused)
+
+    def _server_span(self, tracing: Tracing, request: Request) -> ServerSpan:
+        if self._trace_peer is None:
+            caller, quiet = self.caller, self.settings.quiet
+            peer = peer_attributes(
+                caller.listener, caller.address, self.session, caller.listener == "http" and not quiet
+            )
+            self._trace_peer = tuple(peer.items())
+        link = self.http_context(request.id) if self.http_context is not None else None
+        return tracing.server(request, self._trace_peer, self.version, link)
 
     @property
     def bound(self) -> str | None:

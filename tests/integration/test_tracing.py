@@ -22,6 +22,7 @@ from support import (
     ROOT,
     backend_entry,
     fast_restarts,
+    raw_gateway,
     running,
     sampler,
     sdk_client,
@@ -368,3 +369,28 @@ async def test_each_round_of_a_modern_backends_input_required_call_is_a_hop_of_t
         assert len({hop.span_id for hop in hops}) == 3
         asks = receiver.named(GATEWAY, "elicitation/create", CLIENT)  # the shim's real requests to the client
         assert {ask.trace_id for ask in asks} == {server.trace_id}
+
+
+async def test_a_request_refused_before_it_is_taken_in_is_a_span_that_says_why(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        config = write_config(tmp_path / "raw.toml", [backend_entry("alpha", "--only=echo,sleep")])
+        config.write_text(
+            config.read_text() + f'[tracing]\nendpoint = "{receiver.url}"\nservice_name = "{GATEWAY}"\n'
+        )
+        async with raw_gateway(config, tmp_path / "gateway.log") as client:
+            await client.initialize()
+            await client.call(5, "sleep", seconds=600)  # in flight until the client cancels it
+            await client.call(5, "echo", text="again")  # the same id while the first is in flight
+            refused = await client.answer_to(5)
+            assert refused["error"]["code"] == -32600
+            await client.notify("notifications/cancelled", {"requestId": 5, "reason": "done"})
+            await client.close_stdin()
+            assert await client.wait_exit() == 0
+        spans = await wait_for(
+            receiver, (GATEWAY, "tools/call echo", SERVER), (GATEWAY, "tools/call sleep", SERVER)
+        )
+        duplicate, first = spans.values()
+        assert duplicate.attributes["error.type"] == "-32600" and duplicate.status_code == ERROR
+        assert (
+            first.attributes["error.type"] == "cancelled"
+        )  # the client gave it up: no answer, a span all the same
