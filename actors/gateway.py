@@ -61,6 +61,10 @@ from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
 from actors.telemetry.meters import Meters
+from actors.telemetry.tracing_switch import open_tracing, tracing_wanted
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import Tracing
 
 CATALOG_INBOX_SIZE: Final = 64  # backend facts queued before backends wait for the catalog
 SETTLE_MARGIN_S: Final = 2.0  # `tools` waits this long on top of the longest startup_timeout_s
@@ -104,12 +108,15 @@ class Gateway:
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
+    traced: bool = attrs.field(init=False, default=False)  # [tracing] or OTEL_EXPORTER_OTLP_*ENDPOINT
+    tracing: Tracing | None = attrs.field(init=False, default=None)  # while it runs, when traced
 
     def __attrs_post_init__(self) -> None:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
+        self.traced = tracing_wanted(self.config.tracing)
 
     def stop(self, reason: str = "stopped") -> None:
         """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""
@@ -154,6 +161,7 @@ class Gateway:
             policies={b.name: b.tools for b in config.backends},
             expose_stderr=settings.expose_backend_stderr,
         )
+        self.tracing = open_tracing(config) if self.traced else None  # ended (flushed) with the run
         try:
             async with trio.open_nursery() as root:
                 hangup = partial(root.start_soon, self.reload, "SIGHUP")
@@ -174,7 +182,15 @@ class Gateway:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
             if self.admin is not None:
                 self.admin.close()
+            await self._end_tracing()
         logger.info("gateway stopped")
+
+    async def _end_tracing(self) -> None:
+        """The spans still queued are exported (within shutdown_s), and the export threads stop."""
+        tracing, self.tracing = self.tracing, None
+        if tracing is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tracing.shutdown, self.config.gateway.shutdown_s)
 
     async def _start(
         self,
@@ -345,6 +361,7 @@ class Gateway:
             traffic=self.meters.frontend(frontend),
             policy=self.policy,
             limiter=self.limiter,
+            tracing=self.tracing,
         )
 
     async def _serve_stdio(

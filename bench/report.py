@@ -11,6 +11,8 @@ from typing import Any, Final
 
 from clients import Sample
 from policy_cost import print_policy
+from tracing_cost import TARGET as TRACING_TARGET
+from tracing_cost import tracing_table
 
 GATEWAY: Final = "gateway stdio"
 RELAY: Final = "floor: trio relay"
@@ -65,7 +67,7 @@ def targets(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         for level in NAIVE_LEVELS:
             if entry := _against(cpu, (backend, client, level), NAIVE, NAIVE_TARGET):
                 naive.append(entry)
-    return {"relay": relay, "naive": naive}
+    return {"relay": relay, "naive": naive, "tracing": tracing_table(cpu)}
 
 
 def _pair_order(pair: tuple[str, str]) -> tuple[int, int]:
@@ -138,7 +140,10 @@ def print_targets(tables: dict[str, list[dict[str, Any]]]) -> None:
     for name, title in (
         ("relay", "gateway CPU per call / bare Trio relay's (target: <= 1.6x at 1 in flight, 1.3x at 64)"),
         ("naive", f"gateway CPU per call / naive gateway's (target: <= {NAIVE_TARGET}x)"),
+        ("tracing", f"gateway CPU per call traced at 100 % / untraced (target: <= {TRACING_TARGET}x)"),
     ):
+        if name not in tables:
+            continue
         print(f"targets: {title}")
         shape = " shape x" if name == "relay" else ""
         print(

@@ -11,6 +11,9 @@ a bare Trio relay, and the gateway's actor shape with no logic in it) and a naiv
 (bench/naive_gateway.py) take the gateway's place, and the report ends with issue #15's targets: the
 gateway's CPU per call over the relay's and over the naive gateway's.
 
+The gateway is measured twice over stdio: as it ships, and with [tracing] on at 100 % sampling, exporting
+to a sink in the bench's process ("gateway traced", bench/tracing_cost.py).
+
     scripts/bench [--concurrency 1,8,32,64] [--seconds S] [--rounds R] [--backends sdk,lean]
                   [--clients lean,sdk] [--json FILE] [--fastmcp-python PYTHON]
     scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S]
@@ -44,6 +47,7 @@ from scenarios import (
     idle_memory,
     idle_websocket_sessions,
 )
+from tracing_cost import TRACED, otlp_sink, traced
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BACKENDS: Final = {
@@ -57,16 +61,22 @@ GATEWAY: Final = [sys.executable, "-m", "actors", "serve"]
 CLIENTS: Final = ("lean", "sdk")
 
 
-def stdio_paths(backend: Path, folder: Path, fastmcp_python: str | None) -> dict[str, list[str]]:
-    """Each stdio path to `backend` by name: the argv of the process the client talks to."""
+def stdio_paths(
+    backend: Path, folder: Path, fastmcp_python: str | None, sink: str | None = None
+) -> dict[str, list[str]]:
+    """Each stdio path to `backend` by name: the argv of the process the client talks to (with `sink`, an
+    OTLP/HTTP endpoint, the gateway traced too)."""
     behind = [sys.executable, str(backend)]
+    config = gateway_config(folder, backend, None)
     paths = {
         "direct": behind,
-        "gateway stdio": [*GATEWAY, "--stdio", "--config", str(gateway_config(folder, backend, None))],
+        "gateway stdio": [*GATEWAY, "--stdio", "--config", str(config)],
         "floor: trio relay": [sys.executable, str(FLOOR), "relay", *behind],
         "floor: actor shape": [sys.executable, str(FLOOR), "shape", *behind],
         "naive gateway": [sys.executable, str(NAIVE), *behind],
     }
+    if sink is not None:
+        paths[TRACED] = [*GATEWAY, "--stdio", "--config", str(traced(config, sink))]
     if fastmcp_python:
         paths["fastmcp proxy"] = [fastmcp_python, str(FASTMCP_PROXY), *behind]
     return paths
@@ -82,7 +92,7 @@ async def open_paths(
     """One connection per client and path, each to a process of its own, in the order they are measured:
     the lean client's readers run in the first nursery, the SDK's client sessions in the second."""
     nursery, sdk_sessions = nurseries
-    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None)
+    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None, args.sink)
     plan: dict[tuple[str, str], Callable[[], Awaitable[Connection]]] = {}
     for client in args.clients.split(","):
         for name, argv in paths.items():
@@ -121,7 +131,7 @@ async def run(args: argparse.Namespace) -> int:
         "gateway_peak_rss_mib": {},
         "fastmcp": fastmcp_version(args.fastmcp_python),
     }
-    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder, otlp_sink() as args.sink:
         try:
             await _measure_all(args, levels, report, Path(folder))
         finally:

@@ -114,6 +114,8 @@ class BackendLink:
         deadlines, self._deadlines = self._deadlines, {}
         error = unavailable(self.name, reason)
         for call in calls.values():
+            if call.span is not None:
+                call.span.event("mcp.gateway.backend_down", {"reason": reason})
             self._answered(call, error, deadlines.get(call.call_id))
             answer(call, Reply(error=error))
         self.client_requests.withdraw_all(reason)
@@ -150,6 +152,8 @@ class BackendLink:
         if call is None:
             return None
         self.client_requests.given_up(call)  # the backend may go on with it a while
+        if call.span is not None:
+            call.span.cancelled(cancel.reason)
         return _cancelled(cancel.call_id, cancel.reason)
 
     def _forget(self, call_id: object) -> Call | None:

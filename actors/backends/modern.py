@@ -92,6 +92,10 @@ class ModernRun:
         if len(self._retried) >= RETRIED_MAX:
             self._retried.clear()
         self._retried.add(call.call_id)
+        if call.span is not None:  # the hop goes on: its span says why it took two tries
+            call.span.event(
+                "mcp.gateway.sent_again", {"error.type": str(error.code), "reason": error.message}
+            )
         self.link.track(call)  # in flight again: answered by the sweep or the run's end if need be
         message = clip(error.message)
         logger.info(

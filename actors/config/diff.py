@@ -116,6 +116,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         needs_restart.append("[admin]")
     if old.fleet != new.fleet:
         needs_restart.append("[fleet]")
+    if old.tracing != new.tracing:
+        needs_restart.append("[tracing]")
     return ConfigDiff(
         added=added,
         removed=removed,

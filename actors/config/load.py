@@ -41,6 +41,7 @@ from actors.config.resolve import (
 )
 from actors.config.resolve_fleet import resolve_fleet
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
+from actors.config.tracing_schema import TracingSettings
 from actors.limits import LimitSettings
 from actors.policy.rules import MAX_RULES, Policy
 
@@ -58,6 +59,7 @@ TOP_LEVEL: Final = {
     "limits": "[limits]",
     "stdio": "[stdio]",
     "fleet": "[fleet]",
+    "tracing": "[tracing]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -167,6 +169,9 @@ def _structure(
     if "fleet" in document:
         fleet_table = _convert(document["fleet"], FleetTable, "fleet", problems)
         fleet = fleet_table and resolve_fleet(fleet_table, folder, problems)
+    tracing = None
+    if "tracing" in document:
+        tracing = _convert(document["tracing"], TracingSettings, "tracing", problems)
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -187,6 +192,7 @@ def _structure(
         limits=limits,
         stdio=stdio,
         fleet=fleet,
+        tracing=tracing,
     )
 
 

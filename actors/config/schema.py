@@ -29,6 +29,7 @@ from actors.config.checks import (
 from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.tracing_schema import TracingSettings
 from actors.limits import LimitSettings
 from actors.policy.rules import Policy
 
@@ -122,6 +123,7 @@ class Config:
     limits: LimitSettings | None = None  # [limits]: rates and calls in flight per caller (actors/limits/)
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
+    tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:
         """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""

@@ -80,6 +80,8 @@ class Call:
     # a modern client's inputResponses sent on a call of its own (no requestState): a modern link passes
     # them on (a server may take them at once, SEP-2322); a legacy link has nowhere to put them
     input_responses: dict[str, Any] | None = attrs.field(default=None, repr=False)
+    # its hop's CLIENT span (telemetry/tracing.py CallSpan) when tracing is on: ended with its one answer
+    span: Any = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -107,6 +109,8 @@ class Withdraw:
 
 def answer(call: Call | Ask, reply: Reply) -> None:
     """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
+    if type(call) is Call and call.span is not None:
+        call.span.answered(reply)
     call.reply_to.fill(reply)
 
 

@@ -59,6 +59,7 @@ async def receive_batch(d: Dispatcher, batch: Batch, requests: trio.Nursery) -> 
                 answers.append(ErrorResponse(request_id, over))
             case Request(id=request_id):
                 accepted.append((item, d.inflight.accept(request_id, d._batches, request_bytes(item))))
+                d.trace(accepted[-1][1], item)
             case _:
                 logger.opt(lazy=True).debug(
                     "ignored a response from the client in a batch: {}", partial(shown, item)

@@ -43,6 +43,7 @@ from actors.session.rounds import CallRound
 
 if TYPE_CHECKING:
     from actors.session.parked import Bridges
+    from actors.telemetry.tracing import CallSpan, Tracing
 
 MAX_PENDING: Final = 64  # a call's asks awaiting the client at once; past it a backend's ask is refused
 ANSWER_FIELD: Final = {
@@ -94,6 +95,8 @@ class BridgedCall:
     closed: bool = False
     _gather: trio.CancelScope | None = None  # the timer of the asks being gathered
     _expiry: trio.CancelScope | None = None  # the timer of the round the client is to retry
+    tracing: Tracing | None = None  # a span per ask while it waits for the client's retry, when traced
+    _spans: dict[int, CallSpan] = attrs.field(factory=dict)  # by id() of an ask in `pending`
 
     # --- the backend's side ---------------------------------------------------------------------------
 
@@ -120,7 +123,7 @@ class BridgedCall:
             for key, ask in list(self.pending.items()):
                 if ask.ask_id == item.ask_id:
                     del self.pending[key]
-                    answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, "withdrawn")))
+                    self._answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, "withdrawn")))
         elif isinstance(item, Ask):
             self._take(item)
 
@@ -143,6 +146,8 @@ class BridgedCall:
                 self.fail(error, "the client's answer was malformed")
             return
         self.pending[key] = ask
+        if self.tracing is not None:  # its hop to the client (an input_required round), in the call's trace
+            self._spans[id(ask)] = self.tracing.ask(ask.method, ask.params, ask.backend)[0]
         if self.target is not None and not self.gathering:
             self.gathering = True
             self._gather = self.table.after(self.table.gather_s, self._ask_client)
@@ -251,6 +256,14 @@ class BridgedCall:
         self.kept_bytes = sum(len(key) + len(raw) for key, raw in self.kept.items())
         self.table.budget.keep(self.client, self.kept_bytes)
 
+    def _answer(self, ask: Ask, reply: Reply) -> None:
+        """An ask answered (its span, when traced, ends with the reply)."""
+        if self._spans:
+            span = self._spans.pop(id(ask), None)
+            if span is not None:
+                span.answered(reply)
+        answer(ask, reply)
+
     def _forget_answers(self) -> None:
         self.table.budget.release(self.client, self.kept_bytes)
         self.kept, self.kept_bytes = {}, 0
@@ -259,9 +272,9 @@ class BridgedCall:
         field = ANSWER_FIELD.get(ask.method)
         if not isinstance(value, dict) or (field is not None and field not in value):
             reason = f"inputResponses.{key} must be an object with {field!r} (the answer to {ask.method})"
-            answer(ask, Reply(error=rpc_error(INVALID_PARAMS, "the client's answer was malformed")))
+            self._answer(ask, Reply(error=rpc_error(INVALID_PARAMS, "the client's answer was malformed")))
             return rpc_error(INVALID_PARAMS, f"Invalid params: {reason}", field=f"inputResponses.{key}")
-        answer(ask, Reply(result=value))
+        self._answer(ask, Reply(result=value))
         return None
 
     def fail(self, error: RpcError, reason: str) -> None:
@@ -296,7 +309,7 @@ class BridgedCall:
             if timer is not None:
                 timer.cancel()
         for ask in self.pending.values():
-            answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
+            self._answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
         self.pending.clear()
 
 

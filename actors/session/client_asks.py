@@ -9,7 +9,7 @@ with an error when the session ends first.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -19,6 +19,9 @@ from actors.protocol.codec import json_type
 from actors.protocol.envelopes import Ask, Mail, Reply, ToClient, Withdraw, answer
 from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response, RpcError
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import CallSpan, Tracing
 
 
 def refusal(method: str, params: dict[str, Any] | None, capabilities: dict[str, Any]) -> RpcError | None:
@@ -62,7 +65,9 @@ class ClientAsks:
 
     send: Callable[[Message], Awaitable[None]]
     capabilities: dict[str, Any] = attrs.field(factory=dict)  # what the client declared at initialize
+    tracing: Tracing | None = None  # a CLIENT span per Ask relayed, when tracing is on
     _asked: dict[int, Ask] = attrs.field(factory=dict)
+    _spans: dict[int, CallSpan] = attrs.field(factory=dict)  # by ask_id: left with its entry in _asked
 
     async def take(self, item: ToClient, operating: bool) -> None:
         match item:
@@ -76,12 +81,15 @@ class ClientAsks:
                     logger.info("refused {} from backend {}: {}", item.method, item.backend, error.message)
                     answer(item, Reply(error=error))
                     return
+                params = item.params
+                if self.tracing is not None:  # its hop to the client, in the backend's trace
+                    self._spans[item.ask_id], params = self.tracing.ask(item.method, params, item.backend)
                 self._asked[item.ask_id] = item
-                await self.send(Request(item.ask_id, item.method, item.params))
+                await self.send(Request(item.ask_id, item.method, params))
             case Withdraw(ask_id=ask_id, reason=reason):
                 ask = self._asked.pop(ask_id, None)
                 if ask is not None:
-                    answer(ask, Reply(error=RpcError(INTERNAL_ERROR, "withdrawn")))  # nobody waits for it
+                    self._answer(ask, Reply(error=RpcError(INTERNAL_ERROR, "withdrawn")))  # nobody waits
                     await self.send(
                         Notification("notifications/cancelled", {"requestId": ask_id, "reason": reason})
                     )
@@ -97,12 +105,20 @@ class ClientAsks:
             # A result is a JSON object (JSON-RPC, MCP): the backend that asked gets an error, not garbage.
             error = f"the client answered {ask.method} with a JSON {json_type(message.result)}, not an object"
             logger.info("{}", error)
-            answer(ask, Reply(error=RpcError(INTERNAL_ERROR, error)))
+            self._answer(ask, Reply(error=RpcError(INTERNAL_ERROR, error)))
         elif isinstance(message, Response):
-            answer(ask, Reply(result=message.result))
+            self._answer(ask, Reply(result=message.result))
         else:
-            answer(ask, Reply(error=message.error))
+            self._answer(ask, Reply(error=message.error))
         return True
+
+    def _answer(self, ask: Ask, reply: Reply) -> None:
+        """An Ask sent to the client answered (its span, when traced, ends with the reply)."""
+        if self._spans:
+            span = self._spans.pop(ask.ask_id, None)
+            if span is not None:
+                span.answered(reply)
+        answer(ask, reply)
 
     def refuse_queued(self, asks: trio.MemoryReceiveChannel[Mail], reason: str) -> None:
         """Answer the Asks still queued for a session that will not read them."""
@@ -117,4 +133,4 @@ class ClientAsks:
     def fail_all(self, reason: str) -> None:
         asked, self._asked = self._asked, {}
         for ask in asked.values():
-            answer(ask, Reply(error=RpcError(INTERNAL_ERROR, reason)))
+            self._answer(ask, Reply(error=RpcError(INTERNAL_ERROR, reason)))

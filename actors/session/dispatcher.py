@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -54,6 +54,10 @@ from actors.session.inflight import Answers, InFlight, InFlightTable
 from actors.session.notifications import receive_notification
 from actors.session.resources import release_subscriptions
 from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
+from actors.telemetry.tracing_attributes import Peer, peer_attributes
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import ServerSpan, Tracing
 
 BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 DROP_LOG_RATE: Final = 5.0  # warnings per second about what a session dropped (bad notifications, events)
@@ -107,6 +111,9 @@ class Dispatcher:
     background: trio.Nursery = attrs.field(init=False)
     _batches: int = 0  # batches received so far: each one's number
     _drops: RateLimiter = attrs.field(factory=lambda: RateLimiter(DROP_LOG_RATE))
+    _trace_peer: Peer | None = None  # what its SERVER spans say of its client, once tracing asks
+    # an HTTP transport's: the traceparent header of the POST that carried a request (its span links to it)
+    http_context: Callable[[RequestId], str | None] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
@@ -117,7 +124,7 @@ class Dispatcher:
             budget=self.settings.budget,
             client=client_of(self.subject, self.session),
         )
-        self.client_asks = ClientAsks(self.send)
+        self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing)
         self.forwarder = Forwarder(
             session=self.session,
             catalog=self.catalog,
@@ -126,6 +133,7 @@ class Dispatcher:
             bridges=self.settings.bridges,
             subject=self.subject,
             bound=self.bound,
+            tracing=self.settings.tracing,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -164,11 +172,13 @@ class Dispatcher:
     async def _receive(self, message: Message, requests: trio.Nursery) -> None:
         match message:
             case Request() if (refused := self._refused(message)) is not None:
+                self.trace_refusal(message, refused)
                 await self.send(refused)
             case Request(id=request_id, method="ping", params=params) if not is_modern_request(params):
                 await self.send(Response(request_id, {}))  # at any time, answered inline (gone in 2026-07-28)
             case Request(id=request_id):
                 entry = self.inflight.accept(request_id, size=request_bytes(message))
+                self.trace(entry, message)
                 await self._accept(message, entry, requests)
             case Notification():
                 receive_notification(self, message)
@@ -200,6 +210,7 @@ class Dispatcher:
         """Answer or forward at once when the handler can; else a task serves the request."""
         refused = modern.accept(self, request, entry)
         if refused is not None:
+            entry.answered(refused)
             self.inflight.remove(entry)
             await self.send(refused)
             return
@@ -234,11 +245,14 @@ class Dispatcher:
             return False
         refused = self._refused(message)
         if refused is not None:
+            self.trace_refusal(message, refused)
             self.answers.deliver(refused)
             return True
         entry = self.inflight.accept(message.id, size=request_bytes(message))  # type: ignore[arg-type]
+        self.trace(entry, message)
         refused = modern.accept(self, message, entry)
         if refused is not None:
+            entry.answered(refused)
             self.inflight.remove(entry)
             self.answers.deliver(refused)
             return True
@@ -261,8 +275,30 @@ class Dispatcher:
         else:
             answer = outcome
         if answer is not None:
+            entry.answered(answer)
             self.inflight.remove(entry)
         return answer
+
+    def trace(self, entry: InFlight, request: Request) -> None:
+        """The request's SERVER span, when tracing is on: it ends with the request's answer."""
+        if self.settings.tracing is not None:
+            entry.span = self._server_span(self.settings.tracing, request)
+
+    def trace_refusal(self, request: Request, refused: ErrorResponse) -> None:
+        """A request refused before it was taken in (a bad or duplicate id, past max_inflight or its budget)
+        is a request too: its span, when tracing is on, ends at once with the refusal."""
+        if self.settings.tracing is not None:
+            self._server_span(self.settings.tracing, request).end(refused)
+
+    def _server_span(self, tracing: Tracing, request: Request) -> ServerSpan:
+        if self._trace_peer is None:
+            caller, quiet = self.caller, self.settings.quiet
+            peer = peer_attributes(
+                caller.listener, caller.address, self.session, caller.listener == "http" and not quiet
+            )
+            self._trace_peer = tuple(peer.items())
+        link = self.http_context(request.id) if self.http_context is not None else None
+        return tracing.server(request, self._trace_peer, self.version, link)
 
     @property
     def bound(self) -> str | None:
@@ -351,6 +387,7 @@ class Dispatcher:
         if entry.scope.cancelled_caught:  # the client's cancel wants nothing; anything else an error
             response = None if entry.silent else self._stopped(request, entry)
         if response is not None:
+            entry.answered(response)
             await (deliver or self.send)(response)
         if deliver is None:
             self.inflight.remove(entry)

@@ -9,24 +9,27 @@ backend's connection sweeps the timeout, and a client's cancel reaches the backe
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
 
 from actors.catalog import BackendStatus, CatalogView
 from actors.policy import Target
-from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, next_call_id
+from actors.protocol.envelopes import Call, Cancel, Mail, MailTarget, Reply, ReplySlot, answer, next_call_id
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error, timed_out, unavailable
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.protocol.modern_results import legacy_result
-from actors.protocol.trace_context import with_trace
+from actors.protocol.trace_context import CALLS_THAT_ASK, with_trace
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
 from actors.session.fields import progress_token
 from actors.session.inflight import InFlight, Rewrite
 from actors.session.parked import Bridges
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import CallSpan, Tracing
 
 SHUTTING_DOWN: Final = rpc_error(BACKEND_UNAVAILABLE, "the gateway is shutting down")
 
@@ -60,23 +63,22 @@ class Forwarder:
     bridges: Bridges = attrs.field(factory=Bridges)  # where modern calls that may need input are parked
     subject: str | None = None  # the client's token subject: a parked call's principal
     bound: str | None = None  # the session the states handed out are good in (None: a stateless request)
+    tracing: Tracing | None = None  # each hop's CLIENT span, when tracing is on
 
     def call_for(
         self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None
     ) -> Call | RpcError:
         """The Call to send; or, for a modern call that may need input when its client or session has as many
         bridged as it may, the refusal: such a call never goes out unbridged (its state would be unsealed)."""
-        params, token, call_id = forward.params, progress_token(forward.params), next_call_id()
-        params, trace = with_trace(forward.method, params)  # what its backend asks while serving it names it
-        if token is not None:
-            params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
+        token, call_id = progress_token(forward.params), next_call_id()
         notify_to = self.outbox if token is not None else None
         modern = entry.modern if entry is not None else None
         if modern is None:
             reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
+            params, trace, span = self._params(forward, call_id, token, entry)
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope, from_legacy=True, trace=trace,
+                self.envelope, from_legacy=True, trace=trace, span=span,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
@@ -85,16 +87,36 @@ class Forwarder:
         if isinstance(bridged, RpcError):
             return bridged
         asks_to: MailTarget = bridged if bridged is not None else modern.asks
+        params, trace, span = self._params(forward, call_id, token, entry)
         call = Call(
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
             input_responses=modern.responses if modern.state is None and modern.responses else None,
+            span=span,
         )  # fmt: skip
         if bridged is not None:
-            bridged.backend, bridged.call_id = forward.backend, call_id
+            bridged.backend, bridged.call_id, bridged.tracing = forward.backend, call_id, self.tracing
             if entry is not None:
                 entry.bridge = bridged
         return call
+
+    def _params(
+        self, forward: Forward, call_id: int, token: RequestId | None, entry: InFlight | None
+    ) -> tuple[Params, str | None, CallSpan | None]:
+        """The params a backend gets (its own trace context in `_meta`, its progress token the call's id),
+        the trace id its asks will name it by, and its hop's span when tracing is on."""
+        if self.tracing is None:
+            params, trace = with_trace(forward.method, forward.params)  # what its backend's asks name it by
+            span = None
+        else:  # the hop's span, a child of the request's: its context in _meta names the call as well
+            parent = entry.span if entry is not None else None
+            span, params = self.tracing.client(
+                parent, call_id, forward.method, forward.params, forward.backend.name
+            )
+            trace = span.trace_id() if forward.method in CALLS_THAT_ASK else None
+        if token is not None:
+            params = {**params, "_meta": {**params["_meta"], "progressToken": call_id}}
+        return params, trace, span
 
     def now(self, entry: InFlight, forward: Forward) -> None:
         """Put the call in the backend's inbox and go on; the backend answers `entry`."""
@@ -114,7 +136,7 @@ class Forwarder:
             except trio.WouldBlock:
                 pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                call.reply_to.fill(Reply(error=self.gone(forward.backend)))
+                answer(call, Reply(error=self.gone(forward.backend)))
                 return
             else:
                 entry.forwarded = (forward.backend, call.call_id)
@@ -127,13 +149,13 @@ class Forwarder:
         with entry.scope:
             error = await self._send(backend, call)
             if error is not None:
-                call.reply_to.fill(Reply(error=error))
+                answer(call, Reply(error=error))
                 return
             if not entry.done:
                 entry.forwarded = (backend, call.call_id)
                 entry.scope = None
             return
-        call.reply_to.fill(Reply(error=SHUTTING_DOWN))  # stopped before the backend had it: nothing to cancel
+        answer(call, Reply(error=SHUTTING_DOWN))  # stopped before the backend had it: nothing to cancel
 
     async def wait(self, forward: Forward, request_id: RequestId, entry: InFlight | None) -> Message:
         """Forward and wait for the answer (in the request's task)."""
@@ -145,6 +167,7 @@ class Forwarder:
         try:
             error = await self._send(backend, call)
             if error is not None:
+                answer(call, Reply(error=error))  # its hop ends here (nobody waits on its slot)
                 return ErrorResponse(request_id, error)
             sent = True
             if entry is not None:

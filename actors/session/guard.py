@@ -66,12 +66,28 @@ def unknown(request_id: RequestId, kind: str, name: str) -> ErrorResponse:
     return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, f"Unknown {kind}: {shown}", **{kind: shown}))
 
 
+def mark(d: Dispatcher, request_id: RequestId, event: str, **attributes: str | float) -> None:
+    """An event on the request's SERVER span, when tracing is on: what the gateway decided and why."""
+    if d.settings.tracing is not None:
+        entry = d.inflight.get(request_id)
+        if entry is not None and entry.span is not None:
+            entry.span.event(event, attributes)
+
+
+def denied(d: Dispatcher, request_id: RequestId, decision: Decision | None) -> bool:
+    """Whether the policy denied the request (its span is told which rule did)."""
+    if decision is None or decision.allowed:
+        return False
+    mark(d, request_id, "mcp.gateway.policy_denied", rule=decision.rule, reason=decision.reason)
+    return True
+
+
 def refuse_named(
     d: Dispatcher, request_id: RequestId, method: str, kind: str, name: str, route: Route | None
 ) -> ErrorResponse | None:
     """tools/call, prompts/get: refused as unknown when the policy denies it."""
     decision = decide(d, named_target(method, kind, name, route))
-    return unknown(request_id, kind, name) if decision is not None and not decision.allowed else None
+    return unknown(request_id, kind, name) if denied(d, request_id, decision) else None
 
 
 def refuse_uri(
@@ -79,7 +95,7 @@ def refuse_uri(
 ) -> ErrorResponse | None:
     """resources/read, subscribe, unsubscribe: refused as not found when the policy denies it."""
     decision = decide(d, Target(method, backend, uri=uri))
-    if decision is None or decision.allowed:
+    if not denied(d, request_id, decision):
         return None
     return ErrorResponse(
         request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {clip(uri)}", uri=uri)
@@ -88,7 +104,7 @@ def refuse_uri(
 
 def refuse_completion(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
     decision = decide(d, target)
-    if decision is None or decision.allowed:
+    if not denied(d, request_id, decision):
         return None
     message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
     return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
@@ -98,7 +114,7 @@ def refuse_round(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorR
     """A later round of a call (a legacy client's, lived out by the gateway): judged by the rules in force,
     refused as the first round would have been."""
     decision = decide(d, target)
-    if decision is None or decision.allowed:
+    if not denied(d, request_id, decision):
         return None
     if target.tool or target.prompt:
         kind = "tool" if target.tool else "prompt"
@@ -197,6 +213,7 @@ def limit_call(d: Dispatcher, request_id: RequestId, backend: str, tool: str) ->
             d.caller.subject or d.caller.address,
             admitted.kind,
         )
+        mark(d, request_id, "mcp.gateway.rate_limited", kind=admitted.kind, retry_s=admitted.retry_after_s)
         return admitted
     entry = d.inflight.get(request_id)
     if entry is None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from actors.session.budget import ByteBudget
     from actors.session.forward import Forward
     from actors.session.modern import ModernCall
+    from actors.telemetry.tracing import ServerSpan
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -94,6 +95,13 @@ class InFlight:
     charged: int = 0  # its raw bytes, counted against its client's budget until it leaves the table
     done: bool = False
     release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
+    span: ServerSpan | None = None  # its SERVER span when tracing is on, ended with its answer
+
+    def answered(self, message: Message | None, reason: str = "") -> None:
+        """Its trace span ends with the client's answer (None: unanswered, for `reason`)."""
+        span, self.span = self.span, None
+        if span is not None:
+            span.end(message, reason)
 
     def fill(self, reply: Reply) -> None:
         """The call's one answer, from the backend's connection: into the outbox under the client's id."""
@@ -108,8 +116,11 @@ class InFlight:
         ):
             self.table.on_input(self, reply.result)  # type: ignore[arg-type]  # a legacy client's rounds
             return
+        span, self.span = self.span, None
         self.table.remove(self)
         if self.silent:
+            if span is not None:
+                span.end(None, "cancelled by the client")
             return
         if reply.error is not None:
             error = reply.error if self.modern is None else self.modern.error(reply.error)
@@ -120,6 +131,8 @@ class InFlight:
                 result = self.rewrite(result)
             result = self.modern.result(result) if self.modern is not None else legacy_result(result)
             message = Response(self.request_id, result)
+        if span is not None:
+            span.end(message)
         self.table.answers.deliver(message)
 
 
@@ -153,6 +166,8 @@ class InFlightTable:
         return entry
 
     def remove(self, entry: InFlight) -> None:
+        if entry.span is not None:
+            entry.answered(None, "cancelled by the client" if entry.silent else "ended unanswered")
         entry.done = True
         entry.forwarded = None
         self._release(entry)

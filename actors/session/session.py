@@ -82,6 +82,7 @@ class Session:
                         subject=self.subject,
                         caller=self.caller,
                         on_ready=self._initialized,
+                        http_context=getattr(self.transport, "http_context", None),
                     )
                     self._dispatcher = dispatcher
                     await nursery.start(dispatcher.run)

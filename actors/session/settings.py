@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -17,6 +17,9 @@ from actors.runtime.broadcast import Broadcast
 from actors.session.budget import ByteBudget
 from actors.session.parked import Bridges
 from actors.telemetry.meters import Traffic
+
+if TYPE_CHECKING:
+    from actors.telemetry.tracing import Tracing
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
 TOO_MANY_REQUESTS: Final = -32000  # the implementation's range: past max_inflight; the session goes on
@@ -58,3 +61,4 @@ class SessionSettings:
     traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's byte counts (the admin's /metrics)
     policy: PolicyGate | None = None  # the gateway's [policy] in force (a reload swaps its rules)
     limiter: Limiter | None = None  # the gateway's [limits]: buckets per caller, not per session
+    tracing: Tracing | None = None  # the gateway's traces, when on (telemetry/tracing.py)

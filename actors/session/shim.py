@@ -70,9 +70,11 @@ async def complete(
         again = Forward(forward.backend, forward.method, params, forward.rewrite, forward.target)
         return await d.forwarder.wait(again, request_id, entry)
 
+    # its asks to the client join the request's trace (the span of each, ClientAsks, is a child of it)
+    carrier = entry.span.traceparent() if entry is not None and entry.span is not None else None
     for number in range(2, MAX_ROUNDS + 2):
         try:
-            answers = await _round(d, forward.backend.name, result)
+            answers = await _round(d, forward.backend.name, result, carrier)
         except RoundFailed as exc:
             logger.info("{} of backend {} failed: {}", forward.method, forward.backend.name, exc)
             return _failure(request_id, forward.method, str(exc))
@@ -88,13 +90,13 @@ async def complete(
     return _failure(request_id, forward.method, reason)
 
 
-async def _round(d: Dispatcher, backend: str, result: dict[str, Any]) -> dict[str, Any]:
+async def _round(d: Dispatcher, backend: str, result: dict[str, Any], carrier: str | None) -> dict[str, Any]:
     requests = result.get("inputRequests", {})
     if not isinstance(requests, dict) or (not requests and "requestState" not in result):
         raise RoundFailed("its input_required result has neither inputRequests nor requestState")
     if len(requests) > MAX_INPUT_REQUESTS:
         raise RoundFailed(f"it asked for {len(requests)} inputs in one round (at most {MAX_INPUT_REQUESTS})")
-    asks = {key: _ask_for(d, backend, key, request) for key, request in requests.items()}
+    asks = {key: _ask_for(d, backend, key, request, carrier) for key, request in requests.items()}
     if not asks:
         await trio.sleep(STATE_ONLY_WAIT_S)
         return {}
@@ -108,7 +110,7 @@ async def _round(d: Dispatcher, backend: str, result: dict[str, Any]) -> dict[st
     return legs.answers
 
 
-def _ask_for(d: Dispatcher, backend: str, key: str, request: object) -> Ask:
+def _ask_for(d: Dispatcher, backend: str, key: str, request: object, carrier: str | None = None) -> Ask:
     """A round's input request as a request to this client, checked first: nothing is sent for a round
     that has a bad entry or asks what the client did not declare."""
     if not isinstance(request, dict) or request.get("method") not in KINDS:
@@ -125,6 +127,9 @@ def _ask_for(d: Dispatcher, backend: str, key: str, request: object) -> Ask:
         and d.version == URL_ELICITATION_VERSION
     ):
         params = {**params, "elicitationId": str(uuid.uuid4())}  # that version's URL mode needs one
+    if carrier is not None:
+        meta = params.get("_meta")
+        params = {**params, "_meta": {**(meta if isinstance(meta, dict) else {}), "traceparent": carrier}}
     return Ask(next_call_id(), backend, method, params, ReplySlot())
 
 
@@ -193,6 +198,7 @@ async def _rounds(d: Dispatcher, entry: InFlight, result: dict[str, Any]) -> Non
         answer = await complete(d, entry.request_id, entry.forward, result, entry)
     if entry.scope.cancelled_caught:
         answer = None if entry.silent else ErrorResponse(entry.request_id, SHUTTING_DOWN)
+    entry.answered(answer)
     d.inflight.remove(entry)
     if answer is not None:
         d.answers.deliver(answer)

@@ -17,6 +17,7 @@ PATHS = (
     "floor: trio relay",
     "floor: actor shape",
     "naive gateway",
+    "gateway traced",  # [tracing] on, every trace sampled, exporting to the bench's sink
 )
 SCENARIOS = ["--catalog-backends", "3", "--tools-per-backend", "20", "--memory-backends", "2"]
 SCENARIOS += ["--sessions", "10", "--kills", "1", "--kill-in-flight", "5"]
@@ -70,12 +71,18 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
         for pair in pairs
         for level in (1, 8)  # 32 is not in this run
     ]
-    for entry in relay + naive:
+    tracing = report["targets"]["tracing"]
+    assert sorted((e["backend"], e["client"], e["concurrency"]) for e in tracing) == sorted(
+        (*pair, level) for pair in pairs for level in (1, 8, 64)
+    )
+    assert {e["target"] for e in tracing} == {1.2}
+    for entry in relay + naive + tracing:
         assert entry["ratio"] == entry["gateway_us_per_call"] / entry["against_us_per_call"] > 0
         assert entry["met"] == (entry["ratio"] <= entry["target"])
     assert "gateway stdio" in done.stdout and "MiB" in done.stdout
     assert "targets: gateway CPU per call / bare Trio relay's" in done.stdout
     assert "targets: gateway CPU per call / naive gateway's" in done.stdout
+    assert "targets: gateway CPU per call traced at 100 % / untraced" in done.stdout
     scenarios = report["scenarios"]
     assert scenarios["catalog"]["tools"] == 60 and scenarios["catalog"]["list_page"]["p50_ms"] > 0
     assert scenarios["catalog_rebuild"]["tools"] == 60

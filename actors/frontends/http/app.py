@@ -223,6 +223,7 @@ class HttpApp:
                     reason = f"request id {message.id!r} is already in flight in this session"
                     await respond(send, 400, error_body(None, reason, INVALID_REQUEST), JSON_HEADERS)
                     return
+                stream.traceparent = headers.get("traceparent")  # what its span links to, when traced
                 try:
                     await _deliver(entry, body)
                 except Refused:

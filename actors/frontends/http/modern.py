@@ -83,6 +83,7 @@ class ModernPosts:
             session, transport = self.sessions.open_one_request(*client, frame, message.id)
         except Refused as refused:
             raise RequestRefused(refused, message.id) from None
+        transport.traceparent = headers.get("traceparent")
         with logger.contextualize(session=session.id):
             logger.debug("modern {} (request {})", clip(message.method), clip(repr(message.id)))
             await self._answer(session, transport, receive, send)

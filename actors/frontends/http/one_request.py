@@ -36,6 +36,7 @@ class OneRequestTransport(FilingTransport):
         self.request_id = request_id
         self.stream = EventStream("m")
         self.error_code: int | None = None  # the answer's, when it is an error
+        self.traceparent: str | None = None  # the POST's own trace context header, as sent
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes](INBOUND_SIZE)
         self._inbound_send.send_nowait(frame)
 
@@ -52,6 +53,10 @@ class OneRequestTransport(FilingTransport):
         self.stream.finish()
 
     # --- the frontend's side --------------------------------------------------------------------------
+
+    def http_context(self, request_id: RequestId) -> str | None:
+        """The traceparent header of the POST (its request's span links to it)."""
+        return self.traceparent if request_id == self.request_id else None
 
     def give_up(self, reason: str) -> None:
         """The client closed the response before the answer: the session hears the request cancelled, and

@@ -96,12 +96,13 @@ class EventStream:
 
 
 class RequestStream(EventStream):
-    __slots__ = ("progress_token", "request_id")
+    __slots__ = ("progress_token", "request_id", "traceparent")
 
     def __init__(self, key: str, request_id: RequestId, progress_token: RequestId | None) -> None:
         super().__init__(key)
         self.request_id = request_id
         self.progress_token = progress_token
+        self.traceparent: str | None = None  # the POST's own trace context header, as sent
 
 
 def _id_key(value: Any) -> tuple[type, Any]:
@@ -186,6 +187,11 @@ class HttpSessionTransport(FilingTransport):
         if progress_token is not None:
             self._by_progress[_id_key(progress_token)] = stream
         return stream
+
+    def http_context(self, request_id: RequestId) -> str | None:
+        """The traceparent header of the POST that carried `request_id` (its span links to it)."""
+        stream = self._requests.get(_id_key(request_id))
+        return stream.traceparent if stream is not None else None
 
     def forget(self, stream: EventStream) -> None:
         """Nobody will read `stream` again; an answer that still comes for it is dropped."""

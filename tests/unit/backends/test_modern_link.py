@@ -23,9 +23,11 @@ from actors.backends.listen import ACKNOWLEDGED, BackendListen
 from actors.backends.modern import ModernRun, refused_version
 from actors.backends.probe import EraState, probe
 from actors.config import BackendEra, HealthConfig
+from actors.config.tracing_schema import TracingSettings
 from actors.protocol.envelopes import Call, Reply, ReplySlot
 from actors.protocol.eras import CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY, SUBSCRIPTION_ID_KEY
 from actors.protocol.messages import Notification, RpcError
+from actors.telemetry.tracing import Tracing
 
 CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
 
@@ -246,16 +248,23 @@ async def test_a_header_mismatch_over_http_lists_the_tools_again_and_sends_the_c
         era = EraState(era=BackendEra.AUTO, gateway_name="gw", probe_timeout_s=1.0)
         run = ModernRun(link=link, nursery=nursery, era=era, over_http=True, relist_tools=relist_tools)
         link.on_error = run.on_error
-        call = Call(950, "tools/call", {"name": "regional", "arguments": {}}, "s1", ReplySlot())
+        traced = Tracing.start(TracingSettings(endpoint="http://127.0.0.1:9"), "gw", {})
+        span, params = traced.client(None, 950, "tools/call", {"name": "regional", "arguments": {}}, "b")
+        call = Call(950, "tools/call", params, "s1", ReplySlot(), span=span)
         await link.send_frames([link.frame_for(call)])
         sent = await backend.written.receive()
         mismatch = {"code": -32020, "message": "header mismatch"}
         await backend.say({"id": sent["id"], "error": mismatch})
         again = await backend.written.receive()
         assert again == sent and relisted == [1] and not call.reply_to.filled
+        assert span.events is not None
+        assert [name for _, name, _ in span.events] == ["mcp.gateway.sent_again"]  # one hop, two tries
         await backend.say({"id": sent["id"], "error": mismatch})  # a second time: the caller's answer
         reply = await call.reply_to.wait()
         assert reply.error is not None and reply.error.code == -32020 and relisted == [1]
+        assert span.failure == "-32020" and span.ended  # ended with the caller's answer
+        traced.exporter._post = lambda *_: None  # nothing listens at that port
+        traced.shutdown(5.0)
 
 
 async def test_unsupported_version_to_a_call_ends_the_run_and_the_era_is_probed_again() -> None:

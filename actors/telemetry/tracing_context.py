@@ -1,0 +1,60 @@
+"""W3C trace context in MCP's `_meta`: read from a request (`carried`), checked (`parse_traceparent`), and
+written into what the gateway sends on (`with_context`). Reserved un-prefixed in `_meta` by MCP 2026-07-28
+(traceparent, tracestate, baggage); the only carrier over stdio."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from actors.protocol.eras import request_meta
+
+MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
+Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
+
+
+def carried(params: object) -> Context | None:
+    """The W3C trace context a request carries in `_meta` (traceparent, tracestate), or None."""
+    meta = request_meta(params)
+    if meta is None:
+        return None
+    parsed = parse_traceparent(meta.get("traceparent"))
+    if parsed is None:
+        return None
+    state = meta.get("tracestate")
+    if not isinstance(state, str) or len(state) > MAX_TRACESTATE_CHARS or not state.isprintable():
+        state = ""
+    return (*parsed, state)
+
+
+def parse_traceparent(value: object) -> tuple[int, int, int] | None:
+    """Trace id, parent id and flags of a W3C traceparent (version 00, or a later one read as 00 says),
+    else None: wrong type, length, case or separators, all-zero ids, version ff."""
+    if not isinstance(value, str) or len(value) < 55:
+        return None
+    if value[2] != "-" or value[35] != "-" or value[52] != "-":
+        return None
+    version = value[:2]
+    if version == "ff" or (version == "00" and len(value) != 55) or (len(value) > 55 and value[55] != "-"):
+        return None
+    try:
+        if not all(c in "0123456789abcdef" for c in value[:55].replace("-", "")):
+            return None
+        trace_id, parent_id, flags = int(value[3:35], 16), int(value[36:52], 16), int(value[53:55], 16)
+    except ValueError:
+        return None
+    if trace_id == 0 or parent_id == 0:
+        return None
+    return trace_id, parent_id, flags
+
+
+def with_context(params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """`params` with this context's traceparent (and tracestate) in `_meta`, in place of any there: a copy."""
+    trace_id, span_id, flags, state = context
+    meta = params.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta["traceparent"] = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+    if state:
+        meta["tracestate"] = state
+    else:
+        meta.pop("tracestate", None)
+    return {**params, "_meta": meta}

@@ -1,0 +1,53 @@
+"""The MCP duration histograms: mcp.server.operation.duration (a client's request, as the gateway served
+it) and mcp.client.operation.duration (one hop to a backend, or a backend's request relayed to a client).
+
+Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded and read by the export
+thread alone (tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing
+for them. A method name is the
+client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
+cannot grow the table.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from typing import Any, Final
+
+# The semantic conventions' advice for MCP operation durations, in seconds
+BOUNDS_S: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+MAX_SERIES: Final = 256  # (method, error.type) pairs per instrument
+OTHER: Final = "other"
+
+
+class Durations:
+    """Owns: one instrument's series (count, sum, bucket counts), from its start."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.description = name, description
+        self.start_ns = time.time_ns()
+        self._series: dict[tuple[str, str | None], list[Any]] = {}
+
+    def record(self, method: str, error: str | None, seconds: float) -> None:
+        key = (method, error)
+        series = self._series.get(key)
+        if series is None:
+            if len(self._series) >= MAX_SERIES:
+                key = (OTHER, error)
+                series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
+        series[0] += seconds
+        series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
+
+    def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
+        """Each series' attributes, count, sum and bucket counts, as they are now."""
+        items = [(key, series[0], list(series[1])) for key, series in self._series.items()]
+        points = []
+        for (method, error), total, buckets in items:
+            count = sum(buckets)
+            labels = {"mcp.method.name": method}
+            if error is not None:
+                labels["error.type"] = error
+            points.append((labels, count, total, buckets))
+        return points

@@ -1,0 +1,76 @@
+"""The cost of tracing (issue #28): the gateway's CPU per forwarded call with [tracing] on and every trace
+sampled, over the same gateway's without, per backend, client and calls in flight. The traced gateway
+exports to a sink on loopback in this process (an OTLP/HTTP endpoint that takes every post and keeps
+nothing), so the gateway pays for its spans, its histograms and their export in full, and the sink's work
+is not counted as the gateway's."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+GATEWAY: Final = "gateway stdio"
+TRACED: Final = "gateway traced"
+TARGET: Final = 1.2  # at most 20 % more CPU per call with tracing on at 100 % sampling
+
+
+class _Sink(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def otlp_sink() -> Iterator[str]:
+    """An OTLP/HTTP endpoint on a free loopback port (its base URL) while the block runs."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=server.serve_forever, name="otlp-sink", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def traced(config: Path, sink: str) -> Path:
+    """A copy of a bench gateway config with [tracing] on, every trace sampled, exported to `sink`."""
+    copy = config.with_name(f"{config.stem}-traced.toml")
+    tracing = f'\n[tracing]\nendpoint = "{sink}"\nsample_ratio = 1.0\n'
+    copy.write_text(config.read_text() + tracing)
+    return copy
+
+
+def tracing_table(cpu: dict[tuple[str, str, int, str], float]) -> list[dict[str, Any]]:
+    """For each backend, client and level measured on both paths: CPU per call traced over untraced."""
+    table = []
+    for backend, client, level, path in sorted(cpu):
+        plain = cpu.get((backend, client, level, GATEWAY))
+        if path != TRACED or not plain:
+            continue
+        ratio = cpu[backend, client, level, path] / plain
+        table.append(
+            {
+                "backend": backend,
+                "client": client,
+                "concurrency": level,
+                "gateway_us_per_call": cpu[backend, client, level, path],
+                "against": GATEWAY,
+                "against_us_per_call": plain,
+                "ratio": ratio,
+                "target": TARGET,
+                "met": ratio <= TARGET,
+            }
+        )
+    return table

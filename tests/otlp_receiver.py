@@ -1,0 +1,153 @@
+"""An OTLP/HTTP trace receiver for tests: a real HTTP server on loopback that decodes what exporters post to
+/v1/traces with the official protobuf bindings (opentelemetry-proto), as a collector would, and keeps every
+span. Tests wait on it for spans by a predicate (no sleeping): `wait_for` blocks a worker thread until the
+spans match or the deadline passes."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+
+import attrs
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+MAX_BODY: Final = 16 * 1024 * 1024
+
+
+@attrs.frozen
+class ReceivedSpan:
+    """One span as the collector got it: ids in hex, attributes as Python values."""
+
+    service: str
+    name: str
+    kind: int  # the proto's enum: 2 SERVER, 3 CLIENT
+    trace_id: str
+    span_id: str
+    parent_id: str
+    attributes: dict[str, Any]
+    events: tuple[tuple[str, dict[str, Any]], ...]
+    status_code: int  # 2: ERROR
+    links: tuple[tuple[str, str], ...] = ()
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    return (
+        getattr(value, kind) if kind in ("string_value", "bool_value", "int_value", "double_value") else None
+    )
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    return {item.key: _value(item.value) for item in items}
+
+
+@attrs.define
+class Receiver:
+    spans: list[ReceivedSpan] = attrs.field(factory=list)
+    metrics: list[str] = attrs.field(factory=list)  # names of the metrics received
+    url: str = ""
+    _changed: threading.Condition = attrs.field(factory=threading.Condition)
+
+    def take(self, path: str, body: bytes) -> bytes:
+        if path == "/v1/metrics":
+            metrics = ExportMetricsServiceRequest.FromString(body)
+            with self._changed:
+                for resource in metrics.resource_metrics:
+                    for scope in resource.scope_metrics:
+                        self.metrics += [metric.name for metric in scope.metrics]
+                self._changed.notify_all()
+            return ExportMetricsServiceResponse().SerializeToString()
+        request = ExportTraceServiceRequest.FromString(body)
+        received = []
+        for resource in request.resource_spans:
+            service = _attributes(resource.resource.attributes).get("service.name", "")
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    received.append(
+                        ReceivedSpan(
+                            service=service,
+                            name=span.name,
+                            kind=span.kind,
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            parent_id=span.parent_span_id.hex(),
+                            attributes=_attributes(span.attributes),
+                            events=tuple(
+                                (event.name, _attributes(event.attributes)) for event in span.events
+                            ),
+                            status_code=span.status.code,
+                            links=tuple((link.trace_id.hex(), link.span_id.hex()) for link in span.links),
+                        )
+                    )
+        with self._changed:
+            self.spans += received
+            self._changed.notify_all()
+        return ExportTraceServiceResponse().SerializeToString()
+
+    def wait_for(self, ready: Callable[[Receiver], bool], timeout_s: float = 30.0) -> bool:
+        """Block until `ready(self)` holds (True) or `timeout_s` passes (False)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: ready(self), timeout=timeout_s)
+
+    def named(self, service: str, name: str, kind: int | None = None) -> list[ReceivedSpan]:
+        with self._changed:
+            return [
+                span
+                for span in self.spans
+                if span.service == service and span.name == name and (kind is None or span.kind == kind)
+            ]
+
+
+def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            if self.path not in ("/v1/traces", "/v1/metrics") or not 0 <= length <= MAX_BODY:
+                self.send_error(404 if length <= MAX_BODY else 413)
+                return
+            body = self.rfile.read(length)
+            encoding = self.headers.get("Content-Encoding", "")
+            if encoding == "gzip":
+                body = gzip.decompress(body)
+            elif encoding == "deflate":
+                body = zlib.decompress(body)
+            answer = receiver.take(self.path, body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: the test's output is its own
+            pass
+
+    return Handler
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """A receiver listening on a free loopback port (its base URL in `url`) while the block runs."""
+    receiver = Receiver()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="otlp-receiver", daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
