@@ -13,7 +13,9 @@ gateway's CPU per call over the relay's and over the naive gateway's.
 
     scripts/bench [--concurrency 1,8,32,64] [--seconds S] [--rounds R] [--backends sdk,lean]
                   [--clients lean,sdk] [--json FILE] [--fastmcp-python PYTHON]
-    scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S]
+    scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S] [--profile-backend sdk]
+                  [--stages]
+    scripts/bench ... --compare-tree DIR    (another checkout's gateway beside this one's, e.g. /work/main)
 """
 
 from __future__ import annotations
@@ -55,20 +57,26 @@ FLOOR: Final = ROOT / "bench/floor.py"
 NAIVE: Final = ROOT / "bench/naive_gateway.py"
 GATEWAY: Final = [sys.executable, "-m", "actors", "serve"]
 CLIENTS: Final = ("lean", "sdk")
+COMPARED: Final = "gateway compared"  # --compare-tree's path
 
 
-def stdio_paths(backend: Path, folder: Path, fastmcp_python: str | None) -> dict[str, list[str]]:
+def stdio_paths(
+    backend: Path, folder: Path, fastmcp_python: str | None, compare: Path | None = None
+) -> dict[str, list[str]]:
     """Each stdio path to `backend` by name: the argv of the process the client talks to."""
     behind = [sys.executable, str(backend)]
+    config = str(gateway_config(folder, backend, None))
     paths = {
         "direct": behind,
-        "gateway stdio": [*GATEWAY, "--stdio", "--config", str(gateway_config(folder, backend, None))],
+        "gateway stdio": [*GATEWAY, "--stdio", "--config", config],
         "floor: trio relay": [sys.executable, str(FLOOR), "relay", *behind],
         "floor: actor shape": [sys.executable, str(FLOOR), "shape", *behind],
         "naive gateway": [sys.executable, str(NAIVE), *behind],
     }
     if fastmcp_python:
         paths["fastmcp proxy"] = [fastmcp_python, str(FASTMCP_PROXY), *behind]
+    if compare is not None:  # another tree's gateway (its actors/ first on the path), same config
+        paths[COMPARED] = ["env", f"PYTHONPATH={compare}", *GATEWAY, "--stdio", "--config", config]
     return paths
 
 
@@ -82,7 +90,7 @@ async def open_paths(
     """One connection per client and path, each to a process of its own, in the order they are measured:
     the lean client's readers run in the first nursery, the SDK's client sessions in the second."""
     nursery, sdk_sessions = nurseries
-    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None)
+    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None, args.compare_tree)
     plan: dict[tuple[str, str], Callable[[], Awaitable[Connection]]] = {}
     for client in args.clients.split(","):
         for name, argv in paths.items():
@@ -109,7 +117,12 @@ async def run(args: argparse.Namespace) -> int:
     if args.profile:
         with tempfile.TemporaryDirectory(prefix="bench-") as folder:
             figures = await profile_gateway(
-                args.profile, Path(folder), args.profile_concurrency, args.profile_seconds
+                args.profile,
+                Path(folder),
+                args.profile_concurrency,
+                args.profile_seconds,
+                BACKENDS[args.profile_backend],
+                args.stages,
             )
         if args.json:
             Path(args.json).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
@@ -237,6 +250,13 @@ def parse_args() -> argparse.Namespace:
         help="a Python that can import fastmcp, for the FastMCP proxy rows (default: this one)",
     )
     parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        metavar="DIR",
+        help="also measure the gateway of another checkout (DIR holds its actors/, e.g. /work/main) as the "
+        "path 'gateway compared', interleaved with this tree's: a change's effect within one run",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="instead of the bench: profile the gateway's stdio path (lean client and backend) with "
@@ -244,6 +264,18 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--profile-concurrency", type=int, default=1, help="calls in flight (default 1)")
     parser.add_argument("--profile-seconds", type=float, default=10.0, help="of calls (default 10)")
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="with --profile: sample the gateway's CPU by stage of the path (bench/stages.py) instead of "
+        "cProfile's functions; FILE gets the samples as JSON",
+    )
+    parser.add_argument(
+        "--profile-backend",
+        choices=sorted(BACKENDS),
+        default="lean",
+        help="behind the gateway (default lean)",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile = Path(args.profile).resolve()
