@@ -37,7 +37,8 @@ from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, 
 from gateway_profile import profile_gateway
 from policy_cost import policy_cost
 from proctools import peak_rss_mib
-from report import machine, print_report, row, targets
+from report import guard_failures, guard_targets, machine, print_report, row, targets
+from scale import catalog_scale, rss_over_calls
 from scenarios import (
     backend_kill,
     big_catalog,
@@ -141,10 +142,14 @@ async def run(args: argparse.Namespace) -> int:
             await stop_all()
         report["targets"] = targets(report["results"])
         report["scenarios"] = await _scenarios(args, Path(folder))
+    report["guard"] = guard_targets(report)
     print_report(report, args)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
     lost = report["scenarios"].get("kill", {}).get("unanswered", 0)
+    if args.guard and (missed := guard_failures(report)):
+        print(f"guard: {len(missed)} target(s) not met: {'; '.join(missed)}", file=sys.stderr)
+        return 1
     return 1 if lost or any(entry["errors"] for entry in report["results"]) else 0
 
 
@@ -220,6 +225,17 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["kill"] = await backend_kill(folder, args.kills, args.kill_in_flight)
     if "policy" in chosen:
         results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
+    if "scale" in chosen:
+        sizes = [tuple(int(n) for n in size.split("x")) for size in args.scale_sizes.split(",")]
+        results["scale"] = await catalog_scale(
+            folder,
+            sizes,
+            args.rounds,
+            args.scale_calls,
+            args.scale_listings,  # type: ignore[arg-type]
+        )
+    if "rss" in chosen:
+        results["rss"] = await rss_over_calls(folder, args.rss_calls)
     return results
 
 
@@ -234,10 +250,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clients", default="lean,sdk", help="lean, sdk or both (default)")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument(
-        "--scenarios",
-        default="catalog,memory,sessions,kill,policy",
-        help="extra scenarios, comma-separated, or none (default: all five)",
+        "--guard",
+        action="store_true",
+        help="exit 1 when a target of issue #27 is missed or not measured (the regression guard; run with "
+        "--concurrency including 1,8,32 and the scale and rss scenarios)",
     )
+    parser.add_argument(
+        "--scenarios",
+        default="catalog,memory,sessions,kill,policy,scale,rss",
+        help="extra scenarios, comma-separated, or none (default: all seven)",
+    )
+    parser.add_argument(
+        "--scale-sizes",
+        default="10x50,100x50",
+        help="catalogs compared by the scale scenario, BACKENDSxTOOLS each (default 10x50,100x50: 500 and "
+        "5,000 tools)",
+    )
+    parser.add_argument("--scale-calls", type=int, default=3000, help="routed calls per catalog")
+    parser.add_argument("--scale-listings", type=int, default=6, help="full tools/list runs per catalog")
+    parser.add_argument("--rss-calls", type=int, default=100_000, help="calls of the RSS scenario")
     parser.add_argument("--catalog-backends", type=int, default=50, help="backends of the big catalog")
     parser.add_argument("--tools-per-backend", type=int, default=200, help="tools each (default 200)")
     parser.add_argument("--memory-backends", type=int, default=10, help="backends of the idle-RSS run")
