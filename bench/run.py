@@ -76,8 +76,10 @@ def stdio_paths(
     }
     if fastmcp_python:
         paths["fastmcp proxy"] = [fastmcp_python, str(FASTMCP_PROXY), *behind]
-    if compare is not None:  # another tree's gateway (its actors/ first on the path), same config
-        paths[COMPARED] = ["env", f"PYTHONPATH={compare}", *GATEWAY, "--stdio", "--config", config]
+    if compare is not None:  # another tree's gateway, same config: its actors/ first on the path (-P: not
+        # the working directory, this tree, which `python -m` would put before it)
+        other = ["env", f"PYTHONPATH={compare}", sys.executable, "-P", "-m", "actors", "serve"]
+        paths[COMPARED] = [*other, "--stdio", "--config", config]
     return paths
 
 
