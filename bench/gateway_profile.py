@@ -19,9 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import trio
 from clients import STARTED, Sample, measure, stdio_peer
 from scenarios import gateway_config
+from stages import per_call
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 LEAN: Final = ROOT / "bench/backends/lean_echo.py"
@@ -30,10 +32,15 @@ TOP: Final = 25
 WAIT: Final = ("~", 0, "<method 'poll' of 'select.epoll' objects>")
 
 
-async def profile_gateway(out: Path, folder: Path, concurrency: int, seconds: float) -> dict[str, Any]:
-    """Profile the gateway for `seconds` of calls; print the top functions and return the figures."""
-    config = gateway_config(folder, LEAN, None)
-    argv = [sys.executable, str(PROFILED), str(out), "actors", "serve", "--stdio", "--config", str(config)]
+async def profile_gateway(
+    out: Path, folder: Path, concurrency: int, seconds: float, backend: Path = LEAN, stages: bool = False
+) -> dict[str, Any]:
+    """Profile the gateway for `seconds` of calls to `backend`; print the top functions (or, `stages`, the
+    CPU per call of each stage of the path: bench/stages.py) and return the figures."""
+    config = gateway_config(folder, backend, None)
+    mode = ["--stages"] if stages else []
+    serve = ["actors", "serve", "--stdio", "--config", str(config)]
+    argv = [sys.executable, str(PROFILED), *mode, str(out), *serve]
     ours = os.sched_getaffinity(0)
     async with trio.open_nursery() as nursery:
         peer = await stdio_peer(nursery, argv, via_gateway=True)
@@ -54,13 +61,22 @@ async def profile_gateway(out: Path, folder: Path, concurrency: int, seconds: fl
     figures = {
         "file": str(out),
         "concurrency": concurrency,
+        "backend": backend.stem,
         "calls": calls,
         "errors": sample.errors,
         "calls_per_s": calls / sample.seconds,
         "gateway_cpu_us_per_call": sample.gateway_cpu / calls * 1e6 if calls else 0.0,
-        "top": top_functions(out, calls),
     }
-    print_profile(figures)
+    if stages:
+        samples = orjson.loads(out.read_bytes())["samples"]  # noqa: ASYNC240
+        figures["stages"] = [
+            {"stage": stage, "share": share, "us_per_call": us}
+            for stage, share, us in per_call(samples, figures["gateway_cpu_us_per_call"])
+        ]
+        print_stages(figures)
+    else:
+        figures["top"] = top_functions(out, calls)
+        print_profile(figures)
     return figures
 
 
@@ -108,7 +124,8 @@ def _name(key: tuple[str, int, str]) -> str:
 
 def print_profile(figures: dict[str, Any]) -> None:
     print(
-        f"profile: gateway stdio, lean client and backend, {figures['concurrency']} in flight: "
+        f"profile: gateway stdio, lean client, backend {figures['backend']}, "
+        f"{figures['concurrency']} in flight: "
         f"{figures['calls']} calls ({figures['errors']} errors), {figures['calls_per_s']:.0f} calls/s and "
         f"{figures['gateway_cpu_us_per_call']:.0f} us of gateway CPU per call under the profiler"
     )
@@ -120,3 +137,15 @@ def print_profile(figures: dict[str, Any]) -> None:
             f"  {entry['calls_per_call']:>6.2f} {entry['own_us_per_call']:>7.1f} {share:>6} "
             f"{entry['cumulative_us_per_call']:>8.1f}  {entry['function']}"
         )
+
+
+def print_stages(figures: dict[str, Any]) -> None:
+    print(
+        f"stages: gateway stdio, lean client, backend {figures['backend']}, "
+        f"{figures['concurrency']} in flight: "
+        f"{figures['calls']} calls ({figures['errors']} errors), {figures['calls_per_s']:.0f} calls/s, "
+        f"{figures['gateway_cpu_us_per_call']:.0f} us of gateway CPU per call (sampled, bench/stages.py)"
+    )
+    print(f"  {'stage':32} {'share':>6} {'us/call':>8}")
+    for entry in figures["stages"]:
+        print(f"  {entry['stage']:32} {entry['share'] * 100:>5.1f}% {entry['us_per_call']:>8.1f}")

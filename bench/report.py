@@ -21,6 +21,15 @@ NAIVE: Final = "naive gateway"
 RELAY_TARGETS: Final = {1: 1.6, 64: 1.3}  # gateway CPU per call at most this many times the relay's
 NAIVE_LEVELS: Final = (1, 8, 32)
 NAIVE_TARGET: Final = 0.45  # half of the 0.9x measured before the redesign
+# Issue #27's targets, judged on what users run (the SDK's client over stdio, the SDK's echo backend), as
+# ratios within one interleaved run; `--guard` exits non-zero when one is missed or was not measured.
+IN_FLIGHT_SCALE: Final = 8  # bench/scale.py's
+GUARD_PAIR: Final = ("sdk", "sdk")  # backend, client
+GUARD_CPU: Final = (32, 0.5)  # in flight; gateway CPU per call at most this times the naive gateway's
+GUARD_RATE: Final = (8, 0.9)  # in flight; calls/s at least this times direct
+GUARD_P50: Final = (1, 1.1)  # in flight; p50 latency at most this times direct
+GUARD_RSS_GROWTH_MIB: Final = 2.0  # from the first tenth of 100k calls to the last: 21 bytes a call
+GUARD_SCALE: Final = 1.25  # a routed call's and a tools/list page's CPU, biggest catalog / smallest
 
 
 def row(name: str, sample: Sample, direct: Sample | None) -> dict[str, Any]:
@@ -133,6 +142,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
             "or point --fastmcp-python at a Python that can)"
         )
     print_targets(report["targets"])
+    print_guard(report["guard"])
 
 
 def print_targets(tables: dict[str, list[dict[str, Any]]]) -> None:
@@ -184,6 +194,18 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
         )
     if "policy" in scenarios:
         print_policy(scenarios["policy"])
+    if "scale" in scenarios:
+        for c in scenarios["scale"]["catalogs"]:
+            print(
+                f"scale: {c['tools']} tools from {c['backends']} backends: routed call "
+                f"{c['call_cpu_us']:.0f} us of gateway CPU ({IN_FLIGHT_SCALE} in flight), tools/list page "
+                f"{c['page_cpu_us']:.0f} us, first page p50 {c['first_page']['p50_ms']:.2f} ms, "
+                f"last {c['last_page']['p50_ms']:.2f} ms; RSS {c['rss_mib']:.1f} MiB"
+            )
+    if "rss" in scenarios:
+        r = scenarios["rss"]
+        steps = ", ".join(f"{mib:.1f}" for mib in r["rss_mib"])
+        print(f"rss: {r['calls']} calls: gateway RSS after each tenth {steps} MiB ({r['errors']} errors)")
     if "kill" in scenarios:
         k = scenarios["kill"]
         print(
@@ -191,3 +213,68 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
             f"p50 {k['in_flight_answered']['p50_ms']:.1f} ms, p99 {k['in_flight_answered']['p99_ms']:.1f} ms "
             f"({k['unanswered']} unanswered); tools back after p50 {k['tools_back']['p50_ms']:.0f} ms"
         )
+
+
+def guard_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue #27's targets, each with what was measured and whether it is met (None: not measured)."""
+    rows = {
+        (e["backend"], e["client"], e["concurrency"], e["path"]): e
+        for e in report["results"]
+        if (e["backend"], e["client"]) == GUARD_PAIR
+    }
+    pair = "/".join(GUARD_PAIR)
+
+    def ratio(level: int, path: str, figure: str, against: str | None = None) -> float | None:
+        entry, other = rows.get((*GUARD_PAIR, level, GATEWAY)), rows.get((*GUARD_PAIR, level, path))
+        if entry is None or other is None or not other.get(against or figure):
+            return None
+        return float(entry[figure] / other[against or figure])
+
+    level_cpu, most_cpu = GUARD_CPU
+    level_rate, least_rate = GUARD_RATE
+    level_p50, most_p50 = GUARD_P50
+    scenarios = report.get("scenarios", {})
+    rss, scale = scenarios.get("rss"), scenarios.get("scale")
+    measured_errors = sum(e["errors"] for e in report["results"] if e["path"].startswith("gateway"))
+    measured_errors += (rss or {}).get("errors", 0)
+    measured_errors += sum(catalog["errors"] for catalog in (scale or {}).get("catalogs", []))
+    targets = [
+        (f"CPU per call, {pair}, {level_cpu} in flight / naive gateway's", "<=", most_cpu,
+         ratio(level_cpu, NAIVE, "gateway_cpu_us_per_call")),
+        (f"calls/s, {pair}, {level_rate} in flight / direct", ">=", least_rate,
+         ratio(level_rate, "direct", "calls_per_s")),
+        (f"p50, {pair}, {level_p50} in flight / direct", "<=", most_p50,
+         ratio(level_p50, "direct", "p50_ms")),
+        ("failed calls through the gateway (every path, scenario)", "<=", 0,
+         float(measured_errors) if report["results"] else None),
+        ("RSS growth over 100k calls, MiB (first tenth to last)", "<=", GUARD_RSS_GROWTH_MIB,
+         rss["growth_mib"] if rss and rss["calls"] >= 100_000 else None),
+        ("routed call CPU, biggest catalog / smallest", "<=", GUARD_SCALE,
+         scale["call_cpu_ratio"] if scale else None),
+        ("tools/list page CPU, biggest catalog / smallest", "<=", GUARD_SCALE,
+         scale["page_cpu_ratio"] if scale else None),
+    ]  # fmt: skip
+    return [
+        {
+            "target": name,
+            "bound": bound,
+            "sense": sense,
+            "measured": value,
+            "met": None if value is None else (value <= bound if sense == "<=" else value >= bound),
+        }
+        for name, sense, bound, value in targets
+    ]
+
+
+def guard_failures(report: dict[str, Any]) -> list[str]:
+    """The targets `--guard` fails on: missed, or not measured in this run."""
+    return [entry["target"] for entry in report.get("guard", []) if not entry["met"]]
+
+
+def print_guard(guard: list[dict[str, Any]]) -> None:
+    print("targets of issue #27 (the regression guard: scripts/bench --guard exits 1 when one is not met)")
+    print(f"  {'target':62} {'bound':>9} {'measured':>9} met")
+    for entry in guard:
+        measured = "-" if entry["measured"] is None else f"{entry['measured']:.2f}"
+        met = {True: "yes", False: " NO", None: "  -"}[entry["met"]]
+        print(f"  {entry['target']:62} {entry['sense']} {entry['bound']:>6g} {measured:>9} {met}")

@@ -16,7 +16,9 @@ to a sink in the bench's process ("gateway traced", bench/tracing_cost.py).
 
     scripts/bench [--concurrency 1,8,32,64] [--seconds S] [--rounds R] [--backends sdk,lean]
                   [--clients lean,sdk] [--json FILE] [--fastmcp-python PYTHON]
-    scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S]
+    scripts/bench --profile FILE [--profile-concurrency N] [--profile-seconds S] [--profile-backend sdk]
+                  [--stages]
+    scripts/bench ... --compare-tree DIR    (another checkout's gateway beside this one's, e.g. /work/main)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, 
 from gateway_profile import profile_gateway
 from policy_cost import policy_cost
 from proctools import peak_rss_mib
-from report import machine, print_report, row, targets
+from report import guard_failures, guard_targets, machine, print_report, row, targets
+from scale import catalog_scale, rss_over_calls
 from scenarios import (
     backend_kill,
     big_catalog,
@@ -59,26 +62,36 @@ FLOOR: Final = ROOT / "bench/floor.py"
 NAIVE: Final = ROOT / "bench/naive_gateway.py"
 GATEWAY: Final = [sys.executable, "-m", "actors", "serve"]
 CLIENTS: Final = ("lean", "sdk")
+COMPARED: Final = "gateway compared"  # --compare-tree's path
 
 
 def stdio_paths(
-    backend: Path, folder: Path, fastmcp_python: str | None, sink: str | None = None
+    backend: Path,
+    folder: Path,
+    fastmcp_python: str | None,
+    sink: str | None = None,
+    compare: Path | None = None,
 ) -> dict[str, list[str]]:
     """Each stdio path to `backend` by name: the argv of the process the client talks to (with `sink`, an
-    OTLP/HTTP endpoint, the gateway traced too)."""
+    OTLP/HTTP endpoint, the gateway traced too; with `compare`, another tree's gateway)."""
     behind = [sys.executable, str(backend)]
-    config = gateway_config(folder, backend, None)
+    config_path = gateway_config(folder, backend, None)
+    config = str(config_path)
     paths = {
         "direct": behind,
-        "gateway stdio": [*GATEWAY, "--stdio", "--config", str(config)],
+        "gateway stdio": [*GATEWAY, "--stdio", "--config", config],
         "floor: trio relay": [sys.executable, str(FLOOR), "relay", *behind],
         "floor: actor shape": [sys.executable, str(FLOOR), "shape", *behind],
         "naive gateway": [sys.executable, str(NAIVE), *behind],
     }
     if sink is not None:
-        paths[TRACED] = [*GATEWAY, "--stdio", "--config", str(traced(config, sink))]
+        paths[TRACED] = [*GATEWAY, "--stdio", "--config", str(traced(config_path, sink))]
     if fastmcp_python:
         paths["fastmcp proxy"] = [fastmcp_python, str(FASTMCP_PROXY), *behind]
+    if compare is not None:  # another tree's gateway, same config: its actors/ first on the path (-P: not
+        # the working directory, this tree, which `python -m` would put before it)
+        other = ["env", f"PYTHONPATH={compare}", sys.executable, "-P", "-m", "actors", "serve"]
+        paths[COMPARED] = [*other, "--stdio", "--config", config]
     return paths
 
 
@@ -92,7 +105,9 @@ async def open_paths(
     """One connection per client and path, each to a process of its own, in the order they are measured:
     the lean client's readers run in the first nursery, the SDK's client sessions in the second."""
     nursery, sdk_sessions = nurseries
-    paths = stdio_paths(backend, folder, args.fastmcp_python if fastmcp else None, args.sink)
+    paths = stdio_paths(
+        backend, folder, args.fastmcp_python if fastmcp else None, args.sink, args.compare_tree
+    )
     plan: dict[tuple[str, str], Callable[[], Awaitable[Connection]]] = {}
     for client in args.clients.split(","):
         for name, argv in paths.items():
@@ -119,7 +134,12 @@ async def run(args: argparse.Namespace) -> int:
     if args.profile:
         with tempfile.TemporaryDirectory(prefix="bench-") as folder:
             figures = await profile_gateway(
-                args.profile, Path(folder), args.profile_concurrency, args.profile_seconds
+                args.profile,
+                Path(folder),
+                args.profile_concurrency,
+                args.profile_seconds,
+                BACKENDS[args.profile_backend],
+                args.stages,
             )
         if args.json:
             Path(args.json).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
@@ -138,10 +158,14 @@ async def run(args: argparse.Namespace) -> int:
             await stop_all()
         report["targets"] = targets(report["results"])
         report["scenarios"] = await _scenarios(args, Path(folder))
+    report["guard"] = guard_targets(report)
     print_report(report, args)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))  # noqa: ASYNC240
     lost = report["scenarios"].get("kill", {}).get("unanswered", 0)
+    if args.guard and (missed := guard_failures(report)):
+        print(f"guard: {len(missed)} target(s) not met: {'; '.join(missed)}", file=sys.stderr)
+        return 1
     return 1 if lost or any(entry["errors"] for entry in report["results"]) else 0
 
 
@@ -217,6 +241,17 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["kill"] = await backend_kill(folder, args.kills, args.kill_in_flight)
     if "policy" in chosen:
         results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
+    if "scale" in chosen:
+        sizes = [tuple(int(n) for n in size.split("x")) for size in args.scale_sizes.split(",")]
+        results["scale"] = await catalog_scale(
+            folder,
+            sizes,
+            args.rounds,
+            args.scale_calls,
+            args.scale_listings,  # type: ignore[arg-type]
+        )
+    if "rss" in chosen:
+        results["rss"] = await rss_over_calls(folder, args.rss_calls)
     return results
 
 
@@ -231,10 +266,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clients", default="lean,sdk", help="lean, sdk or both (default)")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument(
-        "--scenarios",
-        default="catalog,memory,sessions,kill,policy",
-        help="extra scenarios, comma-separated, or none (default: all five)",
+        "--guard",
+        action="store_true",
+        help="exit 1 when a target of issue #27 is missed or not measured (the regression guard; run with "
+        "--concurrency including 1,8,32 and the scale and rss scenarios)",
     )
+    parser.add_argument(
+        "--scenarios",
+        default="catalog,memory,sessions,kill,policy,scale,rss",
+        help="extra scenarios, comma-separated, or none (default: all seven)",
+    )
+    parser.add_argument(
+        "--scale-sizes",
+        default="10x50,100x50",
+        help="catalogs compared by the scale scenario, BACKENDSxTOOLS each (default 10x50,100x50: 500 and "
+        "5,000 tools)",
+    )
+    parser.add_argument("--scale-calls", type=int, default=3000, help="routed calls per catalog")
+    parser.add_argument("--scale-listings", type=int, default=6, help="full tools/list runs per catalog")
+    parser.add_argument("--rss-calls", type=int, default=100_000, help="calls of the RSS scenario")
     parser.add_argument("--catalog-backends", type=int, default=50, help="backends of the big catalog")
     parser.add_argument("--tools-per-backend", type=int, default=200, help="tools each (default 200)")
     parser.add_argument("--memory-backends", type=int, default=10, help="backends of the idle-RSS run")
@@ -247,6 +297,13 @@ def parse_args() -> argparse.Namespace:
         help="a Python that can import fastmcp, for the FastMCP proxy rows (default: this one)",
     )
     parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        metavar="DIR",
+        help="also measure the gateway of another checkout (DIR holds its actors/, e.g. /work/main) as the "
+        "path 'gateway compared', interleaved with this tree's: a change's effect within one run",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="instead of the bench: profile the gateway's stdio path (lean client and backend) with "
@@ -254,6 +311,18 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--profile-concurrency", type=int, default=1, help="calls in flight (default 1)")
     parser.add_argument("--profile-seconds", type=float, default=10.0, help="of calls (default 10)")
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="with --profile: sample the gateway's CPU by stage of the path (bench/stages.py) instead of "
+        "cProfile's functions; FILE gets the samples as JSON",
+    )
+    parser.add_argument(
+        "--profile-backend",
+        choices=sorted(BACKENDS),
+        default="lean",
+        help="behind the gateway (default lean)",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile = Path(args.profile).resolve()

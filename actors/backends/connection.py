@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
+import orjson
 import trio
 from loguru import logger
 
@@ -346,8 +347,11 @@ class BackendLink:
 def request_frame(call: Call, envelope: ModernEnvelope | None = None) -> bytes:
     """The frame a backend gets for a call: the request under the call's gateway-wide id; for a modern
     backend (`envelope`, the gateway's), with whom it is for in _meta: the call's client, else the gateway."""
-    if envelope is None:
-        return codec.encode(Request(call.call_id, call.method, call.params))
+    if envelope is None:  # what codec.encode(Request(...)) writes, without the Request (every call's path)
+        wire: dict[str, Any] = {"jsonrpc": codec.JSONRPC, "id": call.call_id, "method": call.method}
+        if call.params is not None:
+            wire["params"] = call.params
+        return orjson.dumps(wire)
     params = stamped(call.params, call.envelope or envelope)
     if call.input_responses and "inputResponses" not in params:
         params["inputResponses"] = call.input_responses  # a fresh call's answers given ahead (SEP-2322)

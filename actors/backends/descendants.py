@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -36,8 +38,14 @@ from loguru import logger
 PR_SET_CHILD_SUBREAPER: Final = 36  # <linux/prctl.h>
 GONE_POLL_S: Final = 0.02  # no event tells the exit of a process that is not our child: /proc is polled
 PROC: Final = Path("/proc")
+# The periodic notes of every running backend (and their reaps) share one scan of the gateway's children
+# taken at most this often: each scan reads /proc for every child, and there is a backend per child, so a
+# scan per backend per note cost CPU that grew with the square of the backends (100 of them: ~20% of a core).
+SHARED_SCAN_S: Final = 1.0
 
 _subreaper = False
+_own_children: tuple[float, list[Proc]] = (-math.inf, [])  # when scanned (monotonic), and what was found
+_last_reap = -math.inf
 _running: dict[int, Family] = {}  # backend processes not yet stopped, by pid: never strays nor reaped here
 
 
@@ -118,12 +126,13 @@ class Family:
     root: int
     seen: dict[int, int] = attrs.field(factory=dict)  # pid -> start time
 
-    def note(self) -> None:
+    def note(self, max_age_s: float = 0.0) -> None:
         """Walk its tree (and the trees of descendants seen before, which may have been re-parented), and
-        the gateway's adopted children in its session or process group. Those that have ended are
-        forgotten, so a server that runs a command per call does not grow this."""
+        the gateway's adopted children in its session or process group (as a scan at most `max_age_s` old
+        shows them). Those that have ended are forgotten, so a server that runs a command per call does not
+        grow this."""
         self.seen = {pid: starttime for pid, starttime in self.seen.items() if self._running(pid)}
-        adopted = [p for p in map(stat, children(os.getpid())) if p is not None and self.kin(p)]
+        adopted = [p for p in own_children(max_age_s) if self.kin(p)]
         for proc in adopted:
             self.seen.setdefault(proc.pid, proc.starttime)
         pending = [self.root, *self.seen]
@@ -200,12 +209,30 @@ def still_running(procs: Iterable[Proc]) -> list[Proc]:
     return [proc for proc in procs if _still_running(proc)]
 
 
-def reap_adopted() -> None:
+def own_children(max_age_s: float = 0.0) -> list[Proc]:
+    """The gateway's children as /proc shows them: scanned now, or the last scan when it is at most
+    `max_age_s` old."""
+    global _own_children
+    scanned_at, procs = _own_children
+    now = time.monotonic()
+    if now - scanned_at > max_age_s:
+        procs = [proc for proc in map(stat, children(os.getpid())) if proc is not None]
+        _own_children = (now, procs)
+    return procs
+
+
+def reap_adopted(every_s: float = 0.0) -> None:
     """Reap the gateway's adopted children that have exited, and only those: never a child that trio (or a
-    running backend's transport) waits for, whose exit status is its."""
+    running backend's transport) waits for, whose exit status is its. `every_s`: not again within that
+    long of the last reap (the periodic callers, one per backend, share one reap)."""
+    global _last_reap
     if not _subreaper:
         return
-    exited = [pid for pid in children(os.getpid()) if (proc := stat(pid)) is not None and proc.exited]
+    now = time.monotonic()
+    if now - _last_reap < every_s:
+        return
+    _last_reap = now
+    exited = [proc.pid for proc in own_children(every_s) if proc.exited]
     if not exited:
         return
     owned = _owned()

@@ -147,8 +147,8 @@ class ProcessTransport:
 
     async def _note_descendants(self) -> None:
         while True:
-            self.family.note()
-            descendants.reap_adopted()
+            self.family.note(descendants.SHARED_SCAN_S)  # every backend's note shares one scan of ours
+            descendants.reap_adopted(descendants.SHARED_SCAN_S)
             await trio.sleep(DESCENDANTS_NOTE_S)
 
     async def receive(self) -> bytes | None:

@@ -50,7 +50,21 @@ class LineStream:
             data = await self._receive_stream.receive_some(READ_SIZE)
             if not data:
                 return self._take_rest()
+            alone = not self._buffer and not self._skipping and type(data) is bytes
+            if alone and data.find(b"\n") == len(data) - 1:
+                line = self._whole(data)  # one whole line, read alone: the common case, without the buffer
+                if line is not None:
+                    return line
+                continue
             self._buffer += data
+
+    def _whole(self, data: bytes) -> bytes | None:
+        """A read that is exactly one line (its newline last): the line, as `_take` would give it."""
+        if len(data) - 1 > self._max_bytes:
+            self._buffer += data
+            return self._take(len(data) - 1)  # raises MessageTooLargeError, with its id when it can
+        line = data[:-1].rstrip(b"\r")
+        return line if line and not line.isspace() else None
 
     def _take(self, newline: int) -> bytes | None:
         line = bytes(self._buffer[:newline])

@@ -32,6 +32,9 @@ READS_PER_YIELD: Final = 16  # reads in a row that found data before a trip thro
 class PipeStream(trio.abc.HalfCloseableStream):
     def __init__(self, pipe: trio.lowlevel.FdStream) -> None:
         self._pipe = pipe
+        # The FdStream's holder of its descriptor: `.fd` is what `pipe.fileno()` returns (-1 once closed),
+        # read without a method call on every read and write. A unit test holds it to fileno().
+        self._fd = pipe._fd_holder
         self._reads_without_wait = 0
         try:
             self._atomic = stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
@@ -47,10 +50,10 @@ class PipeStream(trio.abc.HalfCloseableStream):
             await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
-                return os.read(self._pipe.fileno(), max_bytes or READ_SIZE)
+                return os.read(self._fd.fd, max_bytes or READ_SIZE)
             except BlockingIOError:
                 self._reads_without_wait = 0
-                await trio.lowlevel.wait_readable(self._pipe.fileno())
+                await trio.lowlevel.wait_readable(self._fd.fd)
             except OSError as exc:
                 raise _closed_or_broken(exc) from None
 
@@ -60,9 +63,9 @@ class PipeStream(trio.abc.HalfCloseableStream):
             sent = 0
             while sent < len(view):
                 try:
-                    sent += os.write(self._pipe.fileno(), view[sent:])
+                    sent += os.write(self._fd.fd, view[sent:])
                 except BlockingIOError:
-                    await trio.lowlevel.wait_writable(self._pipe.fileno())
+                    await trio.lowlevel.wait_writable(self._fd.fd)
                 except OSError as exc:
                     raise _closed_or_broken(exc) from None
 
@@ -72,7 +75,7 @@ class PipeStream(trio.abc.HalfCloseableStream):
         if not self._atomic or len(data) > select.PIPE_BUF:
             return False
         try:
-            return os.write(self._pipe.fileno(), data) == len(data)  # atomic: all of it or an error
+            return os.write(self._fd.fd, data) == len(data)  # atomic: all of it or an error
         except OSError:
             return False
 

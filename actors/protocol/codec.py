@@ -18,7 +18,7 @@ from actors.protocol.errors import (
     InexactIntegerError,
     MessageError,
 )
-from actors.protocol.exact_integers import checked_integers, may_hold_long_integers
+from actors.protocol.exact_integers import LONG_DIGITS, checked_integers, may_hold_long_integers
 from actors.protocol.messages import (  # is_id: also codec's, as callers know it
     Batch,
     ErrorResponse,
@@ -88,16 +88,17 @@ def decode(frame: bytes | str) -> Message:
         obj = orjson.loads(frame)
     except orjson.JSONDecodeError as exc:
         raise MessageError(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
-    if may_hold_long_integers(frame):
+    size = len(frame)
+    if size >= LONG_DIGITS and may_hold_long_integers(frame):
         obj = checked_integers(frame, obj)
-    deep = _may_be_deep(frame)
+    deep = size > MAX_DEPTH and _may_be_deep(frame)
     if isinstance(obj, list):
         return _decode_batch(obj, deep)
     if not isinstance(obj, dict):
         raise _invalid(f"expected a JSON-RPC object, got a JSON {type(obj).__name__}")
     if deep:
         _check_depth(obj)
-    return decode_object(obj, len(frame))
+    return decode_object(obj, size)
 
 
 def _may_be_deep(frame: bytes | str) -> bool:

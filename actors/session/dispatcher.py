@@ -191,19 +191,21 @@ class Dispatcher:
                     "ignored a response to nothing the gateway asked: {}", partial(shown, message)
                 )
 
-    def _refused(self, request: Request) -> ErrorResponse | None:
+    def _refused(self, request: Request, size: int | None = None) -> ErrorResponse | None:
         """The error a request gets before any handler sees it: a bad or duplicate id, or one past
-        max_inflight (a ping never is: it is answered at once, whatever is in flight)."""
+        max_inflight (a ping never is: it is answered at once, whatever is in flight). `size`: its
+        request_bytes, when known already."""
         request_id = request.id
         if not is_id(request_id):
             return ErrorResponse(None, bad_id(request_id))
-        if request_id in self.inflight:
+        if request_id in self.inflight.entries:
             return ErrorResponse(request_id, duplicate(request_id))
         if request.method == "ping":
             return None
         if len(self.inflight) >= self.settings.max_inflight:
             return ErrorResponse(request_id, too_many(self.settings.max_inflight))
-        over = self.settings.budget.refusal(self.inflight.client, request_bytes(request))
+        size = request_bytes(request) if size is None else size
+        over = self.settings.budget.refusal(self.inflight.client, size)
         return None if over is None else ErrorResponse(request_id, over)
 
     async def _accept(self, request: Request, entry: InFlight, requests: trio.Nursery) -> None:
@@ -230,9 +232,10 @@ class Dispatcher:
     def take_now(self, message: Message) -> bool:
         """`_receive` in the reader's task, for a request answered, refused or forwarded at once while this
         dispatcher waits on an empty inbox and holds no answers back. False: it goes in the inbox."""
-        if not isinstance(message, Request):
+        if type(message) is not Request:
             return False
-        if is_modern_request(message.params):
+        modern_request = is_modern_request(message.params)
+        if modern_request:
             if (
                 not self.settings.first_settle.over
                 or self.settings.middleware
@@ -243,14 +246,15 @@ class Dispatcher:
             return False
         if not receiver_idle(self.inbox) or self.answers.overflow:
             return False
-        refused = self._refused(message)
+        size = request_bytes(message)
+        refused = self._refused(message, size)
         if refused is not None:
             self.trace_refusal(message, refused)
             self.answers.deliver(refused)
             return True
-        entry = self.inflight.accept(message.id, size=request_bytes(message))  # type: ignore[arg-type]
+        entry = self.inflight.accept(message.id, size=size)
         self.trace(entry, message)
-        refused = modern.accept(self, message, entry)
+        refused = modern.accept(self, message, entry) if modern_request else None
         if refused is not None:
             entry.answered(refused)
             self.inflight.remove(entry)

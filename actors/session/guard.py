@@ -82,11 +82,14 @@ def denied(d: Dispatcher, request_id: RequestId, decision: Decision | None) -> b
     return True
 
 
-def refuse_named(
-    d: Dispatcher, request_id: RequestId, method: str, kind: str, name: str, route: Route | None
+def refuse_target(
+    d: Dispatcher, request_id: RequestId, kind: str, name: str, target: Target
 ) -> ErrorResponse | None:
     """tools/call, prompts/get: refused as unknown when the policy denies it."""
-    decision = decide(d, named_target(method, kind, name, route))
+    gate = d.settings.policy
+    if gate is None or gate.policy is None:
+        return None  # no [policy]: nothing to decide (the forwarding path's common case)
+    decision = decide(d, target)
     return unknown(request_id, kind, name) if denied(d, request_id, decision) else None
 
 

@@ -64,7 +64,11 @@ class Reader:
                 return
             size = len(frame)
             self.traffic.bytes_in += size
-            await self.queued.reserve(size)  # decoded, a frame costs many times its size: one at a time
+            queued = self.queued
+            if queued.total:  # decoded, a frame costs many times its size: one at a time
+                await queued.reserve(size)
+            else:
+                queued.total = size  # nothing waits decoded: room for any frame (reserve without a wait)
             try:
                 message = codec.decode(frame)
             except MessageError as exc:

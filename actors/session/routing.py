@@ -35,12 +35,12 @@ def forward_named(
     status = d.catalog.value.backends.get(route.backend) if route is not None else None
     if route is None or status is None:
         return guard.unknown(request_id, kind, name)
-    refused = None if policy_checked else guard.refuse_named(d, request_id, method, kind, name, route)
+    target = guard.named_target(method, kind, name, route)  # each later round of the call is judged by it
+    refused = None if policy_checked else guard.refuse_target(d, request_id, kind, name, target)
     if refused is not None:
         return refused
     if not status.ready:
         return ErrorResponse(request_id, backend_down(name, status, kind))
-    target = guard.named_target(method, kind, name, route)
     return Forward(
         status, method, params if route.own == name else {**params, "name": route.own}, None, target
     )

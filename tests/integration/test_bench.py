@@ -21,6 +21,8 @@ PATHS = (
 )
 SCENARIOS = ["--catalog-backends", "3", "--tools-per-backend", "20", "--memory-backends", "2"]
 SCENARIOS += ["--sessions", "10", "--kills", "1", "--kill-in-flight", "5"]
+SCENARIOS += ["--scale-sizes", "2x5,4x5", "--scale-calls", "40", "--scale-listings", "1"]
+SCENARIOS += ["--rss-calls", "500"]
 
 
 def bench(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -91,6 +93,44 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert scenarios["kill"]["unanswered"] == 0 and scenarios["kill"]["tools_back"]["p50_ms"] > 0
     for line in ("catalog: 60 tools from 3 backends", "rebuild after", "idle WebSocket sessions", "SIGKILLs"):
         assert line in done.stdout
+    scale = scenarios["scale"]
+    assert [(c["backends"], c["tools"], c["errors"]) for c in scale["catalogs"]] == [(2, 10, 0), (4, 20, 0)]
+    assert scale["call_cpu_ratio"] > 0 and scale["page_cpu_ratio"] > 0
+    assert scenarios["rss"]["calls"] == 500 and len(scenarios["rss"]["rss_mib"]) == 10
+    guard = {entry["target"]: entry for entry in report["guard"]}
+    assert len(guard) == 7 and "targets of issue #27" in done.stdout
+    rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))
+    assert rss_target["measured"] is None and rss_target["met"] is None  # 500 calls are not 100k
+
+
+def test_the_guard_fails_the_run_when_a_target_is_not_measured(tmp_path: Path) -> None:
+    tiny = ["--seconds", "0.05", "--rounds", "1", "--concurrency", "1", "--scenarios", "none"]
+    done = subprocess.run(
+        [sys.executable, "bench/run.py", "--guard", *tiny, "--backends", "lean", "--clients", "lean"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "guard: " in done.stderr and "not met" in done.stderr
+
+
+def test_the_stages_profile_splits_a_calls_cpu_by_stage(tmp_path: Path) -> None:
+    samples, out = tmp_path / "stages.json", tmp_path / "profile.json"
+    done = bench(
+        "--profile", str(samples), "--stages", "--profile-seconds", "2", "--profile-concurrency", "4",
+        "--json", str(out),
+    )  # fmt: skip
+    figures = orjson.loads(out.read_bytes())
+    assert figures["calls"] > 0 and figures["errors"] == 0
+    shares = {entry["stage"]: entry["share"] for entry in figures["stages"]}
+    assert list(shares)[:3] == ["read", "decode", "validation"] and "trio run loop" in shares
+    assert abs(sum(shares.values()) - 1) < 1e-9  # some samples were taken (a few dozen in 2 s), all counted
+    us = sum(entry["us_per_call"] for entry in figures["stages"])
+    assert abs(us - figures["gateway_cpu_us_per_call"]) < 1e-6
+    assert "us/call" in done.stdout
 
 
 def test_the_profile_shows_the_gateways_own_functions_per_call(tmp_path: Path) -> None:

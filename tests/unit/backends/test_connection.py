@@ -9,13 +9,15 @@ from contextlib import asynccontextmanager
 
 import attrs
 import orjson
+import pytest
 import trio
 import trio.testing
 
-from actors.backends.connection import BackendLink
+from actors.backends.connection import BackendLink, request_frame
+from actors.protocol.codec import encode
 from actors.protocol.envelopes import Call, Cancel, ReplySlot
 from actors.protocol.errors import REQUEST_TIMEOUT
-from actors.protocol.messages import Response
+from actors.protocol.messages import Request, Response
 
 
 @attrs.define
@@ -155,3 +157,9 @@ async def test_an_answer_with_an_integer_beyond_64_bits_fails_its_call_and_a_req
     assert link.inflight == {}
     (refusal,) = transport.sent
     assert refusal["id"] == "b7" and refusal["error"]["code"] == -32602  # type: ignore[index]
+
+
+@pytest.mark.parametrize("params", [None, {}, {"name": "echo", "arguments": {"text": "é\n"}}, [1, 2]])
+def test_a_legacy_backends_request_frame_is_the_codecs_encoding_of_the_request(params: object) -> None:
+    call = Call(7, "tools/call", params, "s", ReplySlot())  # type: ignore[arg-type]
+    assert request_frame(call) == encode(Request(7, "tools/call", params))  # type: ignore[arg-type]

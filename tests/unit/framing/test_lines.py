@@ -72,3 +72,52 @@ async def test_an_oversized_line_reports_the_id_read_from_its_ends() -> None:
         ids.append(caught.value.request_id)
     assert ids == [41, "late"]
     assert await stream.receive() is None
+
+
+async def lines_read_whole(chunks: list[bytes], max_bytes: int = 64) -> list[bytes | str]:
+    """Each chunk arrives in a read of its own (a stream that hands over what each send wrote)."""
+    send, receive = trio.open_memory_channel[bytes](len(chunks) + 1)
+
+    class Chunks(trio.abc.ReceiveStream):
+        async def receive_some(self, max_bytes: int | None = None) -> bytes:
+            try:
+                return await receive.receive()
+            except trio.EndOfChannel:
+                return b""
+
+        async def aclose(self) -> None:
+            receive.close()
+
+    for chunk in chunks:
+        send.send_nowait(chunk)
+    send.close()
+    stream = LineStream(Chunks(), trio.testing.MemorySendStream(), max_bytes)
+    got: list[bytes | str] = []
+    while True:
+        try:
+            line = await stream.receive()
+        except MessageTooLargeError as exc:
+            got.append(f"too large: {exc.size}, id {exc.request_id}")
+            continue
+        if line is None:
+            return got
+        got.append(line)
+
+
+async def test_a_line_read_alone_is_taken_as_a_line_split_over_reads_is() -> None:
+    big = b'{"jsonrpc":"2.0","id":7,"result":"' + b"x" * 80 + b'"}\n'
+    chunks = [b'{"a":1}\n', b"\r\n", b"  \n", b'{"b":2}\r\n', big, b'{"c":', b"3}\n", b'{"d":4}\n']
+    assert await lines_read_whole(chunks) == [
+        b'{"a":1}',
+        b'{"b":2}',
+        f"too large: {len(big) - 1}, id 7",
+        b'{"c":3}',
+        b'{"d":4}',
+    ]
+    whole = [line for line in await lines_from(b"".join(chunks), max_bytes=200)]  # the same, byte by byte
+    assert whole == [b'{"a":1}', b'{"b":2}', big[:-1], b'{"c":3}', b'{"d":4}']
+
+
+async def test_a_whole_line_after_an_oversized_one_being_skipped_ends_the_skip() -> None:
+    chunks = [b"x" * 100, b"y" * 10 + b"\n", b'{"ok":1}\n']
+    assert await lines_read_whole(chunks) == ["too large: 110, id None", b'{"ok":1}']

@@ -91,3 +91,11 @@ async def test_line_stream_does_not_write_beside_a_send_under_way() -> None:
     assert _drain(read_end).endswith(b'{"id":3}\n')
     await pipe.aclose()
     os.close(read_end)
+
+
+async def test_the_descriptor_a_pipe_stream_reads_is_its_fd_streams_even_once_closed() -> None:
+    read_end, stream = _pipe()
+    assert stream._fd.fd == stream._pipe.fileno() >= 0
+    await stream.aclose()
+    assert stream._fd.fd == stream._pipe.fileno() == -1
+    os.close(read_end)

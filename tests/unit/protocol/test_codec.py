@@ -192,3 +192,13 @@ def test_a_frame_given_as_a_memoryview_or_text_is_checked_alike() -> None:
     for form in (memoryview(frame), frame.decode()):
         with pytest.raises(InexactIntegerError):
             codec.decode(form)
+
+
+@given(st.binary(max_size=80) | st.text(alphabet="0123456789a\u0660\u00e9", max_size=80).map(str.encode))
+def test_the_long_integer_scan_finds_exactly_the_runs_of_19_ascii_digits(frame: bytes) -> None:
+    expected = exact_integers._LONG_DIGITS.search(frame) is not None
+    assert exact_integers.may_hold_long_integers(frame) is expected
+    assert exact_integers.may_hold_long_integers(bytearray(frame)) is expected
+    assert exact_integers.may_hold_long_integers(memoryview(frame)) is expected
+    assert exact_integers.may_hold_long_integers(frame.decode("latin-1")) is expected
+

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -176,10 +177,39 @@ async def test_tools_list_and_call_route_to_the_owner_under_its_own_name() -> No
         await h.inbox.send(Request("c", "tools/call", {"name": "two__echo", "arguments": {"text": "hi"}}))
         call = await h.backend.receive()
         assert isinstance(call, Call)
-        assert call.params is not None and trace_id(call.params) is not None  # minted: trace_context
-        assert {**call.params, "_meta": {}} == {"name": "echo", "arguments": {"text": "hi"}, "_meta": {}}
+        assert call.params == {"name": "echo", "arguments": {"text": "hi"}}  # nothing added: see below
         call.reply_to.fill(Reply(result={"content": [], "isError": False}))
         assert await h.outbox.receive() == Response("c", {"content": [], "isError": False})
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "traced"),
+    [
+        ({}, False),
+        ({"experimental": {}}, False),
+        ({"sampling": {}}, True),
+        ({"elicitation": {"form": {}}}, True),
+        ({"roots": {"listChanged": True}}, True),
+    ],
+)
+async def test_a_call_gets_a_trace_context_of_its_own_only_when_its_client_can_be_asked(
+    capabilities: dict[str, Any], traced: bool
+) -> None:
+    """What a backend asks while serving a call names the call by its trace (ask_owner.py); a client that
+    declared nothing a backend may ask needs no such name, and its calls go out as the client sent them
+    (an SDK backend pays for extracting a traceparent on every call: issue #27)."""
+    async with dispatcher() as h:
+        await h.ask(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": capabilities})
+        await h.inbox.send(Notification("notifications/initialized"))
+        await h.inbox.send(Request("c", "tools/call", {"name": "two__echo", "arguments": {}}))
+        call = await h.backend.receive()
+        assert isinstance(call, Call) and call.params is not None
+        assert (trace_id(call.params) is not None) is traced
+        assert (call.trace is not None) is traced and call.trace == trace_id(call.params)
+        assert {key: value for key, value in call.params.items() if key != "_meta"} == {
+            "name": "echo",
+            "arguments": {},
+        }
 
 
 async def test_the_reader_takes_a_request_now_only_where_the_idle_dispatcher_would_do_the_same() -> None:
