@@ -48,4 +48,5 @@ def backend_actor(
         meter=gateway.meters.backend(backend.name),
         expose_stderr=settings.expose_backend_stderr,
         shutdown=gateway.shutdown,  # its budget and urgency stop the backend's process
+        list_news=gateway.list_news,
     )

@@ -33,6 +33,7 @@ from loguru import logger
 from actors.admin.service import Admin
 from actors.admin.status import FrontendInfo
 from actors.backend_actors import backend_actor, restart_policy
+from actors.backends.list_news import ListNews
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
@@ -93,6 +94,7 @@ class Gateway:
     _sessions: set[Session] = attrs.field(factory=set)
     listeners: list[Listener[Any]] = attrs.field(init=False, factory=list)  # the configured ones, once bound
     events: Broadcast[BackendEvent] = attrs.field(factory=Broadcast)
+    list_news: ListNews = attrs.field(factory=ListNews)  # backends' list changes, to and from the fleet
     clients: ClientDirectory = attrs.field(factory=ClientDirectory)
     subscriptions: Subscriptions = attrs.field(factory=Subscriptions)
     bridges: Bridges = attrs.field(factory=Bridges)  # modern calls parked on legacy backends' asks
@@ -211,7 +213,7 @@ class Gateway:
         if config.fleet is not None:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 
-            self.fleet = Fleet.of(config.fleet, self.events, self.limiter)
+            self.fleet = Fleet.of(config.fleet, self.events, self.limiter, self.list_news)
             self.bridges.key = self.fleet.states.key  # requestStates any replica opens, naming their owner
             await root.start(self.fleet.run)
         if websocket:

@@ -28,6 +28,7 @@ from actors.backends.http import HttpBackendTransport
 from actors.backends.http_headers import declared_param_headers
 from actors.backends.input import log_params, updated_params
 from actors.backends.lane import LegacyLane
+from actors.backends.list_news import ListNews
 from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.modern import ModernRun, refused_version
 from actors.backends.opening import explain_end, fail_queued, link_over, open_transport, start_link_tasks
@@ -90,6 +91,7 @@ class Backend:
     roots: str | tuple[str, ...] = "client"  # Config.roots_of: "none", "client" or the operator's URIs
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
     expose_stderr: bool = False  # [gateway] expose_backend_stderr: calls it fails as it dies are told too
+    list_news: ListNews | None = None  # its server's list changes to the fleet, and the fleet's to it
     shutdown: Shutdown = attrs.field(
         factory=Shutdown
     )  # the gateway's: its budget and urgency stop the process
@@ -109,7 +111,9 @@ class Backend:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.meter.run_started()
-        with logger.contextualize(backend=self.config.name):
+        news = self.list_news or ListNews()
+        name = self.config.name
+        with logger.contextualize(backend=name), news.hearing(name, self._mark_changed):
             again = True
             while again:  # once more, as legacy, after a process that exited on the era probe
                 async with trio.open_nursery() as connection:  # a WebSocket's reader task lives here
@@ -224,8 +228,9 @@ class Backend:
         if self._modern is not None and self._modern.hears(notification):
             return
         if method in CHANGES:
-            for kind in CHANGES[method]:
-                self._changed[kind].set()
+            self._mark_changed(method)
+            if self.list_news is not None:
+                self.list_news.heard(self.config.name, method)
             return
         if method == "notifications/message":
             clean = log_params(params, self.config.name)
@@ -242,6 +247,13 @@ class Backend:
             self._link.drop(f"dropped a malformed {method}: {shown(params)}")
         else:
             self._publish(Notification(method, clean))
+
+    def _mark_changed(self, method: str) -> None:
+        """The kinds a list_changed names are listed again (once more after a listing running now)."""
+        for kind in CHANGES.get(method, ()):
+            changed = self._changed.get(kind)
+            if changed is not None:
+                changed.set()
 
     def _tell_the_one_call(self, notification: Notification) -> None:
         """A log line says no call's id: it reaches a modern call's client only while that call is the one

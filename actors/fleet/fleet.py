@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.backends.list_news import ListNews
 from actors.config.fleet_schema import FleetSettings
 from actors.fleet.limits import FleetLimits
 from actors.fleet.relay import FleetRelay
@@ -33,12 +34,20 @@ class Fleet:
     states: FleetStates
 
     @classmethod
-    def of(cls, settings: FleetSettings, events: Broadcast[BackendEvent], limiter: Limiter) -> Fleet:
+    def of(
+        cls,
+        settings: FleetSettings,
+        events: Broadcast[BackendEvent],
+        limiter: Limiter,
+        list_news: ListNews | None = None,
+    ) -> Fleet:
         store = FleetStore(settings=settings)
         ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
         sessions = FleetSessions(settings=settings, ids=ids, store=store)
         relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
         sessions.announce_end = relay.publish_ended
+        if list_news is not None:  # the backends' list changes, both ways
+            list_news.announced, relay.on_list_changed = relay.publish_list_changed, list_news.elsewhere
         limits = FleetLimits(settings=settings, store=store, limiter=limiter)
         states = FleetStates(settings=settings, store=store)
         return cls(

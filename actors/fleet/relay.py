@@ -5,7 +5,10 @@ Channels (under `key_prefix`):
   `:notices`          every replica's resources/updated, as {"from", "backend", "uri"}; each other replica
                       hands it to its own sessions and listens (the gateway's events broadcast), so a
                       subscriber hears of a change whichever replica's backend saw it. And {"from", "ended"}:
-                      a session its client ended (DELETE), which every replica's copy of it ends too.
+                      a session its client ended (DELETE), which every replica's copy of it ends too. And
+                      {"from", "backend", "changed"}: a backend's own server announced a list change (the
+                      list_changed method), which every other replica's actor of it lists again (and never
+                      announces again); one per backend and method waits in the outbox at most.
   `:stream:<digest>`  a legacy session's standalone events (list_changed, resources/updated, a backend's
                       request when no call's stream is read): subscribed while the session's GET stream is
                       open on this replica; a copy with no GET reader of its own publishes there, and keeps
@@ -26,6 +29,7 @@ import orjson
 import trio
 from loguru import logger
 
+from actors.backends.listing import CHANGES
 from actors.config.fleet_schema import FleetSettings
 from actors.fleet.store import CHECK_DOWN_S, FleetStore, StoreUnavailableError, link_errors
 from actors.protocol.envelopes import BackendEvent
@@ -36,6 +40,7 @@ OUTBOX_SIZE: Final = 1024  # events waiting to be published; past it, each stays
 EVENTS_SIZE: Final = 256  # this replica's backend events read for fan-out
 UPDATED: Final = "notifications/resources/updated"
 MAX_URI_CHARS: Final = 4096
+MAX_NAME_CHARS: Final = 256  # of a backend's name in a notice: longer is nothing a replica runs
 
 Deliver = Callable[[bytes], None]
 
@@ -50,6 +55,7 @@ class Outgoing:
     channel: str
     payload: bytes
     unheard: Deliver | None = None  # called with the payload when no replica subscribed to the channel
+    change: tuple[str, str] | None = None  # a list change's (backend, method): waiting until published
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -66,6 +72,8 @@ class FleetRelay:
     store: FleetStore
     events: Broadcast[BackendEvent]
     on_ended: Callable[[str], None] | None = None  # a session's digest, ended by its client elsewhere
+    on_list_changed: Callable[[str, str], object] | None = None  # (backend, method) announced elsewhere
+    _changes: set[tuple[str, str]] = attrs.field(factory=set)  # list changes in the outbox: coalesced
     _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
     _pubsub: Any = None
     _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
@@ -97,6 +105,16 @@ class FleetRelay:
         payload = {"from": self.settings.replica, "ended": digest}
         self._send(Outgoing(self.notices, orjson.dumps(payload)))
 
+    def publish_list_changed(self, backend: str, method: str) -> None:
+        """This replica's `backend` announced a list change: the other replicas list it again. One per
+        backend and method waits in the outbox; announcements meanwhile are that one."""
+        change = (backend, method)
+        if change in self._changes:
+            return
+        payload = {"from": self.settings.replica, "backend": backend, "changed": method}
+        if self._send(Outgoing(self.notices, orjson.dumps(payload), change=change)):
+            self._changes.add(change)
+
     def publish_stream(self, session_id: str, frame: bytes, unheard: Deliver) -> None:
         """A copy's standalone event, for the GET stream open on another replica (`unheard` if none)."""
         self._send(Outgoing(self.stream_channel(session_id), frame, unheard))
@@ -125,14 +143,17 @@ class FleetRelay:
                 with trio.CancelScope(shield=True), trio.move_on_after(self.settings.redis_timeout_s):
                     await self._unsubscribe(channel)
 
-    def _send(self, outgoing: Outgoing) -> None:
+    def _send(self, outgoing: Outgoing) -> bool:
+        """True when queued for publishing."""
         if not self.store.available:
             self._unheard(outgoing)
-            return
+            return False
         try:
             self._outbox_send.send_nowait(outgoing)
         except trio.WouldBlock:
             self._unheard(outgoing)
+            return False
+        return True
 
     @staticmethod
     def _unheard(outgoing: Outgoing) -> None:
@@ -141,6 +162,8 @@ class FleetRelay:
 
     async def _publisher(self) -> None:
         async for outgoing in self._outbox:
+            if outgoing.change is not None:  # announced again from here on: published again
+                self._changes.discard(outgoing.change)
             try:
                 heard = await self.store.command(
                     lambda client, o=outgoing: client.publish(o.channel, o.payload)  # type: ignore[misc]
@@ -208,7 +231,11 @@ class FleetRelay:
         if isinstance(ended, str) and self.on_ended is not None:
             self.on_ended(ended)
             return
-        backend, uri = notice.get("backend"), notice.get("uri")
+        backend, uri, changed = notice.get("backend"), notice.get("uri"), notice.get("changed")
+        if isinstance(backend, str) and isinstance(changed, str) and changed in CHANGES:
+            if self.on_list_changed is not None and len(backend) <= MAX_NAME_CHARS:
+                self.on_list_changed(backend, changed)
+            return
         if not isinstance(backend, str) or not isinstance(uri, str) or len(uri) > MAX_URI_CHARS:
             logger.warning(
                 "fleet: dropped a malformed notice from replica {!r}", str(notice.get("from"))[:32]

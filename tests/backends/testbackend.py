@@ -4,7 +4,7 @@
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
         [--exit-after-initialize] [--exit-on-discover] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
-        [--no-trace-context]
+        [--no-trace-context] [--tools-file PATH]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
 stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, client_view, send_raw.
@@ -131,21 +131,50 @@ async def progress(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result(f"done {steps}")
 
 
+TOOLS_FILE: list[Path] = []  # --tools-file: where set_tools keeps the extra tools, for every process
+BUILTIN_EXTRA: Final = {"touch"}  # the tool --resources adds
+
+
 async def set_tools(ctx: Context, arguments: JsonObject) -> JsonObject:
     extra: list[str] = arguments["extra"]
-    builtin = set(TOOLS) | {"touch"}  # and the tool --resources adds
-    clashes = sorted(set(extra) & builtin)
+    clashes = sorted(set(extra) & (set(TOOLS) | BUILTIN_EXTRA))
     if clashes:
         return text_result(f"cannot replace built-in tools: {', '.join(clashes)}", is_error=True)
-    server = ctx.server
+    _set_extra(ctx.server, extra)
+    for path in TOOLS_FILE:
+        _write_extra(path, extra)
+    await ctx.server.tools_changed()
+    return text_result("extra tools: " + ", ".join(extra), {"extra": extra})
+
+
+def _set_extra(server: ToolServer, extra: list[str]) -> None:
+    builtin = set(TOOLS) | BUILTIN_EXTRA
     for name in server.tool_names():
         if name not in builtin:
             server.remove_tool(name)
     for name in extra:
         description = f"A dynamic tool ({name}); echoes `text`."
         server.add_tool(name, echo, description=description, input_schema=ECHO_IN)
-    await server.tools_changed()
-    return text_result("extra tools: " + ", ".join(extra), {"extra": extra})
+
+
+def list_shared_tools(server: ToolServer, path: Path) -> MethodHandler:
+    """--tools-file: each tools/list reads the extra tools from `path` first (several processes of the
+    backend, one per replica, serve one list)."""
+
+    async def list_tools(ctx: Context, params: JsonObject) -> JsonObject:
+        _set_extra(server, _read_extra(path))
+        return server.list_tools_result(params)
+
+    return list_tools
+
+
+def _read_extra(path: Path) -> list[str]:
+    extra = orjson.loads(path.read_bytes()) if path.exists() else []
+    return [name for name in extra if isinstance(name, str)]
+
+
+def _write_extra(path: Path, extra: list[str]) -> None:
+    path.write_bytes(orjson.dumps(extra))
 
 
 async def ask_name(ctx: Context, arguments: JsonObject) -> JsonObject:
@@ -571,6 +600,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-trace-context", action="store_true", help="send requests to the client without trace context"
     )
+    parser.add_argument("--tools-file", help="set_tools keeps its tools in this file; tools/list reads it")
     args = parser.parse_args(argv)
     if args.ignore_sigterm and not args.ignore_stdin_eof:
         parser.error("--ignore-sigterm needs --ignore-stdin-eof")
@@ -612,6 +642,9 @@ def build_server(args: argparse.Namespace) -> ToolServer:
         server.set_method("tools/list", exit_after_first_list(server))
     if args.exit_on_discover:
         server.set_method("server/discover", exit_on_discover)
+    if args.tools_file:
+        TOOLS_FILE.append(Path(args.tools_file))
+        server.set_method("tools/list", list_shared_tools(server, Path(args.tools_file)))
     if args.prompts:
         serve_prompts(server)
     if args.resources:

@@ -1,0 +1,49 @@
+"""News of backends' list changes between this replica's backend actors and the fleet ([fleet]).
+
+A backend whose own server announced a tools, prompts or resources list change is `heard`: the fleet's relay
+(`announced`, set only with a [fleet] table) tells the other replicas. Another replica's news of it arrives as
+`elsewhere`: this replica's actor of that backend lists it again as if its own server had said so, and
+never tells the fleet of it again (no loops). An actor lists each kind once at a time: news arriving while a
+listing runs is one more listing after it, however many came (backend/actor.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import attrs
+
+Relist = Callable[[str], None]  # a list_changed method: the kinds it names listed again
+
+
+@attrs.define(eq=False)
+class ListNews:
+    """Owns: the relist trigger of each backend actor running here, by backend name.
+    Receives: `heard` (a backend's own server), `elsewhere` (another replica's backend, through the relay).
+    Sends: `announced` (the relay's publish), each backend actor's relist trigger.
+    Stops when: with the gateway; nothing of its own runs."""
+
+    announced: Callable[[str, str], None] | None = None  # (backend, method): the fleet's relay publishes it
+    _relists: dict[str, Relist] = attrs.field(factory=dict)
+
+    @contextmanager
+    def hearing(self, backend: str, relist: Relist) -> Iterator[None]:
+        """While a backend actor runs, news for its name reaches `relist`."""
+        self._relists[backend] = relist
+        try:
+            yield
+        finally:
+            if self._relists.get(backend) is relist:  # a reload's new actor of the name may have taken it
+                del self._relists[backend]
+
+    def heard(self, backend: str, method: str) -> None:
+        if self.announced is not None:
+            self.announced(backend, method)
+
+    def elsewhere(self, backend: str, method: str) -> bool:
+        """Another replica's `backend` announced `method`: False when no backend of that name runs here."""
+        relist = self._relists.get(backend)
+        if relist is None:
+            return False
+        relist(method)
+        return True

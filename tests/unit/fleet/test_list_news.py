@@ -1,0 +1,88 @@
+"""Backends' list changes between replicas, without Redis: the relay's outbox holds one notice per backend
+and method however often a backend announces, a notice names only a list_changed method, and news of
+another replica's change reaches only a backend actor running here under that name."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+
+from actors.backends.list_news import ListNews
+from actors.config.fleet_schema import FleetSettings
+from actors.fleet.relay import FleetRelay
+from actors.fleet.store import FleetStore
+from actors.runtime.broadcast import Broadcast
+
+TOOLS: Final = "notifications/tools/list_changed"
+PROMPTS: Final = "notifications/prompts/list_changed"
+
+
+def relay(replica: str = "alpha") -> FleetRelay:
+    settings = FleetSettings(redis_url="redis://127.0.0.1:1", replica=replica, keys=(b"k" * 32,))
+    store = FleetStore(settings=settings, available=True)  # the publisher never runs: the outbox is read
+    return FleetRelay(settings=settings, store=store, events=Broadcast())
+
+
+def queued(r: FleetRelay) -> list[dict[str, object]]:
+    notices = []
+    while True:
+        try:
+            notices.append(orjson.loads(r._outbox.receive_nowait().payload))
+        except Exception:
+            return notices
+
+
+def test_a_flood_of_list_changes_waits_in_the_outbox_as_one_notice_per_backend_and_method() -> None:
+    r = relay()
+    for _ in range(500):
+        r.publish_list_changed("t", TOOLS)
+    r.publish_list_changed("t", PROMPTS)
+    r.publish_list_changed("u", TOOLS)
+    assert queued(r) == [
+        {"from": "alpha", "backend": "t", "changed": TOOLS},
+        {"from": "alpha", "backend": "t", "changed": PROMPTS},
+        {"from": "alpha", "backend": "u", "changed": TOOLS},
+    ]
+
+
+def test_list_changes_while_redis_is_down_are_not_kept_waiting() -> None:
+    r = relay()
+    r.store.available = False
+    r.publish_list_changed("t", TOOLS)
+    r.store.available = True
+    r.publish_list_changed("t", TOOLS)  # not taken for one still waiting
+    assert len(queued(r)) == 1
+
+
+def test_a_notice_relists_only_a_named_list_of_a_backend_running_here() -> None:
+    news, r = ListNews(), relay("beta")
+    r.on_list_changed = news.elsewhere
+    relisted: list[str] = []
+    with news.hearing("t", relisted.append):
+        for notice in (
+            {"from": "alpha", "backend": "t", "changed": TOOLS},
+            {"from": "alpha", "backend": "t", "changed": "notifications/message"},  # not a list change
+            {"from": "alpha", "backend": "t", "changed": ["x"]},
+            {"from": "alpha", "backend": "nope", "changed": TOOLS},  # no such backend here
+            {"from": "alpha", "backend": "t" * 10_000, "changed": TOOLS},
+            {"from": "beta", "backend": "t", "changed": PROMPTS},  # this replica's own
+        ):
+            r._notice(orjson.dumps(notice))
+        r._notice(b"\x00not json")
+    r._notice(orjson.dumps({"from": "alpha", "backend": "t", "changed": TOOLS}))  # its actor has stopped
+    assert relisted == [TOOLS]
+
+
+def test_a_backends_own_announcement_goes_to_the_fleet_and_news_from_it_does_not() -> None:
+    news = ListNews()
+    announced: list[tuple[str, str]] = []
+    news.heard("t", TOOLS)  # no fleet: nothing to tell
+    news.announced = lambda backend, method: announced.append((backend, method))
+    relisted: list[str] = []
+    with news.hearing("t", relisted.append):
+        news.heard("t", TOOLS)
+        assert news.elsewhere("t", PROMPTS)
+    assert announced == [("t", TOOLS)]
+    assert relisted == [PROMPTS]
+    assert not news.elsewhere("t", TOOLS)
