@@ -7,6 +7,9 @@ reader of Redis cannot take over a session), with a TTL refreshed while the sess
 that opened a session keeps its facts while its copy lives (one entry per session, at most
 MAX_FACTS_BYTES: a larger initialize stays a session of this replica alone) and writes them all again
 when Redis answers after it did not (written meanwhile, or lost with a Redis that restarted empty).
+
+Beside the facts, what the client set since (its log level, its resource subscriptions: session_state.py),
+noted by whichever replica answered it, read back by a replica that takes the session up.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
 from actors.fleet.session_ids import SessionIds
+from actors.fleet.session_state import LEVEL, MAX_KEPT_URIS, SUB, SessionState, change_of
 from actors.fleet.store import FleetStore, StoreUnavailableError
 from actors.identity.principal import Principal
 
@@ -39,7 +43,8 @@ def _who(principal: Principal | None) -> list[str | None] | None:
 class FleetSessions:
     """Owns: the facts of the sessions this replica opened and each known session's last TTL refresh.
     Receives: `mint`, `remember` (an initialize answered), `recall` (an id this replica does not hold),
-        `touch` (each request), `forget` (DELETE), `dropped` (a local copy ended).
+        `note` (a setLevel, subscribe or unsubscribe answered), `touch` (each request), `forget` (DELETE),
+        `dropped` (a local copy ended).
     Sends: commands to the FleetStore.
     Stops when: with the gateway; nothing of its own runs.
     Errors: none raised; Redis being down makes `recall` find nothing and `remember` keep the facts here.
@@ -53,6 +58,7 @@ class FleetSessions:
     end_local: Callable[[str], None] | None = None  # ends this replica's copy of a session (the HTTP side)
     announce_end: Callable[[str], None] | None = None  # tells the other replicas (the relay)
     _refreshed: dict[str, float] = attrs.field(factory=dict)
+    _states: dict[str, SessionState] = attrs.field(factory=dict)  # of sessions with a copy here, once set
 
     def __attrs_post_init__(self) -> None:
         self.store.on_back.append(self.catch_up)
@@ -98,7 +104,44 @@ class FleetSessions:
             return None
         self._refreshed[session_id] = trio.current_time()
         self._local[digest_of(session_id)] = session_id
+        try:
+            fields = await self.store.command(lambda client: client.hgetall(self._state_key(session_id)))
+        except StoreUnavailableError:
+            fields = None  # taken up without what its client set since: better than not at all
+        state = SessionState.of_fields(fields)
+        if state.level is not None or state.uris:
+            self._states[session_id] = state
         return initialize
+
+    def state_of(self, session_id: str) -> SessionState:
+        """What the client of a session with a copy here set since its initialize, as far as known here."""
+        return self._states.get(session_id) or SessionState()
+
+    async def note(self, session_id: str, method: str, params: object) -> None:
+        """A logging/setLevel, resources/subscribe or unsubscribe the session answered with a result: kept
+        for a replica that takes the session up. Nothing for a session the fleet does not hold."""
+        change = change_of(method, params)
+        if change is None or self._local.get(digest_of(session_id)) != session_id:
+            return
+        kind, value = change
+        state = self._states.setdefault(session_id, SessionState())
+        field = LEVEL if kind == "level" else SUB + value.encode()
+        if kind == "level":
+            state.level = value
+        elif kind == "subscribe" and (value in state.uris or len(state.uris) < MAX_KEPT_URIS):
+            state.uris.add(value)
+        elif kind == "unsubscribe":
+            state.uris.discard(value)
+        else:
+            return
+        key, ttl_s = self._state_key(session_id), int(self.settings.session_ttl_s)
+        with contextlib.suppress(StoreUnavailableError):
+            if kind == "unsubscribe":
+                await self.store.command(lambda client: client.hdel(key, [field]))
+            else:
+                stored = value.encode() if kind == "level" else b"1"
+                await self.store.command(lambda client: client.hset(key, {field: stored}))
+            await self.store.command(lambda client: client.expire(key, ttl_s))
 
     async def touch(self, session_id: str) -> None:
         """A request for the session: its facts' TTL refreshed, at most once a quarter of the TTL."""
@@ -108,6 +151,9 @@ class FleetSessions:
         self._refreshed[session_id] = now
         with contextlib.suppress(StoreUnavailableError):
             await self.store.command(lambda client: client.expire(self._key(session_id), int(ttl_s)))
+            if session_id in self._states:
+                state_key = self._state_key(session_id)
+                await self.store.command(lambda client: client.expire(state_key, int(ttl_s)))
 
     async def forget(self, session_id: str) -> None:
         """The client ended the session (DELETE): no replica takes it up again, and every replica's copy
@@ -116,7 +162,8 @@ class FleetSessions:
         if self.announce_end is not None:
             self.announce_end(digest_of(session_id))
         try:
-            await self.store.command(lambda client: client.delete([self._key(session_id)]))
+            keys = [self._key(session_id), self._state_key(session_id)]
+            await self.store.command(lambda client: client.delete(keys))
         except StoreUnavailableError:
             logger.warning(
                 "fleet: a deleted session's facts stay in Redis until their TTL (Redis unavailable)"
@@ -127,6 +174,7 @@ class FleetSessions:
         self._owned.pop(session_id, None)
         self._refreshed.pop(session_id, None)
         self._local.pop(digest_of(session_id), None)
+        self._states.pop(session_id, None)
 
     def ended_elsewhere(self, digest: str) -> None:
         """Another replica's client ended this session: this replica's copy ends too (later requests 404)."""
@@ -145,14 +193,28 @@ class FleetSessions:
             except StoreUnavailableError:
                 return
             written += 1
+        for session_id, state in list(self._states.items()):
+            try:
+                await self._write_state(session_id, state)
+            except StoreUnavailableError:
+                return
         logger.info("fleet: the facts of {} sessions written again", written)
 
     async def _write(self, session_id: str, facts: bytes) -> None:
         ttl_s = int(self.settings.session_ttl_s)
         await self.store.command(lambda client: client.set(self._key(session_id), facts, ex=ttl_s))
 
+    async def _write_state(self, session_id: str, state: SessionState) -> None:
+        fields, key = state.fields(), self._state_key(session_id)
+        if fields:
+            await self.store.command(lambda client: client.hset(key, fields))
+            await self.store.command(lambda client: client.expire(key, int(self.settings.session_ttl_s)))
+
     def _key(self, session_id: str) -> str:
         return f"{self.settings.key_prefix}:session:{digest_of(session_id)}"
+
+    def _state_key(self, session_id: str) -> str:
+        return f"{self.settings.key_prefix}:session-state:{digest_of(session_id)}"
 
 
 def digest_of(session_id: str) -> str:

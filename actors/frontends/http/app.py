@@ -33,6 +33,7 @@ from loguru import logger
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission, client_key
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.fleet_sessions import note_answered
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.param_headers import request_headers
@@ -233,6 +234,7 @@ class HttpApp:
                     [(SESSION_HEADER.encode(), session_id.encode())] if message.method == "initialize" else []
                 )
                 await self._answer(session_id, entry, stream, message, extra, receive, send)
+                await note_answered(self.sessions.fleet, session_id, message, stream)
         finally:
             self.sessions.leave(entry)
 

@@ -1,0 +1,102 @@
+"""What a legacy session's client set after initialize survives its take-up by another replica: the log level
+(logging/setLevel) and the resource subscriptions, kept in Redis beside the session's facts and asked again
+by the replica that takes the session up (official SDK client over real HTTP, two replicas, one real
+redis-server; a client-side balancer moves the session's requests from one replica to the other)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+from fleet_support import RedisServer, replica_config
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from support import DEADLINE_S, Notifications, running
+
+from actors.gateway import Gateway
+
+UPDATED = "notifications/resources/updated"
+README = "test://t/readme"
+
+
+class Switch(httpx2.AsyncBaseTransport):
+    """A balancer the test moves: every request goes to the port set now."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.url = request.url.copy_with(port=self.port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def port_of(gateway: Gateway) -> int:
+    assert gateway.http_url is not None
+    return httpx2.URL(gateway.http_url).port or 80
+
+
+async def test_a_session_taken_up_by_another_replica_keeps_its_log_level_and_subscriptions(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+    ):
+        assert alpha.http_url is not None
+        logged: list[Any] = []
+        notifications = Notifications()
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logged.append(params.data)
+
+        switch = Switch(port_of(alpha))
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(transport=switch, timeout=DEADLINE_S) as http,
+                Client(
+                    streamable_http_client(alpha.http_url, http_client=http),
+                    mode="legacy",
+                    logging_callback=on_log,
+                    message_handler=notifications.handle,
+                ) as client,
+            ):
+                await client.set_logging_level("error")
+                await client.subscribe_resource(README)
+                switch.port = port_of(beta)  # from here on beta serves the session: it takes it up
+                await client.call_tool("log", {"level": "info", "data": "below the level set"})
+                await client.call_tool("log", {"level": "error", "data": "at the level set"})
+                await client.call_tool("log", {"level": "critical", "data": "above it"})
+                await notifications.wait_for("notifications/message", 2)  # on the GET stream, maybe
+                assert logged == ["at the level set", "above it"]
+                touched = await client.call_tool("touch", {"uri": README})
+                assert touched.structured_content == {"notified": True}  # beta's backend was subscribed
+                await notifications.wait_for(UPDATED, 1)
+                held = [list(g.http_listener._sessions) for g in (alpha, beta)]  # type: ignore[union-attr]
+                assert held[0] == held[1] and len(held[0]) == 1  # one session, taken up by beta
+
+
+async def test_an_unsubscribe_on_one_replica_is_not_subscribed_again_at_a_take_up(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+    ):
+        assert alpha.http_url is not None
+        switch = Switch(port_of(alpha))
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(transport=switch, timeout=DEADLINE_S) as http,
+                Client(streamable_http_client(alpha.http_url, http_client=http), mode="legacy") as client,
+            ):
+                await client.subscribe_resource(README)
+                await client.unsubscribe_resource(README)
+                switch.port = port_of(beta)
+                touched = await client.call_tool("touch", {"uri": README})
+                assert touched.structured_content == {"notified": False}  # beta's backend: nobody subscribed
