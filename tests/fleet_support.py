@@ -9,11 +9,13 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, Final
 
 import httpx2
-from support import INITIALIZE, backend_entry, toml_value, with_http, write_config
+from support import INITIALIZE, backend_entry, running, toml_value, with_http, write_config
 
 
 class ServerStartError(Exception):
@@ -115,6 +117,27 @@ class RoundRobin(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class Switch(httpx2.AsyncBaseTransport):
+    """A balancer the test moves: every request goes to the port set now."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.url = request.url.copy_with(port=self.port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def port_of(gateway: Any) -> int:
+    """The port of a running gateway's [http] listener."""
+    assert gateway.http_url is not None
+    return httpx2.URL(gateway.http_url).port or 80
+
+
 HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -124,6 +147,16 @@ def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) 
     folder.mkdir(exist_ok=True)
     config = with_http(write_config(folder / "g.toml", [backend_entry("t", "--resources")]), **http)
     return with_fleet(config, redis.url, replica)
+
+
+@asynccontextmanager
+async def two_replicas(folder: Path, redis: RedisServer) -> AsyncIterator[tuple[Any, Any]]:
+    """Two running gateways, "alpha" and "beta", of `replica_config` sharing `redis`."""
+    async with (
+        running(replica_config(folder / "a", redis, "alpha")) as alpha,
+        running(replica_config(folder / "b", redis, "beta")) as beta,
+    ):
+        yield alpha, beta
 
 
 async def open_on(http: httpx2.AsyncClient, url: str, token: dict[str, str] | None = None) -> str:

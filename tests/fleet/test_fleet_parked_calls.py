@@ -11,13 +11,12 @@ from typing import Any, Final
 import httpx2
 import mcp_types as types
 import trio
-from fleet_support import HEADERS, RedisServer, replica_config
+from fleet_support import HEADERS, RedisServer, port_of, replica_config
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, running
 
-from actors.gateway import Gateway
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 
 MODERN: Final = "2026-07-28"
@@ -48,11 +47,6 @@ class RetriesElsewhere(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-def port_of(gateway: Gateway) -> int:
-    assert gateway.http_url is not None
-    return httpx2.URL(gateway.http_url).port or 80
 
 
 async def ada(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -10,44 +10,19 @@ from typing import Any
 
 import httpx2
 import trio
-from fleet_support import RedisServer, replica_config
+from fleet_support import RedisServer, Switch, port_of, two_replicas
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
-from support import DEADLINE_S, Notifications, running
-
-from actors.gateway import Gateway
+from support import DEADLINE_S, Notifications
 
 UPDATED = "notifications/resources/updated"
 README = "test://t/readme"
 
 
-class Switch(httpx2.AsyncBaseTransport):
-    """A balancer the test moves: every request goes to the port set now."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.inner = httpx2.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        request.url = request.url.copy_with(port=self.port)
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def port_of(gateway: Gateway) -> int:
-    assert gateway.http_url is not None
-    return httpx2.URL(gateway.http_url).port or 80
-
-
 async def test_a_session_taken_up_by_another_replica_keeps_its_log_level_and_subscriptions(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    async with (
-        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
-        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
-    ):
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
         assert alpha.http_url is not None
         logged: list[Any] = []
         notifications = Notifications()
@@ -84,10 +59,7 @@ async def test_a_session_taken_up_by_another_replica_keeps_its_log_level_and_sub
 async def test_an_unsubscribe_on_one_replica_is_not_subscribed_again_at_a_take_up(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    async with (
-        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
-        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
-    ):
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
         assert alpha.http_url is not None
         switch = Switch(port_of(alpha))
         with trio.fail_after(DEADLINE_S):

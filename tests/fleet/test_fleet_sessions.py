@@ -4,8 +4,6 @@ id is sealed and names its owner; a tampered or foreign id is 404."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
@@ -13,28 +11,21 @@ import httpx2
 import jwt
 import pytest
 import trio
-from fleet_support import HEADERS, RedisServer, RoundRobin, echo, open_on, replica_config
+from fleet_support import (
+    HEADERS,
+    RedisServer,
+    RoundRobin,
+    echo,
+    open_on,
+    port_of,
+    replica_config,
+    two_replicas,
+)
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, running
 
-from actors.gateway import Gateway
-
 SECRET: Final = "a-fleet-test-secret-of-at-least-32-bytes"
-
-
-@asynccontextmanager
-async def two_replicas(tmp_path: Path, redis: RedisServer) -> AsyncIterator[tuple[Gateway, Gateway]]:
-    async with (
-        running(replica_config(tmp_path / "a", redis, "alpha")) as alpha,
-        running(replica_config(tmp_path / "b", redis, "beta")) as beta,
-    ):
-        yield alpha, beta
-
-
-def port_of(gateway: Gateway) -> int:
-    assert gateway.http_url is not None
-    return httpx2.URL(gateway.http_url).port or 80
 
 
 async def test_sdk_client_session_served_by_whichever_replica_a_request_lands_on(
