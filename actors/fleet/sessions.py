@@ -144,16 +144,16 @@ class FleetSessions:
             await self.store.command(lambda client: client.expire(key, ttl_s))
 
     async def touch(self, session_id: str) -> None:
-        """A request for the session: its facts' TTL refreshed, at most once a quarter of the TTL."""
+        """A request for the session: the TTL of its facts and state refreshed, once a quarter of the TTL."""
         now, ttl_s = trio.current_time(), self.settings.session_ttl_s
         if now - self._refreshed.get(session_id, now) < ttl_s / REFRESH_SHARE:
             return
         self._refreshed[session_id] = now
         with contextlib.suppress(StoreUnavailableError):
             await self.store.command(lambda client: client.expire(self._key(session_id), int(ttl_s)))
-            if session_id in self._states:
-                state_key = self._state_key(session_id)
-                await self.store.command(lambda client: client.expire(state_key, int(ttl_s)))
+            # the level and subscriptions too, though another replica noted them (none: a no-op)
+            state_key = self._state_key(session_id)
+            await self.store.command(lambda client: client.expire(state_key, int(ttl_s)))
 
     async def forget(self, session_id: str) -> None:
         """The client ended the session (DELETE): no replica takes it up again, and every replica's copy

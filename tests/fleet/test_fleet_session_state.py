@@ -8,12 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import coredis
 import httpx2
 import trio
 from fleet_support import RedisServer, Switch, port_of, two_replicas
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, Notifications
+
+from actors.fleet.sessions import digest_of
 
 UPDATED = "notifications/resources/updated"
 README = "test://t/readme"
@@ -72,3 +75,30 @@ async def test_an_unsubscribe_on_one_replica_is_not_subscribed_again_at_a_take_u
                 switch.port = port_of(beta)
                 touched = await client.call_tool("touch", {"uri": README})
                 assert touched.structured_content == {"notified": False}  # beta's backend: nobody subscribed
+
+
+async def test_a_replica_using_a_session_keeps_alive_the_level_another_replica_noted(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
+        assert alpha.http_url is not None and alpha.fleet is not None
+        switch = Switch(port_of(alpha))
+        redis = coredis.Redis.from_url(
+            redis_server.url, connect_timeout=DEADLINE_S, stream_timeout=DEADLINE_S
+        )
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                redis,
+                httpx2.AsyncClient(transport=switch, timeout=DEADLINE_S) as http,
+                Client(streamable_http_client(alpha.http_url, http_client=http), mode="legacy") as client,
+            ):
+                switch.port = port_of(beta)
+                await client.set_logging_level("error")  # noted by beta, which took the session up
+                (session_id,) = alpha.http_listener._sessions  # type: ignore[union-attr]
+                state_key = f"mcp-gateway:session-state:{digest_of(session_id)}"
+                assert await redis.hgetall(state_key) == {b"level": b"error"}
+                await redis.expire(state_key, 20)
+                switch.port = port_of(alpha)
+                alpha.fleet.sessions._refreshed[session_id] = trio.current_time() - 3600  # due a refresh
+                await client.list_tools()
+                assert await redis.ttl(state_key) > 20  # refreshed by alpha, which never noted it
