@@ -164,6 +164,8 @@ class Gateway:
             expose_stderr=settings.expose_backend_stderr,
         )
         self.tracing = open_tracing(config) if self.traced else None  # ended (flushed) with the run
+        if self.tracing is not None:  # its duration histograms on /metrics too
+            self.meters.durations = (self.tracing.server_durations, self.tracing.client_durations)
         try:
             async with trio.open_nursery() as root:
                 hangup = partial(root.start_soon, self.reload, "SIGHUP")

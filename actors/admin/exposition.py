@@ -20,6 +20,8 @@ library's process collector (CPU, memory, open files). Nothing is pushed to prom
     mcp_gateway_jwks_fetches_total{frontend,issuer}              key sets fetched from a trusted issuer
     mcp_gateway_jwks_fetch_failures_total{frontend,issuer}       fetches that failed (the last good set kept)
     mcp_gateway_jwks_keys{frontend,issuer}                       keys held now (0: none fetched yet)
+    mcp_server_operation_duration_seconds{mcp_method_name,error_type}  with tracing on: a client's request
+    mcp_client_operation_duration_seconds{mcp_method_name,error_type}  with tracing on: one hop
 
 Every label takes values from a bounded set (telemetry/meters.py): `code` is a code the gateway knows or
 "other", `tool` one of at most MAX_TOOLS_PER_BACKEND names per backend or "(other)"; a decision's `method` is
@@ -28,7 +30,7 @@ one of policy/gate.py's METHODS or "other" (never a principal or a tool: those a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, ProcessCollector, generate_latest
@@ -54,6 +56,7 @@ class GatewayCollector(Collector):
         yield from self._backends()
         yield from self._frontends()
         yield from self._guards()
+        yield from self._operations()
         ready = GaugeMetricFamily("mcp_gateway_ready", "1 when the gateway is ready (as /readyz)")
         ready.add_metric([], 1.0 if self.model.readiness()[0] else 0.0)
         yield ready
@@ -145,6 +148,23 @@ class GatewayCollector(Collector):
             yield from (refusals, admitted)
 
 
+    def _operations(self) -> Iterator[Metric]:
+        """With tracing on, the MCP semantic conventions' duration histograms, as the OTLP export has them:
+        mcp_server_operation_duration_seconds and mcp_client_operation_duration_seconds."""
+        for durations in self.model.meters.durations:
+            name = durations.name.replace(".", "_").removesuffix("_duration") + "_duration_seconds"
+            family = HistogramMetricFamily(
+                name, durations.description, labels=["mcp_method_name", "error_type"]
+            )
+            for labels, _count, total, buckets in durations.snapshot():
+                family.add_metric(
+                    [labels["mcp.method.name"], labels.get("error.type", "")],
+                    _cumulative_counts(buckets, durations.bounds_s),
+                    total,
+                )
+            yield family
+
+
 def _rows(meter: BackendMeter) -> Iterator[tuple[str, str, CallStats]]:
     """(method, tool, stats) of each tool called and each other method: tool is "" for the others."""
     for tool, stats in meter.tools.items():
@@ -154,10 +174,14 @@ def _rows(meter: BackendMeter) -> Iterator[tuple[str, str, CallStats]]:
 
 
 def _cumulative(stats: CallStats) -> list[tuple[str, float]]:
+    return _cumulative_counts(stats.buckets, LATENCY_BUCKETS_S)
+
+
+def _cumulative_counts(counts: Sequence[int], bounds_s: Sequence[float]) -> list[tuple[str, float]]:
     """The buckets as Prometheus wants them: cumulative, each named by its upper bound, +Inf last."""
-    bounds = [*(repr(bound) for bound in LATENCY_BUCKETS_S), "+Inf"]
+    bounds = [*(repr(bound) for bound in bounds_s), "+Inf"]
     total, buckets = 0, []
-    for bound, count in zip(bounds, stats.buckets, strict=True):
+    for bound, count in zip(bounds, counts, strict=True):
         total += count
         buckets.append((bound, float(total)))
     return buckets

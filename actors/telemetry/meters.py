@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Collection
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -25,6 +25,9 @@ from actors.policy import PolicyGate
 from actors.protocol import errors
 from actors.protocol.envelopes import Call
 from actors.protocol.messages import RpcError
+
+if TYPE_CHECKING:  # a gateway that does not trace imports no tracing module
+    from actors.telemetry.tracing_durations import Durations
 
 # Upper bounds of the latency buckets, in seconds: a local tool answers in a millisecond, a remote one may
 # take a minute (the default request_timeout_s is 60).
@@ -190,6 +193,8 @@ class Meters:
         self.frontends: dict[str, Traffic] = {}
         self.policy: PolicyGate | None = None  # its decisions by (method, allow|deny): counted there
         self.limiter: Limiter | None = None  # its admissions and refusals by kind: counted there
+        # with tracing on: mcp.server.operation.duration and mcp.client.operation.duration, also on /metrics
+        self.durations: tuple[Durations, ...] = ()
 
     def backend(self, name: str) -> BackendMeter:
         meter = self.backends.get(name)

@@ -1,9 +1,9 @@
 """The MCP duration histograms: mcp.server.operation.duration (a client's request, as the gateway served
 it) and mcp.client.operation.duration (one hop to a backend, or a backend's request relayed to a client).
 
-Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded and read by the export
-thread alone (tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing
-for them. A method name is the
+Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded by the export thread
+(tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing for them,
+and read by it and by the admin listener's /metrics (a lock between the two). A method name is the
 client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
 cannot grow the table.
 """
@@ -11,6 +11,7 @@ cannot grow the table.
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 from typing import Any, Final
 
@@ -26,9 +27,15 @@ class Durations:
     def __init__(self, name: str, description: str) -> None:
         self.name, self.description = name, description
         self.start_ns = time.time_ns()
+        self.bounds_s = BOUNDS_S
         self._series: dict[tuple[str, str | None], list[Any]] = {}
+        self._lock = threading.Lock()  # the export thread records; /metrics reads from the event loop
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
+        with self._lock:
+            self._record(method, error, seconds)
+
+    def _record(self, method: str, error: str | None, seconds: float) -> None:
         key = (method, error)
         series = self._series.get(key)
         if series is None:
@@ -42,7 +49,8 @@ class Durations:
 
     def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
         """Each series' attributes, count, sum and bucket counts, as they are now."""
-        items = [(key, series[0], list(series[1])) for key, series in self._series.items()]
+        with self._lock:
+            items = [(key, series[0], list(series[1])) for key, series in self._series.items()]
         points = []
         for (method, error), total, buckets in items:
             count = sum(buckets)

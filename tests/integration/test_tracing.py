@@ -13,6 +13,7 @@ import httpx2
 import orjson
 import pytest
 import trio
+from admin_support import sample
 from mcp import MCPError
 from mcp.types import ElicitResult
 from otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
@@ -207,6 +208,26 @@ async def test_a_websocket_request_names_its_transport_and_what_the_gateway_deci
             ("mcp.gateway.policy_denied", {"rule": "no adding", "reason": denied.events[0][1]["reason"]}),
         )
         assert denied.attributes["error.type"] == "-32602"
+
+
+async def test_the_mcp_duration_histograms_are_on_metrics_beside_the_gateways_own(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        async with running(network_config(tmp_path, receiver, "[admin]\nport = 0\n")) as gateway:
+            assert gateway.websocket_url is not None and gateway.admin is not None
+            async with websocket_client(gateway.websocket_url) as client:
+                assert (await client.call_tool("echo", {"text": "a"})).content[0].text == "a"  # type: ignore[union-attr]
+                with pytest.raises(MCPError):
+                    await client.call_tool("nope", {})
+            await wait_for(  # exported: so counted (the export thread counts a span, then sends it)
+                receiver, (GATEWAY, "tools/call echo", CLIENT), (GATEWAY, "tools/call nope", SERVER)
+            )
+            async with httpx2.AsyncClient() as http:
+                metrics = (await http.get(gateway.admin.listener.url + "/metrics")).text
+    server, client_hops = "mcp_server_operation_duration_seconds", "mcp_client_operation_duration_seconds"
+    assert sample(metrics, f"{server}_count", mcp_method_name="tools/call", error_type="") == 1
+    assert sample(metrics, f"{server}_count", mcp_method_name="tools/call", error_type="-32602") == 1
+    assert sample(metrics, f"{client_hops}_count", mcp_method_name="tools/call", error_type="") == 1
+    assert sample(metrics, "mcp_gateway_calls_total", tool="echo") == 1  # beside the gateway's own
 
 
 async def test_a_call_whose_backend_dies_ends_its_hop_with_the_backend_down_event(tmp_path: Path) -> None:
