@@ -225,6 +225,9 @@ class BackendLink:
             except MessageError as exc:
                 self.drop(f"dropped a frame that is not JSON-RPC ({clip(str(exc))}): {shown(frame)}")
                 continue
+            if type(message) is Response:  # an answer, nearly every frame: what _dispatch does with it
+                self._settle(message.id, Reply(result=message.result), nursery)
+                continue
             self._dispatch_any(message, nursery)
 
     def _dispatch_any(self, message: Message, nursery: trio.Nursery) -> None:

@@ -7,7 +7,10 @@ wrapper borrows the FdStream's file descriptor (already non-blocking) for the fa
 still owns the descriptor and closes it, which wakes a waiting reader here too (trio notifies by fd).
 Cancellation is still honoured at every call (checkpoint_if_cancelled). A reader that never has to wait
 (a peer that writes faster than we read, or an endless line from /dev/zero being skipped) yields every
-READS_PER_YIELD reads, so signals, timeouts and other tasks still get their turn.
+READS_PER_YIELD reads, so signals, timeouts and other tasks still get their turn. A read of a pipe that
+got fewer bytes than it asked for took all the pipe held: the next read waits for readiness first instead
+of finding the pipe empty: a failed read and its exception saved per message (docs/performance.md, issue
+#27).
 
 `send_whole_nowait` is the one synchronous write: it writes a small frame to a pipe whole or not at all. A
 write of at most PIPE_BUF bytes to a pipe is atomic (POSIX), so when the pipe is full nothing of it is
@@ -36,21 +39,30 @@ class PipeStream(trio.abc.HalfCloseableStream):
         # read without a method call on every read and write. A unit test holds it to fileno().
         self._fd = pipe._fd_holder
         self._reads_without_wait = 0
+        self._drained = False  # the last read of this pipe took all it held (fewer bytes than asked for)
         try:
             self._atomic = stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
         except OSError:
             self._atomic = False
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        self._reads_without_wait += 1
-        if self._reads_without_wait >= READS_PER_YIELD:
+        size = max_bytes or READ_SIZE
+        if self._drained and self._fd.fd >= 0:
+            self._drained = False  # the last read emptied the pipe: a read now would find nothing
             self._reads_without_wait = 0
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.wait_readable(self._fd.fd)
         else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+            self._reads_without_wait += 1
+            if self._reads_without_wait >= READS_PER_YIELD:
+                self._reads_without_wait = 0
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
-                return os.read(self._fd.fd, max_bytes or READ_SIZE)
+                data = os.read(self._fd.fd, size)
+                self._drained = self._atomic and 0 < len(data) < size  # a pipe gives all it holds
+                return data
             except BlockingIOError:
                 self._reads_without_wait = 0
                 await trio.lowlevel.wait_readable(self._fd.fd)

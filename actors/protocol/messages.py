@@ -71,4 +71,7 @@ Message = Request | Notification | Response | ErrorResponse | Batch
 
 def is_id(value: object) -> bool:
     """A JSON-RPC id: a string or an integer (bool is an int in Python; MCP forbids null)."""
+    kind = type(value)
+    if kind is int or kind is str:  # what a decoded id is: no isinstance chain on every message
+        return True
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

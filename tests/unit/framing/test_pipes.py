@@ -99,3 +99,73 @@ async def test_the_descriptor_a_pipe_stream_reads_is_its_fd_streams_even_once_cl
     await stream.aclose()
     assert stream._fd.fd == stream._pipe.fileno() == -1
     os.close(read_end)
+
+
+def _reading_pipe() -> tuple[PipeStream, int]:
+    """A PipeStream over a pipe's read end, and the write end."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    return PipeStream(trio.lowlevel.FdStream(read_end)), write_end
+
+
+async def test_a_read_after_one_that_emptied_the_pipe_waits_before_trying_the_pipe(monkeypatch) -> None:
+    stream, write_end = _reading_pipe()
+    os.write(write_end, b"a\n")
+    assert await stream.receive_some() == b"a\n"  # fewer bytes than asked for: the pipe is empty now
+    reads: list[int] = []
+    real_read = os.read
+
+    def counted_read(fd: int, size: int) -> bytes:
+        reads.append(fd)
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "read", counted_read)
+    async with trio.open_nursery() as nursery:
+        received: list[bytes] = []
+
+        async def receive() -> None:
+            received.append(await stream.receive_some())
+
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        assert reads == []  # waiting for the pipe, not a read that finds it empty
+        os.write(write_end, b"b\n")
+    assert received == [b"b\n"]
+    assert len(reads) == 1
+    await stream.aclose()
+    os.close(write_end)
+
+
+async def test_a_read_that_filled_its_buffer_reads_again_at_once() -> None:
+    stream, write_end = _reading_pipe()
+    os.write(write_end, b"x" * 10)
+    assert await stream.receive_some(4) == b"xxxx"  # as many as asked for: more may be there
+    assert await stream.receive_some(4) == b"xxxx"
+    assert await stream.receive_some(4) == b"xx"
+    os.close(write_end)
+    assert await stream.receive_some(4) == b""  # the end of the stream, after the wait
+    await stream.aclose()
+
+
+async def test_closing_a_pipe_wakes_its_reader_waiting_after_it_emptied_the_pipe() -> None:
+    stream, write_end = _reading_pipe()
+    os.write(write_end, b"a\n")
+    assert await stream.receive_some() == b"a\n"
+    outcomes: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_record_closed_read, stream, outcomes)
+        await trio.testing.wait_all_tasks_blocked()
+        await stream.aclose()
+    assert outcomes == [True]  # the waiting reader was told the pipe was closed
+    await _record_closed_read(stream, outcomes)
+    assert outcomes == [True, True]  # and so is a read after that
+    os.close(write_end)
+
+
+async def _record_closed_read(stream: PipeStream, outcomes: list[bool]) -> None:
+    try:
+        await stream.receive_some()
+    except trio.ClosedResourceError:
+        outcomes.append(True)
+        return
+    outcomes.append(False)
