@@ -56,7 +56,7 @@ class SentinelSetup:
     """A primary, its replica and a sentinel; `url` is the fleet's redis+sentinel:// URL."""
 
     def __init__(self, binary: str, folder: Path) -> None:
-        self.primary = RedisServer(binary, folder / "primary")
+        self.primary = RedisServer(binary, folder / "primary", ("--repl-diskless-sync-delay", "0"))
         self.replica = RedisServer(
             binary, folder / "replica", ("--replicaof", "127.0.0.1", str(self.primary.port))
         )
@@ -82,6 +82,10 @@ class SentinelSetup:
             lambda: "master_link_status:up" in redis_cli(self.replica.port, "info", "replication"),
         )
         self.sentinel.start()
+
+    def wait_replica_known(self) -> None:
+        """Until the sentinel lists the replica (from the primary's INFO, polled every few seconds): a
+        failover needs it. Only the failover tests wait for it."""
         _until(
             "sentinel knows the replica",
             lambda: str(self.replica.port) in redis_cli(self.sentinel.port, "sentinel", "replicas", SERVICE),

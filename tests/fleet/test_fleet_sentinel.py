@@ -55,6 +55,7 @@ async def test_after_a_failover_the_fleet_writes_to_the_promoted_primary(
     ):
         assert alpha.http_url and beta.http_url and alpha.fleet and beta.fleet
         before = await open_on(http, alpha.http_url)
+        await trio.to_thread.run_sync(redis_sentinel.wait_replica_known)  # or no failover can happen
         old_port = redis_sentinel.primary.port
         redis_sentinel.primary.stop()  # killed: the sentinel sees it down after 500 ms and promotes
         with trio.fail_after(DEADLINE_S):
