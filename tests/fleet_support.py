@@ -12,7 +12,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Protocol
 
 import httpx2
 from support import INITIALIZE, backend_entry, running, toml_value, with_http, write_config
@@ -33,8 +33,10 @@ class RedisServer:
     """A redis-server on a free loopback port, nothing saved to disk; stop() and start() again on the same
     port (for the tests of a Redis that goes away and comes back)."""
 
-    def __init__(self, binary: str, folder: Path) -> None:
-        self.binary, self.folder, self.port = binary, folder, free_port()
+    ready_line: bytes = b"Ready to accept connections"  # its log line once it serves
+
+    def __init__(self, binary: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
+        self.binary, self.folder, self.port, self.extra = binary, folder, free_port(), extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +45,19 @@ class RedisServer:
 
     def start(self) -> None:
         """Start it and return once it says it accepts connections (its own log line, read as it comes)."""
-        argv = [
+        self.process = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self.process.stdout is not None
+        seen = []
+        for line in self.process.stdout:  # ends when it exits; a redis that neither starts nor exits hangs
+            seen.append(line.decode(errors="replace").strip())
+            if self.ready_line in line:
+                threading.Thread(target=self._drain, args=(self.process.stdout,), daemon=True).start()
+                return
+        code = self.process.wait()
+        raise ServerStartError(f"redis-server exited {code} on port {self.port}: {seen[-3:]}")
+
+    def argv(self) -> list[str]:
+        return [
             self.binary,
             "--port",
             str(self.port),
@@ -57,17 +71,8 @@ class RedisServer:
             str(self.folder),
             "--loglevel",
             "notice",
+            *self.extra,
         ]
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert self.process.stdout is not None
-        seen = []
-        for line in self.process.stdout:  # ends when it exits; a redis that neither starts nor exits hangs
-            seen.append(line.decode(errors="replace").strip())
-            if b"Ready to accept connections" in line:
-                threading.Thread(target=self._drain, args=(self.process.stdout,), daemon=True).start()
-                return
-        code = self.process.wait()
-        raise ServerStartError(f"redis-server exited {code} on port {self.port}: {seen[-3:]}")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -141,7 +146,14 @@ def port_of(gateway: Any) -> int:
 HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) -> Path:
+class RedisLike(Protocol):
+    """A Redis the replicas share: one server, a Sentinel service or a Cluster (tests/redis_topologies.py)."""
+
+    @property
+    def url(self) -> str: ...
+
+
+def replica_config(folder: Path, redis: RedisLike, replica: str, **http: Any) -> Path:
     """A replica's config: the test backend (with resources), an [http] listener (`http`: its keys) and
     [fleet]."""
     folder.mkdir(exist_ok=True)
@@ -150,7 +162,7 @@ def replica_config(folder: Path, redis: RedisServer, replica: str, **http: Any) 
 
 
 @asynccontextmanager
-async def two_replicas(folder: Path, redis: RedisServer) -> AsyncIterator[tuple[Any, Any]]:
+async def two_replicas(folder: Path, redis: RedisLike) -> AsyncIterator[tuple[Any, Any]]:
     """Two running gateways, "alpha" and "beta", of `replica_config` sharing `redis`."""
     async with (
         running(replica_config(folder / "a", redis, "alpha")) as alpha,

@@ -1,10 +1,11 @@
 """[fleet]: several gateway replicas behind one load balancer, sharing sessions through Redis.
 
 Without a [fleet] table nothing changes and nothing of actors.fleet (nor coredis) is imported. The table
-names where the secrets come from, never the secrets: the Redis URL (it may hold a password) from
-`redis_url` or the variable `redis_url_env`; the fleet keys (AES-256-GCM, 32 bytes each) from the variable
-`keys_env` or the file `keys_file`, as a list where the first seals and every one opens (rotation: add the
-new key first, remove the old one once nothing it sealed is alive). resolve_fleet.py reads them.
+names where the secrets come from, never the secrets: the Redis URL (it may hold a password; one Redis, a
+Sentinel service or a Cluster: redis_target.py) from `redis_url` or the variable `redis_url_env`; the fleet
+keys (AES-256-GCM, 32 bytes each) from the variable `keys_env` or the file `keys_file`, as a list where the
+first seals and every one opens (rotation: add the new key first, remove the old one once nothing it sealed
+is alive). resolve_fleet.py reads them.
 """
 
 from __future__ import annotations
@@ -17,20 +18,24 @@ import attrs
 from attrs.validators import optional
 
 from actors.config.checks import at_least, environment_name, positive, rule
+from actors.config.redis_target import parse_redis_target
 
 REPLICA_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 KEY_BYTES: Final = 32  # AES-256-GCM
 MAX_KEYS: Final = 8  # a rotation needs two; more is a list nobody prunes
-REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 replica_name: Final = rule(
     lambda value: value is None or REPLICA_NAME.fullmatch(value) is not None,
     "must be 1 to 32 letters, digits, '_', '.' or '-'",
 )
-redis_url: Final = rule(
-    lambda value: value is None or value.startswith(REDIS_SCHEMES),
-    "must start with redis://, rediss:// or unix://",
-)
+
+
+def redis_url(_instance: object, _attribute: object, value: str | None) -> None:
+    """One Redis, a Sentinel service or a Cluster (redis_target.py): a bad URL's reason, never the URL."""
+    if value is not None:
+        parse_redis_target(value)
+
+
 http_url: Final = rule(
     lambda value: value is None or (value.startswith(("http://", "https://")) and len(value) <= 2048),
     "must be an http:// or https:// URL",

@@ -14,6 +14,7 @@ from actors.config.commands import shown_path
 from actors.config.errors import Problem
 from actors.config.fleet_schema import KEY_BYTES, MAX_KEYS, REPLICA_NAME, FleetSettings, FleetTable
 from actors.config.fleet_schema import redis_url as redis_url_rule
+from actors.config.redis_target import parse_redis_target
 
 KEYS_FORMAT = f"{KEY_BYTES} bytes as base64url (43 characters) or hex (64)"
 
@@ -30,12 +31,18 @@ def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> F
         redis_url=url,
         replica=replica,
         keys=keys,
-        key_prefix=table.key_prefix,
+        key_prefix=_hash_tagged(table.key_prefix, url),
         advertise_url=table.advertise_url,
         session_ttl_s=table.session_ttl_s,
         redis_timeout_s=table.redis_timeout_s,
         secret_variables=frozenset(secrets),
     )
+
+
+def _hash_tagged(prefix: str, url: str) -> str:
+    """Under a Redis Cluster, `{prefix}`: each key's hash slot is the prefix's, so the fleet's multi-key
+    scripts (and every key) live on one node."""
+    return f"{{{prefix}}}" if parse_redis_target(url).kind == "cluster" else prefix
 
 
 def _redis_url(table: FleetTable, problems: list[Problem]) -> str | None:

@@ -18,6 +18,7 @@ import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.redis_client import open_redis
 
 CHECK_UP_S: Final = 1.0  # a ping while Redis answers: notices a loss (or a restart, empty) between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
@@ -71,13 +72,7 @@ class FleetStore:
     ) -> None:
         """The link, open until cancelled; `users` (started in a nursery inside it, with the watcher) end
         before the link closes, so a pub/sub connection is closed while its pool still exists."""
-        timeout_s = self.settings.redis_timeout_s
-        import coredis  # the `fleet` extra
-
-        client = coredis.Redis.from_url(
-            self.settings.redis_url, connect_timeout=timeout_s, stream_timeout=timeout_s
-        )
-        async with client:
+        async with open_redis(self.settings) as client:
             self._client = client
             await self._check(mark=True)
             if self.available:

@@ -13,6 +13,7 @@ from typing import Final
 
 import pytest
 from fleet_support import PostgresServer, RedisServer, ServerStartError
+from redis_topologies import ClusterSetup, SentinelSetup
 from support import ROOT
 
 SETUP: Final = ROOT / "scripts" / "setup-fleet"
@@ -58,7 +59,7 @@ def redis_binary() -> str:
     return found
 
 
-def _serving(server: RedisServer | PostgresServer) -> Iterator[None]:
+def _serving(server: RedisServer | PostgresServer | SentinelSetup | ClusterSetup) -> Iterator[None]:
     """`server` started (a start that fails fails the test) and stopped after."""
     try:
         server.start()
@@ -87,3 +88,19 @@ def postgres_server(redis_binary: str) -> Iterator[PostgresServer]:
     server = PostgresServer(found[-1].parent)
     for _ in _serving(server):
         yield server
+
+
+@pytest.fixture
+def redis_sentinel(redis_binary: str, tmp_path: Path) -> Iterator[SentinelSetup]:
+    """A Sentinel service of real processes (primary, replica, sentinel) for one test, killed after it."""
+    setup = SentinelSetup(redis_binary, tmp_path)
+    for _ in _serving(setup):
+        yield setup
+
+
+@pytest.fixture
+def redis_cluster(redis_binary: str, tmp_path: Path) -> Iterator[ClusterSetup]:
+    """A 3-node Redis Cluster of real processes for one test, killed after it."""
+    setup = ClusterSetup(redis_binary, tmp_path)
+    for _ in _serving(setup):
+        yield setup

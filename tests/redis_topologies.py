@@ -1,0 +1,150 @@
+"""Redis set up as operators run it for a fleet, from real redis-server processes: a Sentinel service (a
+primary, a replica, one sentinel) and a 3-node Redis Cluster. Each has the `url` a [fleet] table names."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Final
+
+from fleet_support import RedisServer, ServerStartError, free_port
+
+SERVICE: Final = "fleet-primary"
+READY_S: Final = 15.0  # a cluster agreeing on its slots, a sentinel seeing the replica
+
+
+def redis_cli(port: int, *command: str) -> str:
+    """One command by redis-cli (the distribution's, beside redis-server), its answer as text."""
+    cli = shutil.which("redis-cli") or "redis-cli"
+    done = subprocess.run(
+        [cli, "-h", "127.0.0.1", "-p", str(port), *command], capture_output=True, text=True, timeout=10
+    )
+    return done.stdout + done.stderr
+
+
+def _until(what: str, passes: object) -> None:
+    """Poll `passes()` (an outside process's state: nothing to wait on but its answers) up to READY_S."""
+    deadline = time.monotonic() + READY_S
+    while not passes():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise ServerStartError(f"not ready within {READY_S}s: {what}")
+        time.sleep(0.05)
+
+
+class SentinelServer(RedisServer):
+    """redis-server in sentinel mode, watching `primary` as SERVICE (quorum 1, a failover within seconds)."""
+
+    ready_line = b"+monitor master"  # a sentinel never says "Ready to accept connections"
+
+    def __init__(self, binary: str, folder: Path, primary: RedisServer) -> None:
+        super().__init__(binary, folder)
+        self.conf = folder / f"sentinel-{self.port}.conf"
+        self.conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {folder}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {primary.port} 1\n"
+            f"sentinel down-after-milliseconds {SERVICE} 500\n"
+            f"sentinel failover-timeout {SERVICE} 3000\n"
+        )
+
+    def argv(self) -> list[str]:
+        return [self.binary, str(self.conf), "--sentinel"]
+
+
+class SentinelSetup:
+    """A primary, its replica and a sentinel; `url` is the fleet's redis+sentinel:// URL."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.primary = RedisServer(binary, folder / "primary", ("--repl-diskless-sync-delay", "0"))
+        self.replica = RedisServer(
+            binary, folder / "replica", ("--replicaof", "127.0.0.1", str(self.primary.port))
+        )
+        self.sentinel = SentinelServer(binary, folder, self.primary)
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{SERVICE}/0"
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        for server in (self.primary, self.replica):
+            server.folder.mkdir(exist_ok=True)
+            server.start()
+        _until(
+            "replica in sync",
+            lambda: "master_link_status:up" in redis_cli(self.replica.port, "info", "replication"),
+        )
+        self.sentinel.start()
+
+    def wait_replica_known(self) -> None:
+        """Until the sentinel lists the replica (from the primary's INFO, polled every few seconds): a
+        failover needs it. Only the failover tests wait for it."""
+        _until(
+            "sentinel knows the replica",
+            lambda: str(self.replica.port) in redis_cli(self.sentinel.port, "sentinel", "replicas", SERVICE),
+        )
+
+    def primary_port(self) -> int:
+        answer = redis_cli(self.sentinel.port, "sentinel", "get-master-addr-by-name", SERVICE).split()
+        return int(answer[1])
+
+    def stop(self) -> None:
+        for server in (self.sentinel, self.replica, self.primary):
+            server.stop()
+
+
+class ClusterSetup:
+    """Three cluster-enabled redis-servers (bus ports chosen free too) made one cluster, no replicas; `url`
+    is the fleet's redis+cluster:// URL naming two of them (the client finds the third)."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.nodes = []
+        for number in range(3):
+            node_folder = folder / f"node{number}"
+            node_folder.mkdir(exist_ok=True)
+            extra = (
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                str(free_port()),
+                "--cluster-node-timeout",
+                "2000",
+            )
+            self.nodes.append(RedisServer(binary, node_folder, extra))
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        made = redis_cli(
+            self.nodes[0].port, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"
+        )
+        if "[OK] All 16384 slots covered" not in made:
+            raise ServerStartError(f"redis-cli --cluster create: {made[-300:]}")
+        for node in self.nodes:
+            _until(
+                f"cluster ok on {node.port}",
+                lambda n=node: "cluster_state:ok" in redis_cli(n.port, "cluster", "info"),
+            )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
