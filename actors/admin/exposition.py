@@ -147,7 +147,6 @@ class GatewayCollector(Collector):
             admitted.add_metric([], meters.limiter.admitted)
             yield from (refusals, admitted)
 
-
     def _operations(self) -> Iterator[Metric]:
         """With tracing on, the MCP semantic conventions' duration histograms, as the OTLP export has them:
         mcp_server_operation_duration_seconds and mcp_client_operation_duration_seconds."""

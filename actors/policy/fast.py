@@ -125,9 +125,13 @@ class _Parser:
             self.take()
             right = self.unary()
             if right in self.literals or left in self.literals:
-                constant, other = (self.literals[right], left) if right in self.literals else (
-                    self.literals[left],
-                    right,
+                constant, other = (
+                    (self.literals[right], left)
+                    if right in self.literals
+                    else (
+                        self.literals[left],
+                        right,
+                    )
                 )
                 equal = _equal_constant(other, constant)
             else:

@@ -94,4 +94,3 @@ class PolicyGate:
         if len(self._visible) > MAX_CACHED:
             self._visible.popitem(last=False)
         return visible
-

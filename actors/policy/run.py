@@ -116,4 +116,3 @@ def filter_items(
         if allowed:
             shown.append(item)
     return tuple(shown)
-

@@ -50,9 +50,9 @@ def _binary(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.tuples(children, st.sampled_from(["==", "!=", "in", "&&", "||"]), children).map(" ".join),
         children.map(lambda inner: f"!({inner})"),
         children.map(lambda inner: f"({inner})"),
-        st.tuples(
-            st.sampled_from(PATHS), st.sampled_from(["startsWith", "endsWith", "contains"]), words
-        ).map(lambda parts: f'{parts[0]}.{parts[1]}("{parts[2]}")'),
+        st.tuples(st.sampled_from(PATHS), st.sampled_from(["startsWith", "endsWith", "contains"]), words).map(
+            lambda parts: f'{parts[0]}.{parts[1]}("{parts[2]}")'
+        ),
         st.sampled_from(["has(jwt.groups)", "has(jwt.team)", "has(mcp.tool)", "has(jwt.team.x)"]),
     )
 
@@ -131,9 +131,7 @@ def test_a_value_python_is_not_sure_of_goes_to_the_engine() -> None:
             function(variables(claim_set, "t", "b"))
 
 
-rule_sets = st.lists(
-    st.tuples(st.sampled_from(list(Effect)), expressions), min_size=1, max_size=5
-)
+rule_sets = st.lists(st.tuples(st.sampled_from(list(Effect)), expressions), min_size=1, max_size=5)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
