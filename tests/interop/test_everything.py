@@ -9,10 +9,9 @@ from typing import Any
 
 import mcp_types as types
 import trio
-from conftest import SERVER_EVERYTHING
 from mcp import Client
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, Notifications, running, with_websocket, write_config
+from support import DEADLINE_S, SERVER_EVERYTHING, Notifications, running, with_websocket, write_config
 
 STATIC_DOC = "demo://resource/static/document/architecture.md"
 TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"

@@ -16,11 +16,11 @@ import jwt
 import mcp_types as types
 import pytest
 import trio
-from conftest import SERVER_EVERYTHING
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from support import (
     DEADLINE_S,
+    SERVER_EVERYTHING,
     Notifications,
     backend_entry,
     progress_and_sampling,
