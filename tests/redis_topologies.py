@@ -91,6 +91,10 @@ class SentinelSetup:
             lambda: str(self.replica.port) in redis_cli(self.sentinel.port, "sentinel", "replicas", SERVICE),
         )
 
+    def wait_demoted(self, port: int) -> None:
+        """Until the server on `port` says it is a replica (after a failover that kept it alive)."""
+        _until("the old primary demoted", lambda: redis_cli(port, "role").split()[:1] == ["slave"])
+
     def primary_port(self) -> int:
         answer = redis_cli(self.sentinel.port, "sentinel", "get-master-addr-by-name", SERVICE).split()
         return int(answer[1])

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx2
 import trio
 from fleet_support import HEADERS, echo, open_on, two_replicas
-from redis_topologies import SentinelSetup, redis_cli
+from redis_topologies import SERVICE, SentinelSetup, redis_cli
 from support import DEADLINE_S
 
 from actors.fleet.store import FleetStore, StoreUnavailableError
@@ -69,3 +69,30 @@ async def test_after_a_failover_the_fleet_writes_to_the_promoted_primary(
             assert answer.status_code == 200, answer.text
         held = redis_cli(redis_sentinel.replica.port, "--scan", "--pattern", "mcp-gateway:session:*")
         assert len(held.split()) == 2
+
+
+async def test_a_failover_that_keeps_the_old_primary_alive_is_followed_to_the_new_one(
+    tmp_path: Path, redis_sentinel: SentinelSetup
+) -> None:
+    """SENTINEL FAILOVER: the old primary lives on as a replica and still answers pings; the link notices
+    its role, drops its connections and writes to the promoted one."""
+    async with (
+        two_replicas(tmp_path, redis_sentinel) as (alpha, beta),
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and alpha.fleet and beta.fleet
+        await trio.to_thread.run_sync(redis_sentinel.wait_replica_known)
+        old_port = redis_sentinel.primary.port
+        redis_cli(redis_sentinel.sentinel.port, "SENTINEL", "FAILOVER", SERVICE)
+        with trio.fail_after(DEADLINE_S):
+            await trio.to_thread.run_sync(redis_sentinel.wait_demoted, old_port)  # alive, now a replica
+            for store in (alpha.fleet.store, beta.fleet.store):
+                await _written_through(store)
+        session_id = await open_on(http, alpha.http_url)  # its facts on the new primary
+        own = {**HEADERS, "mcp-session-id": session_id}
+        answer = await http.post(beta.http_url, json=echo(4, "after failover"), headers=own)
+        assert answer.status_code == 200, answer.text
+        new_port = redis_sentinel.primary_port()
+        assert new_port != old_port
+        held = redis_cli(new_port, "--scan", "--pattern", "mcp-gateway:session:*")
+        assert held.strip(), "the session was written to the promoted primary"
