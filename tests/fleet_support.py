@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
 import httpx2
-from support import INITIALIZE, backend_entry, running, toml_value, with_http, write_config
+import trio
+from support import DEADLINE_S, INITIALIZE, backend_entry, running, toml_value, with_http, write_config
 
 
 class ServerStartError(Exception):
@@ -175,6 +176,28 @@ async def open_on(http: httpx2.AsyncClient, url: str, token: dict[str, str] | No
     response = await http.post(url, json=INITIALIZE, headers={**HEADERS, **(token or {})})
     assert response.status_code == 200, response.text
     return response.headers["mcp-session-id"]
+
+
+async def delete_ends_it_on_both(alpha: Any, beta: Any, http: httpx2.AsyncClient) -> dict[str, str]:
+    """A session opened on alpha, used on beta and deleted there: waits until alpha has heard (the fleet's
+    notice) and ended its own copy. The session's headers, for what the caller checks next."""
+    assert alpha.http_url and beta.http_url and alpha.fleet
+    session_id = await open_on(http, alpha.http_url)
+    own = {**HEADERS, "mcp-session-id": session_id}
+    assert (await http.post(beta.http_url, json=echo(2, "taken up"), headers=own)).status_code == 200
+    ended_on_alpha = trio.Event()
+    end_local = alpha.fleet.sessions.end_local
+    assert end_local is not None
+
+    def ended(ended_id: str) -> None:
+        end_local(ended_id)
+        ended_on_alpha.set()
+
+    alpha.fleet.sessions.end_local = ended
+    assert (await http.delete(beta.http_url, headers=own)).status_code == 204
+    with trio.fail_after(DEADLINE_S):
+        await ended_on_alpha.wait()
+    return own
 
 
 def echo(request_id: int, text: str) -> dict[str, Any]:

@@ -52,7 +52,24 @@ class SentinelServer(RedisServer):
         return [self.binary, str(self.conf), "--sentinel"]
 
 
-class SentinelSetup:
+class _Topology:
+    """Several servers started together: one that fails to start stops the ones already running."""
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class SentinelSetup(_Topology):
     """A primary, its replica and a sentinel; `url` is the fleet's redis+sentinel:// URL."""
 
     def __init__(self, binary: str, folder: Path) -> None:
@@ -65,13 +82,6 @@ class SentinelSetup:
     @property
     def url(self) -> str:
         return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{SERVICE}/0"
-
-    def start(self) -> None:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def _start(self) -> None:
         for server in (self.primary, self.replica):
@@ -104,7 +114,7 @@ class SentinelSetup:
             server.stop()
 
 
-class ClusterSetup:
+class ClusterSetup(_Topology):
     """Three cluster-enabled redis-servers (bus ports chosen free too) made one cluster, no replicas; `url`
     is the fleet's redis+cluster:// URL naming two of them (the client finds the third)."""
 
@@ -126,13 +136,6 @@ class ClusterSetup:
     @property
     def url(self) -> str:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
-
-    def start(self) -> None:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def _start(self) -> None:
         for node in self.nodes:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx2
 import trio
-from fleet_support import HEADERS, echo, open_on, two_replicas
+from fleet_support import HEADERS, delete_ends_it_on_both, echo, open_on, two_replicas
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from redis_topologies import ClusterSetup, redis_cli
@@ -65,19 +65,4 @@ async def test_a_session_deleted_on_one_replica_ends_on_the_other_through_cluste
         two_replicas(tmp_path, redis_cluster) as (alpha, beta),
         httpx2.AsyncClient(timeout=DEADLINE_S) as http,
     ):
-        assert alpha.http_url and beta.http_url and alpha.fleet
-        session_id = await open_on(http, alpha.http_url)
-        own = {**HEADERS, "mcp-session-id": session_id}
-        assert (await http.post(beta.http_url, json=echo(2, "taken up"), headers=own)).status_code == 200
-        ended_on_alpha = trio.Event()
-        end_local = alpha.fleet.sessions.end_local
-        assert end_local is not None
-
-        def ended(ended_id: str) -> None:
-            end_local(ended_id)
-            ended_on_alpha.set()
-
-        alpha.fleet.sessions.end_local = ended
-        assert (await http.delete(beta.http_url, headers=own)).status_code == 204
-        with trio.fail_after(DEADLINE_S):
-            await ended_on_alpha.wait()  # beta's notice, published on the cluster, heard by alpha
+        await delete_ends_it_on_both(alpha, beta, http)  # beta's notice, published on the cluster

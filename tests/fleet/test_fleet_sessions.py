@@ -15,6 +15,7 @@ from fleet_support import (
     HEADERS,
     RedisServer,
     RoundRobin,
+    delete_ends_it_on_both,
     echo,
     open_on,
     port_of,
@@ -98,21 +99,6 @@ async def test_a_session_deleted_on_one_replica_is_404_on_every_replica(
         two_replicas(tmp_path, redis_server) as (alpha, beta),
         httpx2.AsyncClient(timeout=DEADLINE_S) as http,
     ):
-        assert alpha.http_url and beta.http_url and alpha.fleet
-        session_id = await open_on(http, alpha.http_url)
-        own = {**HEADERS, "mcp-session-id": session_id}
-        assert (await http.post(beta.http_url, json=echo(2, "taken up"), headers=own)).status_code == 200
-        ended_on_alpha = trio.Event()
-        end_local = alpha.fleet.sessions.end_local
-        assert end_local is not None
-
-        def ended(ended_id: str) -> None:
-            end_local(ended_id)
-            ended_on_alpha.set()
-
-        alpha.fleet.sessions.end_local = ended
-        assert (await http.delete(beta.http_url, headers=own)).status_code == 204
-        with trio.fail_after(DEADLINE_S):
-            await ended_on_alpha.wait()
+        own = await delete_ends_it_on_both(alpha, beta, http)
         for url in (alpha.http_url, beta.http_url):
             assert (await http.post(url, json=echo(3, "gone"), headers=own)).status_code == 404
