@@ -225,6 +225,10 @@ class BackendLink:
                 self.lose(BackendExitedError("connection closed"))
                 return
             self.meter.bytes_in += len(frame)
+            plain = codec.plain_answer(frame)  # nearly every frame: an answer, its result's bytes kept
+            if plain is not None:
+                self._settle(plain[0], Reply(result=plain[1], raw=plain[2]), nursery)
+                continue
             try:
                 message = codec.decode(frame)
             except InexactIntegerError as exc:
