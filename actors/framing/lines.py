@@ -15,6 +15,7 @@ from actors.protocol.codec import find_request_id
 from actors.protocol.errors import MessageTooLargeError
 
 READ_SIZE: Final = 65536  # one pipe buffer per read
+PIPE_BUF: Final = select.PIPE_BUF  # the most a cork holds: one atomic write
 ENDS_KEPT: Final = 1024  # bytes kept from each end of a skipped line, to find its id
 
 
@@ -36,6 +37,7 @@ class LineStream:
         self._head = b""  # the first and last bytes of the line being discarded
         self._tail = b""
         self._send_lock = trio.StrictFIFOLock()
+        self._pipe_out = send if isinstance(send, PipeStream) else None  # what send_nowait can write to
         self._spare: trio.Nursery | None = None  # where a stuck cork is written; None: it never corks
         self._cork: list[bytes] = []  # frames accepted by send_nowait, not yet written, in order
         self._cork_bytes = 0
@@ -131,21 +133,26 @@ class LineStream:
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         """Write the frames now, whole, if the stream can without waiting (a pipe with room, no other write
         under way), or hold them for the burst's one write; False when nothing was written or held."""
-        if self._send_lock.locked() or not isinstance(self._send_stream, PipeStream):
+        pipe = self._pipe_out
+        if pipe is None or self._send_lock.locked():
             return False
         data = b"\n".join(frames) + b"\n"
-        if self._cork and (self._stuck or not BURST.is_open):
-            return False  # behind a cork that waits for room: the caller's slow path keeps the order
-        if BURST.is_open and self._spare is not None and len(data) <= select.PIPE_BUF:
-            if self._cork_bytes + len(data) > select.PIPE_BUF and not self._write_cork():
-                return False  # what it held is stuck: this goes the slow way, behind it
-            if not self._listed:
-                self._listed = True
-                BURST.corked.append(self)
-            self._cork.append(data)
-            self._cork_bytes += len(data)
-            return True
-        return self._send_stream.send_whole_nowait(data)
+        if self._cork:
+            if self._stuck or not BURST.is_open:
+                return False  # behind a cork that waits for room: the caller's slow path keeps the order
+        elif not BURST.is_open or self._spare is None:
+            return pipe.send_whole_nowait(data)  # no burst: at once, as always
+        size = len(data)
+        if size > PIPE_BUF:
+            return False  # too big for one atomic write (nor is anything held: see above)
+        if self._cork_bytes + size > PIPE_BUF and not self._write_cork():
+            return False  # what it held is stuck: this goes the slow way, behind it
+        if not self._listed:
+            self._listed = True
+            BURST.corked.append(self)
+        self._cork.append(data)
+        self._cork_bytes += size
+        return True
 
     def flush_cork(self) -> None:
         """The burst closed: what the cork holds goes out now (burst.py)."""
@@ -157,8 +164,8 @@ class LineStream:
         """Write the cork whole now; else it is stuck, and a task writes it once the pipe has room."""
         cork = self._cork
         data = cork[0] if len(cork) == 1 else b"".join(cork)
-        assert isinstance(self._send_stream, PipeStream)
-        if self._send_stream.send_whole_nowait(data):
+        assert self._pipe_out is not None
+        if self._pipe_out.send_whole_nowait(data):
             cork.clear()
             self._cork_bytes = 0
             return True
