@@ -23,6 +23,7 @@ from actors.backends.errors import BackendError, BackendExitedError
 from actors.backends.input import progress_params
 from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
+from actors.framing.burst import close_burst
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
@@ -203,7 +204,14 @@ class BackendLink:
         return reply.result
 
     async def read(self, nursery: trio.Nursery) -> None:
-        """Read frames until the stream ends, then lose the link."""
+        """Read frames until the stream ends, then lose the link. Nothing here waits but the next read, so
+        the answers of one read go out together (framing/burst.py)."""
+        try:
+            await self._read(nursery)
+        finally:
+            close_burst()
+
+    async def _read(self, nursery: trio.Nursery) -> None:
         while True:
             try:
                 frame = await self.transport.receive()
@@ -217,6 +225,10 @@ class BackendLink:
                 self.lose(BackendExitedError("connection closed"))
                 return
             self.meter.bytes_in += len(frame)
+            plain = codec.plain_answer(frame)  # nearly every frame: an answer, its result's bytes kept
+            if plain is not None:
+                self._settle(plain[0], Reply(result=plain[1], raw=plain[2]), nursery)
+                continue
             try:
                 message = codec.decode(frame)
             except InexactIntegerError as exc:

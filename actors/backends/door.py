@@ -2,7 +2,8 @@
 
 The backend actor writes every call it takes from its inbox. When it is waiting on an empty inbox, a call
 put there would only wake it to write that one frame, so the caller may do the same work itself, at once:
-give the call to the link's in-flight table and write its frame, whole, to the backend's pipe. It is the
+give the call to the link's in-flight table and write its frame, whole, to the backend's pipe (or have the
+pipe hold it for one write with the rest of the burst: framing/burst.py). It is the
 actor's own work done in the caller's task, exactly when the actor would have done it next and nothing else,
 so the order of what reaches the backend and every answer stay as they were. Anything else (a busy actor,
 queued commands, a frame too big for one atomic write, a pipe that is full, a WebSocket or HTTP backend)

@@ -83,6 +83,8 @@ def link_over(
 def start_link_tasks(link: BackendLink, transport: BackendTransport, nursery: trio.Nursery) -> None:
     """What keeps a connection going beside its calls: the transport's drain (a process's stderr and
     descendants), the link's reader and its timeout sweep."""
+    if isinstance(transport, ProcessTransport):
+        transport.cork_with(nursery)  # the frames of one burst in one write (framing/burst.py)
     nursery.start_soon(transport.drain)
     nursery.start_soon(link.read, nursery)
     nursery.start_soon(link.sweep)

@@ -163,6 +163,9 @@ class ProcessTransport:
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         return self._lines.send_nowait(frames)
 
+    def cork_with(self, nursery: trio.Nursery) -> None:
+        self._lines.cork_with(nursery)
+
     async def aclose(self) -> None:
         await self.stop(close_wait_s=0.0, term_wait_s=0.0)
 

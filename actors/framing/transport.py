@@ -31,8 +31,9 @@ class Transport(Protocol):
 
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         """Send the frames now, whole, without waiting, if the transport can (a pipe with room and no other
-        send under way); False when nothing was sent. Never raises: a peer that is gone is for `send_many`
-        to find out."""
+        send under way), or hold them for one write with the rest of a burst (framing/burst.py), ahead of
+        anything sent later; False when nothing was sent or held. Never raises: a peer that is gone is for
+        `send_many` to find out."""
         ...
 
     async def aclose(self) -> None: ...

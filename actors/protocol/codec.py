@@ -101,6 +101,37 @@ def decode(frame: bytes | str) -> Message:
     return decode_object(obj, size)
 
 
+def plain_answer(frame: bytes | str) -> tuple[int, dict[str, Any], memoryview] | None:
+    """A response of exactly the form `{"jsonrpc":"2.0","id":<integer>,"result":<object>}` (what SDKs write
+    for an answer): its id, its result, and the result's own bytes in the frame; None for anything else,
+    which `decode` then takes with its errors. The form is checked byte by byte up to the result, and the
+    result parsed on its own, so the frame is valid JSON with these three members only (no second "id", no
+    member after the result) and the same checks as `decode`'s hold: the result's bytes can be written on
+    under another id as they are (a backend's answer, issue #27)."""
+    if type(frame) is not bytes or not frame.startswith(_ANSWER_HEAD) or not frame.endswith(b"}"):
+        return None
+    id_end = frame.find(_RESULT_KEY, _ID_START, _ID_START + 18 + len(_RESULT_KEY))  # 18 digits at most
+    digits = frame[_ID_START:id_end]
+    if id_end < 0 or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):  # 0, 1..., no 01
+        return None
+    size = len(frame)
+    if (size >= LONG_DIGITS and may_hold_long_integers(frame)) or (size > MAX_DEPTH and _may_be_deep(frame)):
+        return None
+    body = memoryview(frame)[id_end + len(_RESULT_KEY) : -1]
+    try:
+        result = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if type(result) is not dict:
+        return None
+    return int(digits), result, body
+
+
+_ANSWER_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_ID_START: Final = len(_ANSWER_HEAD)
+_RESULT_KEY: Final = b',"result":'
+
+
 def _may_be_deep(frame: bytes | str) -> bool:
     """Only a frame with more than MAX_DEPTH opening brackets can nest that deep: two byte counts rule out
     nearly every frame, and `_check_depth` (one C-speed trial encoding) looks at the rest."""
@@ -205,7 +236,10 @@ def encode(message: Message) -> bytes:
     """Serialise a message to JSON bytes (no framing). An answer that cannot be written (a value no decoded
     frame can hold: an integer past 64 bits, a lone surrogate, nesting past orjson's limit) is written as an
     internal error for the same id instead, so the writer never fails on it; a request or notification
-    raises orjson.JSONEncodeError (a TypeError)."""
+    raises orjson.JSONEncodeError (a TypeError). A Response with `raw` (its result's bytes as a backend
+    wrote them, proved by `plain_answer`) is written around those bytes."""
+    if type(message) is Response and message.raw is not None:
+        return b"".join((_ANSWER_HEAD, orjson.dumps(message.id), _RESULT_KEY, message.raw, b"}"))
     try:
         return orjson.dumps(to_wire(message))
     except orjson.JSONEncodeError:

@@ -27,6 +27,7 @@ class Reply:
 
     result: Any = None
     error: RpcError | None = None
+    raw: bytes | memoryview | None = attrs.field(default=None, eq=False, repr=False)  # Response.raw's
 
 
 class ReplySlot:

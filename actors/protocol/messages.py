@@ -48,6 +48,10 @@ class Notification:
 class Response:
     id: RequestId
     result: Any
+    # `result`'s JSON text as its sender wrote it, when that is proved to be exactly `result` (codec's
+    # plain_answer): the codec writes it as it is instead of serialising `result` again. Whoever builds a
+    # Response with another result leaves it out.
+    raw: bytes | memoryview | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)

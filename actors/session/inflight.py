@@ -130,7 +130,8 @@ class InFlight:
             if self.rewrite is not None and isinstance(result, dict):
                 result = self.rewrite(result)
             result = self.modern.result(result) if self.modern is not None else legacy_result(result)
-            message = Response(self.request_id, result)
+            # the backend's bytes, under the client's id, when the result is still what they say
+            message = Response(self.request_id, result, reply.raw if result is reply.result else None)
         if span is not None:
             span.end(message)
         self.table.answers.deliver(message)

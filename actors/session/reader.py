@@ -9,11 +9,11 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.framing.burst import close_burst
 from actors.framing.transport import Transport
 from actors.protocol import codec
 from actors.protocol.errors import INVALID_REQUEST, MessageError, MessageTooLargeError
 from actors.protocol.messages import ErrorResponse, Message, RpcError
-from actors.runtime.channels import put
 from actors.runtime.log import RateLimiter
 from actors.session.budget import ByteBudget, QueuedBytes
 from actors.telemetry.meters import Traffic
@@ -48,6 +48,8 @@ class Reader:
                 await self._read()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 logger.debug("stream closed under the reader")
+            finally:
+                close_burst()  # what the lines read so far sent is written, however the reader stops
 
     async def _read(self) -> None:
         while True:
@@ -55,6 +57,7 @@ class Reader:
                 frame = await self.transport.receive()
             except MessageTooLargeError as exc:
                 self._refusals.log("WARNING", "refused a message: {}", exc)
+                close_burst()  # before any wait but the next read (framing/burst.py)
                 await self.outbox.send(
                     ErrorResponse(exc.request_id, RpcError(INVALID_REQUEST, f"Invalid request: {exc}"))
                 )
@@ -66,6 +69,8 @@ class Reader:
             self.traffic.bytes_in += size
             queued = self.queued
             if queued.total:  # decoded, a frame costs many times its size: one at a time
+                if queued.total + size > queued.budget.max_request_bytes:
+                    close_burst()  # it will wait
                 await queued.reserve(size)
             else:
                 queued.total = size  # nothing waits decoded: room for any frame (reserve without a wait)
@@ -73,6 +78,7 @@ class Reader:
                 message = codec.decode(frame)
             except MessageError as exc:
                 self.queued.release(size)
+                close_burst()
                 await self.outbox.send(ErrorResponse(exc.request_id, exc.error))
                 continue
             del frame
@@ -80,4 +86,8 @@ class Reader:
                 self.queued.release(size)
             else:
                 self.queued.queued(size)
-                await put(self.dispatch, message)
+                try:
+                    self.dispatch.send_nowait(message)  # as `put` does, closing the burst before a wait
+                except trio.WouldBlock:
+                    close_burst()
+                    await self.dispatch.send(message)

@@ -15,6 +15,7 @@ import trio
 from loguru import logger
 
 from actors.catalog import CatalogView
+from actors.framing.lines import LineStream
 from actors.framing.transport import Transport
 from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
@@ -60,6 +61,8 @@ class Session:
             unwritten = outbox_recv.clone()  # what the writer had not taken when a crash stopped it
             try:
                 async with trio.open_nursery() as nursery:
+                    if isinstance(self.transport, LineStream):
+                        self.transport.cork_with(nursery)  # the answers of one burst in one write
                     answers = self._answers = Answers(outbox_send.clone())
                     writer = Writer(
                         transport=self.transport,

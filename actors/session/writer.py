@@ -50,7 +50,8 @@ class Writer:
 
     def write_now(self, message: Message) -> bool:
         """Write one message in the caller's task, if the writer waits on an empty outbox (so nothing queued
-        is overtaken) and the transport takes the frame whole without waiting; False when nothing was written.
+        is overtaken) and the transport takes the frame whole without waiting (or holds it for the burst's
+        one write: framing/burst.py); False when nothing was written.
         What the writer would have done next, one task step sooner."""
         if not receiver_idle(self.outbox):
             return False

@@ -163,3 +163,21 @@ async def test_an_answer_with_an_integer_beyond_64_bits_fails_its_call_and_a_req
 def test_a_legacy_backends_request_frame_is_the_codecs_encoding_of_the_request(params: object) -> None:
     call = Call(7, "tools/call", params, "s", ReplySlot())  # type: ignore[arg-type]
     assert request_frame(call) == encode(Request(7, "tools/call", params))  # type: ignore[arg-type]
+
+
+async def test_a_plain_answer_reaches_its_caller_with_its_results_bytes_and_a_second_id_does_not() -> None:
+    transport = FeedingTransport()
+    link = link_over(transport)
+    first, second = call(1), call(2)
+    link.frame_for(first)
+    link.frame_for(second)
+    transport.incoming += [
+        b'{"jsonrpc":"2.0","id":2,"result":{"a":1},"id":7}',  # decode's: id 7, unknown, dropped
+        b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}',
+    ]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.read, nursery)
+        reply = await first.reply_to.wait()  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()
+    assert reply.result == {"content": []} and bytes(reply.raw) == b'{"content":[]}'
+    assert list(link.inflight) == [2]  # the answer with a second id answered nothing
