@@ -15,12 +15,18 @@ pipe has room, still ahead of what comes later; meanwhile `send_nowait` refuses,
 usual slow paths (the outbox, the backend's inbox) with their back-pressure.
 
 Trio runs one task at a time, so one burst for the whole run is enough: it is open only between the read
-that opened it and the reading task's next wait, and no other task runs in between.
+that opened it and the reading task's next wait, and no other task runs in between. That rests on every
+reading task closing the burst before each of its waits; so that a wait nobody thought of (a checkpoint
+deep in a call, a reader that stops mid-burst) can only cost a write and never hold a frame, a corking
+stream also installs `StepEnd` in its run: Trio calls it after every task step, and it closes a burst still
+open then. A frame is never held past the task step that sent it.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+import trio
 
 
 class Corked(Protocol):
@@ -57,3 +63,24 @@ def close_burst() -> None:
     """What a reading task calls before it waits on anything but its next read (and when it stops)."""
     if BURST.is_open:
         BURST.close()
+
+
+class StepEnd(trio.abc.Instrument):
+    """Closes a burst still open when a task step ends (the task yielded without closing it). It never
+    raises: Trio would log the error and take the instrument out."""
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if BURST.is_open:
+            BURST.close()
+
+
+_installed_in: list[trio.lowlevel.Task] = []  # the root task of the run that has StepEnd (one run at a time)
+
+
+def install_step_end() -> None:
+    """Make sure this run closes any burst at the end of a task step (once per run; cheap when done)."""
+    root = trio.lowlevel.current_root_task()
+    if _installed_in and _installed_in[0] is root:
+        return
+    trio.lowlevel.add_instrument(StepEnd())
+    _installed_in[:] = [root]

@@ -9,7 +9,7 @@ from typing import Final
 import trio
 from loguru import logger
 
-from actors.framing.burst import BURST
+from actors.framing.burst import BURST, install_step_end
 from actors.framing.pipes import PipeStream
 from actors.protocol.codec import find_request_id
 from actors.protocol.errors import MessageTooLargeError
@@ -47,6 +47,7 @@ class LineStream:
     def cork_with(self, nursery: trio.Nursery) -> None:
         """Hold the frames of a burst for one write; a cork the pipe cannot take whole is written by a task
         in `nursery` (the one that owns the peer's other tasks: it ends with them)."""
+        install_step_end()  # a burst never outlives the task step that opened it
         self._spare = nursery
 
     async def receive(self) -> bytes | None:

@@ -173,3 +173,28 @@ async def test_the_reader_writes_what_it_held_before_it_waits_for_the_dispatcher
         assert peers.written() == b"forwarded 1\n"
         assert (await dispatch_recv.receive()).id == 2  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_burst_left_open_across_a_wait_is_written_when_that_task_step_ends(peers: Peers) -> None:
+    peers.arrive(b'{"id":1}\n{"id":2}\n')
+    await peers.incoming.receive()  # the burst is open: a second line came in the same read
+    assert peers.out.send_nowait([b"a1"])
+    assert peers.written() == b""
+    await trio.lowlevel.checkpoint()  # a wait that closes nothing itself: the step ends, StepEnd writes
+    assert BURST.is_open is False
+    assert peers.written() == b"a1\n"
+
+
+async def test_a_stuck_cork_found_at_a_task_steps_end_is_written_once_there_is_room(peers: Peers) -> None:
+    filler = peers.fill()
+    peers.arrive(b'{"id":1}\n{"id":2}\n')
+    await peers.incoming.receive()
+    assert peers.out.send_nowait([b"a1"])
+    await trio.lowlevel.checkpoint()  # StepEnd finds the pipe full: a task of the spare nursery waits
+    await trio.testing.wait_all_tasks_blocked()
+    data = b""
+    with trio.fail_after(5):  # without StepEnd the frame would be held until some reader's next wait
+        while data.count(b"\n") < 1:
+            data += peers.written()
+            await trio.lowlevel.checkpoint()
+    assert data == filler + b"a1\n"
