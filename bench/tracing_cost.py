@@ -19,6 +19,8 @@ TARGET: Final = 1.2  # at most 20 % more CPU per call with tracing on at 100 % s
 
 
 class _Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps the connection open, as a collector does
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(200)

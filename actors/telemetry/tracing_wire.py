@@ -94,12 +94,6 @@ def scope(name: str, version: str) -> bytes:
     return field_text(1, name) + field_text(2, version)
 
 
-# A span's fixed tags: trace_id (1, 16 bytes), span_id (2, 8 bytes), parent_span_id (4, 8 bytes), kind (6,
-# varint), start and end times (7, 8: fixed64)
-_TRACE_ID, _SPAN_ID, _PARENT_ID = b"\x0a\x10", b"\x12\x08", b"\x22\x08"
-_KIND, _START, _END = b"\x30", b"\x39", b"\x41"
-
-
 def span(
     trace_id: int,
     span_id: int,
@@ -116,9 +110,22 @@ def span(
 ) -> bytes:
     """One Span message. `error`: None for an unset status, else ERROR with that message ("" for none)."""
     return span_of_parts(
-        trace_id, span_id, parent_id, trace_state, field_text(5, name), kind, start_ns, end_ns,
+        trace_id, span_id, parent_id, trace_state, span_head(name, kind), start_ns, end_ns,
         attributes(9, items), events, links, error,
     )  # fmt: skip
+
+
+def span_head(name: str, kind: int) -> bytes:
+    """A span's name (field 5) and kind (6): the same for every span of its shape, so encoded once."""
+    return field_text(5, name) + field_varint(6, kind)
+
+
+# A span's fixed parts, each one struct.pack with its tags: trace_id (1, 16 bytes) and span_id (2, 8 bytes),
+# parent_span_id (4, 8 bytes), start and end times (7, 8: fixed64)
+_IDS: Final = struct.Struct(">HQQHQ").pack
+_PARENT: Final = struct.Struct(">HQ").pack
+_TIMES: Final = struct.Struct("<BQBQ").pack
+_LOW_64: Final = (1 << 64) - 1
 
 
 def span_of_parts(
@@ -126,8 +133,7 @@ def span_of_parts(
     span_id: int,
     parent_id: int,
     trace_state: str,
-    encoded_name: bytes,
-    kind: int,
+    head: bytes,
     start_ns: int,
     end_ns: int,
     encoded_attributes: bytes,
@@ -135,15 +141,14 @@ def span_of_parts(
     links: Sequence[tuple[int, int]] = (),
     error: str | None = None,
 ) -> bytes:
-    """`span` with its name (field 5) and attributes (repeated field 9) encoded already: what repeats from
-    one span to the next is encoded once (tracing.py keeps it)."""
-    parts = [_TRACE_ID, trace_id.to_bytes(16, "big"), _SPAN_ID, span_id.to_bytes(8, "big")]
+    """`span` with its name and kind (`span_head`) and attributes (repeated field 9) encoded already: what
+    repeats from one span to the next is encoded once (tracing.py keeps it)."""
+    parts = [_IDS(0x0A10, trace_id >> 64, trace_id & _LOW_64, 0x1208, span_id)]
     if trace_state:
         parts.append(field_text(3, trace_state))
     if parent_id:
-        parts += (_PARENT_ID, parent_id.to_bytes(8, "big"))
-    parts += (encoded_name, _KIND, varint(kind), _START, _fixed64(start_ns), _END, _fixed64(end_ns))
-    parts.append(encoded_attributes)
+        parts.append(_PARENT(0x2208, parent_id))
+    parts += (head, _TIMES(0x39, start_ns, 0x41, end_ns), encoded_attributes)
     for time_ns, event_name, event_items in events:
         event = field_fixed64(1, time_ns) + field_text(2, event_name) + attributes(3, event_items)
         parts.append(field_bytes(11, event))
@@ -156,9 +161,30 @@ def span_of_parts(
     return b"".join(parts)
 
 
+def size(value: int) -> bytes:
+    """A length's varint: one or two bytes for any span (`varint` for the rest)."""
+    if value < 0x80:
+        return bytes((value,))
+    return bytes((value & 0x7F | 0x80, value >> 7)) if value < 0x4000 else varint(value)
+
+
+def scope_span(encoded_span: bytes) -> bytes:
+    """A Span as an entry of ScopeSpans.spans (field 2): what `trace_request` joins."""
+    return b"\x12" + size(len(encoded_span)) + encoded_span
+
+
+def text_attribute(key_field: bytes, text: str) -> bytes:
+    """A string KeyValue under field 9 (a span's attributes), its key encoded already (`field_text(1,
+    key)`): for a value that changes with every span (a request id), so not worth keeping."""
+    value = text.encode("utf-8", "replace")
+    any_value = b"\x0a" + size(len(value)) + value  # AnyValue.string_value
+    pair = key_field + b"\x12" + size(len(any_value)) + any_value
+    return b"\x4a" + size(len(pair)) + pair
+
+
 def trace_request(resource: Mapping[str, Any], scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
-    """ExportTraceServiceRequest with one ResourceSpans of one ScopeSpans."""
-    scope_spans = field_bytes(1, scope_bytes) + b"".join(field_bytes(2, one) for one in spans)
+    """ExportTraceServiceRequest with one ResourceSpans of one ScopeSpans; `spans` as `scope_span` wrote."""
+    scope_spans = field_bytes(1, scope_bytes) + b"".join(spans)
     resource_spans = field_bytes(1, attributes(1, resource)) + field_bytes(2, scope_spans)
     return field_bytes(1, resource_spans)
 
