@@ -11,8 +11,9 @@ settings and call it at one place per stage:
 - a CLIENT span per backend request relayed to a client (`ask`), parented on the backend's own traceparent;
 - events on those spans for what the gateway decided (policy denied, rate limited, backend down).
 
-A span here is a small object (ids, times, what its attributes will be made of) put on the export
-thread's queue when it ends; the thread names it, counts its duration and encodes it (tracing_wire.py).
+A span here is a small object (ids, times, what its attributes will be made of); when it ends, its
+duration is counted and it is encoded (tracing_wire.py: its name and the attributes of its shape written
+once and kept) onto the export thread's queue, which only posts (tracing_export.py).
 Sampling follows OTEL_TRACES_SAMPLER (default parentbased_always_on) or [tracing] sample_ratio
 (parent-based); an unsampled span is not encoded but still passes its context on, flagged unsampled.
 """
@@ -51,8 +52,7 @@ SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept; past it, start over
-REQUEST_ID_KEY: Final = wire.field_text(1, "jsonrpc.request.id")
-_shapes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # the event loop's alone: spans end there
+_shapes: dict[tuple[Any, ...], bytes] = {}  # the event loop's alone: spans end there
 
 
 class Tracing:
@@ -135,26 +135,14 @@ class Tracing:
         flags = SAMPLED if self.sampler.child(trace_id, parent_flags & SAMPLED) else 0
         return (trace_id, span_id, flags, state), parent_id
 
-    def finished(self, span: _Span) -> None:
-        """A span has ended: its duration counted, and its encoding queued for export when it is sampled.
-        Both here, on the event loop's thread, not in the export thread: the work is a few microseconds,
-        and a second thread running Python at the same time costs the event loop more than that in GIL
-        hand-offs (measured: the gateway's CPU per call fell by a third when the encoding moved here)."""
-        self.durations[span.KIND != SERVER].record(
-            span.method, span.failure, (span.end_ns - span.start_ns) / 1e9
-        )
-        if span.context[2] & SAMPLED:
-            self.exporter.put(span.encoded())
-
     def shutdown(self, timeout_s: float) -> None:
         """Export what is queued and the histograms, and stop the thread (blocking: run it in a thread)."""
         self.exporter.shutdown(timeout_s)
 
 
 class _Span:
-    """A span from its start to its end on the Trio thread, then the export thread's: what the hot path
-    does is take ids and times and queue it; its name and attributes are made from `inputs` (its shape and
-    its JSON-RPC id) and it is encoded in the export thread (`exported`)."""
+    """A span from its start to its end, on the event loop's thread: ids and times, and `inputs` (its shape
+    and its JSON-RPC id) that its name and attributes are made from when it is encoded (`encoded`)."""
 
     __slots__ = (
         "context", "end_ns", "events", "failure", "inputs", "links", "method", "parent_id", "reason",
@@ -203,34 +191,38 @@ class _Span:
             return  # ended already
         self.tracing = None  # type: ignore[assignment]
         self.failure, self.reason, self.end_ns = failure, reason[:MAX_VALUE_CHARS], time.time_ns()
-        tracing.finished(self)
+        # Its duration counted, and its encoding queued for export when it is sampled: here, on the event
+        # loop's thread, not in the export thread. The work is a few microseconds, and a second thread
+        # running Python meanwhile costs the event loop more than that in GIL hand-offs.
+        tracing.durations[self.KIND != SERVER].record(
+            self.method, failure, (self.end_ns - self.start_ns) / 1e9
+        )
+        if self.context[2] & SAMPLED:
+            tracing.exporter.put(self.encoded())
 
     def encoded(self) -> bytes:
-        """Its OTLP encoding, as an entry of a batch (wire.scope_span)."""
+        """Its OTLP encoding, as an entry of a batch (wire.span_entry)."""
         shape, numbered = self.inputs
-        shaped = _shapes.get(shape)
-        if shaped is None:  # its name and the attributes it shares with the spans of its shape, encoded once
+        shared = _shapes.get(shape)
+        if shared is None:  # its name and the attributes it shares with the spans of its shape, encoded once
             name, attributes = self.described()
-            shaped = (wire.span_head(name, self.KIND), wire.attributes(9, attributes))
+            shared = wire.span_head(name, self.KIND) + wire.attributes(9, attributes)
             if len(_shapes) >= MAX_SHAPES:
                 _shapes.clear()
-            _shapes[shape] = shaped
-        head, encoded = shaped
-        if numbered is not None:
-            encoded += wire.text_attribute(REQUEST_ID_KEY, str(numbered)[:MAX_VALUE_CHARS])
-        failure, error = self.failure, None
-        if failure is not None:
-            own = {"error.type": failure}
-            if failure[-1].isdigit():
-                own["rpc.response.status_code"] = failure
-            encoded += wire.attributes(9, own)
-            error = self.reason[:256]
+            _shapes[shape] = shared
+        rest = b"" if numbered is None else wire.request_id_attribute(str(numbered)[:MAX_VALUE_CHARS])
         trace_id, span_id, _, state = self.context
-        encoded_span = wire.span_of_parts(
-            trace_id, span_id, self.parent_id, state, head, self.start_ns, self.end_ns, encoded,
-            self.events or (), self.links, error,
-        )  # fmt: skip
-        return wire.scope_span(encoded_span)
+        failure = self.failure
+        if failure is not None or state or self.events or self.links:
+            error = None
+            if failure is not None:
+                own = {"error.type": failure}
+                if failure[-1].isdigit():
+                    own["rpc.response.status_code"] = failure
+                rest += wire.attributes(9, own)
+                error = self.reason[:256]
+            rest += wire.span_rest(state, self.events or (), self.links, error)
+        return wire.span_entry(trace_id, span_id, self.parent_id, self.start_ns, self.end_ns, shared, rest)
 
     @property
     def numbered(self) -> RequestId | None:

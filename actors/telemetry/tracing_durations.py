@@ -1,9 +1,9 @@
 """The MCP duration histograms: mcp.server.operation.duration (a client's request, as the gateway served
 it) and mcp.client.operation.duration (one hop to a backend, or a backend's request relayed to a client).
 
-Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded by the export thread
-(tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing for them,
-and read by it and by the admin listener's /metrics (a lock between the two). A method name is the
+Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded on the event loop as
+each span ends (tracing.py), read by the export thread at each interval and by the admin listener's
+/metrics (a lock between the two threads). A method name is the
 client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
 cannot grow the table.
 """
@@ -29,23 +29,20 @@ class Durations:
         self.start_ns = time.time_ns()
         self.bounds_s = BOUNDS_S
         self._series: dict[tuple[str, str | None], list[Any]] = {}
-        self._lock = threading.Lock()  # the export thread records; /metrics reads from the event loop
+        self._lock = threading.Lock()  # the event loop records; the export thread reads
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
-        with self._lock:
-            self._record(method, error, seconds)
-
-    def _record(self, method: str, error: str | None, seconds: float) -> None:
         key = (method, error)
-        series = self._series.get(key)
-        if series is None:
-            if len(self._series) >= MAX_SERIES:
-                key = (OTHER, error)
-                series = self._series.get(key)
+        with self._lock:
+            series = self._series.get(key)
             if series is None:
-                series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
-        series[0] += seconds
-        series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
+                if len(self._series) >= MAX_SERIES:
+                    key = (OTHER, error)
+                    series = self._series.get(key)
+                if series is None:
+                    series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
+            series[0] += seconds
+            series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
 
     def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
         """Each series' attributes, count, sum and bucket counts, as they are now."""

@@ -107,7 +107,7 @@ class Exporter:
         self.dropped = 0  # spans the full queue refused
         self._post = post
         self._scope = wire.scope(SCOPE_NAME, SCOPE_VERSION)
-        self._queue: deque[bytes] = deque()  # encoded spans (wire.scope_span)
+        self._queue: deque[bytes] = deque()  # encoded spans (wire.span_entry)
         self._wake = threading.Event()
         self._stopping = False
         self._stopped = threading.Event()  # ends a retry's wait at shutdown
