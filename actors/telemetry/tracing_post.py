@@ -121,7 +121,7 @@ def retry_after_s(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit() and len(value) < 10:
+    if value.isascii() and value.isdigit() and len(value) < 10:
         return float(value)
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now)

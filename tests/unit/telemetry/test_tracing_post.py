@@ -241,5 +241,5 @@ def test_retry_after_is_seconds_or_an_http_date_and_nothing_else() -> None:
     assert retry_after_s("7", now) == 7.0
     assert retry_after_s(formatdate(now + 30, usegmt=True), now) == pytest.approx(30.0)
     assert retry_after_s(formatdate(now - 30, usegmt=True), now) == 0.0
-    for garbage in (None, "", "-1", "soon", "1" * 40, "Mon, 99 Foo 2026"):
+    for garbage in (None, "", "-1", "soon", "1" * 40, "Mon, 99 Foo 2026", "\u00b2", "\u0663"):
         assert retry_after_s(garbage, now) is None
