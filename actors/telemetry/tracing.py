@@ -11,9 +11,9 @@ settings and call it at one place per stage:
 - a CLIENT span per backend request relayed to a client (`ask`), parented on the backend's own traceparent;
 - events on those spans for what the gateway decided (policy denied, rate limited, backend down).
 
-A span here is a small object (ids, times, what its attributes will be made of); when it ends, its
-duration is counted and it is encoded (tracing_wire.py: its name and the attributes of its shape written
-once and kept) onto the export thread's queue, which only posts (tracing_export.py).
+A span here is a small object (ids, times, what its attributes will be made of) put on the export
+thread's queue when it ends; the thread, a batch at a time, counts its duration and encodes it
+(tracing_wire.py: its name and the attributes of its shape written once and kept), then posts the batch.
 Sampling follows OTEL_TRACES_SAMPLER (default parentbased_always_on) or [tracing] sample_ratio
 (parent-based); an unsampled span is not encoded but still passes its context on, flagged unsampled.
 """
@@ -52,7 +52,7 @@ SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept; past it, start over
-_shapes: dict[tuple[Any, ...], bytes] = {}  # the event loop's alone: spans end there
+_shapes: dict[tuple[Any, ...], bytes] = {}  # the export thread's alone
 
 
 class Tracing:
@@ -61,7 +61,6 @@ class Tracing:
     def __init__(self, exporter: Exporter, sampler: Sampler, server: Durations, client: Durations) -> None:
         self.exporter, self.sampler = exporter, sampler
         self.server_durations, self.client_durations = server, client
-        self.durations = (server, client)
         self._random = random.Random(os.urandom(32))
 
     @classmethod
@@ -141,8 +140,9 @@ class Tracing:
 
 
 class _Span:
-    """A span from its start to its end, on the event loop's thread: ids and times, and `inputs` (its shape
-    and its JSON-RPC id) that its name and attributes are made from when it is encoded (`encoded`)."""
+    """A span from its start to its end on the event loop's thread, then the export thread's: what the hot
+    path does is take ids and times and queue it; its name and attributes are made from `inputs` (its shape
+    and its JSON-RPC id) when the export thread encodes it (`exported`)."""
 
     __slots__ = (
         "context", "end_ns", "events", "failure", "inputs", "links", "method", "parent_id", "reason",
@@ -191,14 +191,14 @@ class _Span:
             return  # ended already
         self.tracing = None  # type: ignore[assignment]
         self.failure, self.reason, self.end_ns = failure, reason[:MAX_VALUE_CHARS], time.time_ns()
-        # Its duration counted, and its encoding queued for export when it is sampled: here, on the event
-        # loop's thread, not in the export thread. The work is a few microseconds, and a second thread
-        # running Python meanwhile costs the event loop more than that in GIL hand-offs.
-        tracing.durations[self.KIND != SERVER].record(
-            self.method, failure, (self.end_ns - self.start_ns) / 1e9
-        )
-        if self.context[2] & SAMPLED:
-            tracing.exporter.put(self.encoded())
+        tracing.exporter.put(self)
+
+    # --- the export thread's ---------------------------------------------------------------------------
+
+    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None:
+        """Its duration counted, and its encoding when it is sampled."""
+        durations[self.KIND != SERVER].record(self.method, self.failure, (self.end_ns - self.start_ns) / 1e9)
+        return self.encoded() if self.context[2] & SAMPLED else None
 
     def encoded(self) -> bytes:
         """Its OTLP encoding, as an entry of a batch (wire.span_entry)."""

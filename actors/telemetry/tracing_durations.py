@@ -1,9 +1,9 @@
 """The MCP duration histograms: mcp.server.operation.duration (a client's request, as the gateway served
 it) and mcp.client.operation.duration (one hop to a backend, or a backend's request relayed to a client).
 
-Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded on the event loop as
-each span ends (tracing.py), read by the export thread at each interval and by the admin listener's
-/metrics (a lock between the two threads). A method name is the
+Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded by the export thread
+(tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing for them,
+and read by it and by the admin listener's /metrics (a lock between the two). A method name is the
 client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
 cannot grow the table.
 """
@@ -29,7 +29,7 @@ class Durations:
         self.start_ns = time.time_ns()
         self.bounds_s = BOUNDS_S
         self._series: dict[tuple[str, str | None], list[Any]] = {}
-        self._lock = threading.Lock()  # the event loop records; the export thread reads
+        self._lock = threading.Lock()  # the export thread records; /metrics reads from the event loop
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
         key = (method, error)

@@ -1,9 +1,11 @@
 """The export thread: finished spans in batches to {endpoint}/v1/traces, the duration histograms every
 export interval to {endpoint}/v1/metrics, as OTLP/HTTP protobuf posts (tracing_wire.py, tracing_post.py).
 
-A thread, not a Trio task: a blocking POST (and its retries) never holds up the event loop. The event loop
-encodes each span as it ends and appends it to a bounded queue (past its size, spans are dropped and
-counted); the thread only joins a batch and posts it, so it holds the GIL for little. Settings not in
+A thread, not a Trio task: encoding and a blocking POST (and its retries) never hold up the event loop,
+and the hot path only appends a finished span to a bounded queue (past its size, spans are dropped and
+counted). The thread wakes when a batch is full (or at the schedule) and then encodes and posts full
+batches only: a thread that posted whatever few spans had queued meanwhile ran all the time at high rates,
+and its GIL hand-offs cost the event loop more than the work itself. Settings not in
 [tracing] come from the standard variables, as the OpenTelemetry SDK reads them:
 OTEL_EXPORTER_OTLP_{TRACES_,METRICS_,}ENDPOINT, ..._HEADERS (and tracing_post.py's), OTEL_SERVICE_NAME,
 OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
@@ -17,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from http.client import HTTPException
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import unquote
 
 from loguru import logger
@@ -78,10 +80,17 @@ def resource_of(service_name: str, environ: Mapping[str, str]) -> dict[str, Any]
     return resource
 
 
+class Finished(Protocol):
+    """A span that has ended: its duration counted into (server, client), its encoding if sampled."""
+
+    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None: ...
+
+
 class Exporter:
     """Owns: the queue of finished spans (bounded), its thread, and the HTTP posts (one Poster a signal).
-    Receives: encoded spans from the event loop (`put`, never blocks); it posts them a full batch at a time
-        (or what is queued, every OTEL_BSP_SCHEDULE_DELAY), and the histograms at each interval.
+    Receives: finished spans from the hot path (`put`, never blocks); it counts their durations, encodes
+        the sampled ones and posts them a full batch at a time (or what is queued, every
+        OTEL_BSP_SCHEDULE_DELAY), and the histograms at each interval.
     Stops when: `shutdown` (what is queued and the histograms are exported first, within its time).
     Errors: a failed post is dropped and logged at most every FAILURE_LOG_S; nothing reaches a caller."""
 
@@ -107,7 +116,7 @@ class Exporter:
         self.dropped = 0  # spans the full queue refused
         self._post = post
         self._scope = wire.scope(SCOPE_NAME, SCOPE_VERSION)
-        self._queue: deque[bytes] = deque()  # encoded spans (wire.span_entry)
+        self._queue: deque[Finished] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._stopped = threading.Event()  # ends a retry's wait at shutdown
@@ -119,8 +128,8 @@ class Exporter:
         self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
         self._thread.start()
 
-    def put(self, span: bytes) -> None:
-        """A finished span, encoded. Never blocks."""
+    def put(self, span: Finished) -> None:
+        """A finished span (the thread counts and encodes it). Never blocks."""
         queue = self._queue
         if len(queue) >= self.queue_max:
             self.dropped += 1
@@ -154,10 +163,15 @@ class Exporter:
         """Full batches (woken by one), or `everything` queued (at the schedule, and the end): a batch
         that fills while one is posted waits for the next, so at a high rate the thread posts one full
         batch per wake-up instead of every few spans queued meanwhile."""
-        queue, batch_max = self._queue, self.batch_max
+        queue, batch_max, durations = self._queue, self.batch_max, self.durations
         while len(queue) >= batch_max or (everything and queue):
-            batch = [queue.popleft() for _ in range(min(len(queue), self.batch_max))]
-            self._send(self.traces_url, wire.trace_request(self.resource, self._scope, batch), 0)
+            batch = []
+            for _ in range(min(len(queue), batch_max)):
+                encoded = queue.popleft().exported(durations)
+                if encoded is not None:
+                    batch.append(encoded)
+            if batch:
+                self._send(self.traces_url, wire.trace_request(self.resource, self._scope, batch), 0)
 
     def _export_metrics(self) -> None:
         now = time.time_ns()
