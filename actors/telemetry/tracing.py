@@ -51,7 +51,7 @@ SERVER, CLIENT = 2, 3  # OTLP's SpanKind
 SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
-MAX_SHAPES: Final = 4096  # encoded names and attributes kept; past it, start over
+MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
 _shapes: dict[tuple[Any, ...], bytes] = {}  # the export thread's alone
 
 
