@@ -233,3 +233,20 @@ def test_a_collector_that_answers_garbage_fails_the_export_and_nothing_else() ->
     traced.shutdown(5.0)  # the thread lived on to export (and fail) again
     listener.close()
     thread.join(5)
+
+
+def test_a_woken_thread_posts_full_batches_only_and_the_rest_at_the_schedule() -> None:
+    posts = Posts()
+    traced = tracing(posts, OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_BSP_SCHEDULE_DELAY="600000")
+    traced.shutdown(5.0)  # its thread gone: the test drives the export by hand
+    posts.made.clear()
+    for number in range(5):
+        traced.server(Request(number, "tools/list", {}), PEER, None).end(Response(number, {}))
+    traced.exporter._export_spans(everything=False)  # woken by a full batch
+    assert [
+        len(ExportTraceServiceRequest.FromString(body).resource_spans[0].scope_spans[0].spans)
+        for _, body, _ in posts.made
+    ] == [2, 2]
+    assert len(traced.exporter._queue) == 1  # left for the next batch or the schedule, not posted alone
+    traced.exporter._export_spans(everything=True)  # the schedule
+    assert len(posts.spans()) == 5 and not traced.exporter._queue
