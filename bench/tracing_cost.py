@@ -1,12 +1,13 @@
 """The cost of tracing (issue #28): the gateway's CPU per forwarded call with [tracing] on and every trace
 sampled, over the same gateway's without, per backend, client and calls in flight. The traced gateway
-exports to a sink on loopback in this process (an OTLP/HTTP endpoint that takes every post and keeps
-nothing), so the gateway pays for its spans, its histograms and their export in full, and the sink's work
-is not counted as the gateway's."""
+exports to a sink on loopback in a process of its own (an HTTP/1.1 OTLP endpoint that takes every post and
+keeps nothing), so the gateway pays for its spans, its histograms and their export in full, and the sink's
+work is neither counted as the gateway's nor taken from the bench's clients."""
 
 from __future__ import annotations
 
-import threading
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,8 @@ TARGET: Final = 1.2  # at most 20 % more CPU per call with tracing on at 100 % s
 
 
 class _Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps the connection open, as a collector does
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(200)
@@ -30,18 +33,25 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
+def serve_sink() -> None:
+    """`python bench/tracing_cost.py`: the sink in a process of its own, its base URL printed first."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
 @contextmanager
 def otlp_sink() -> Iterator[str]:
-    """An OTLP/HTTP endpoint on a free loopback port (its base URL) while the block runs."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    thread = threading.Thread(target=server.serve_forever, name="otlp-sink", daemon=True)
-    thread.start()
+    """An OTLP/HTTP endpoint on a free loopback port (its base URL) while the block runs: a process of its
+    own, as a collector is, so that reading the posts takes nothing from the bench's clients (the lean
+    client runs in the bench's process; a sink there slowed it, and so the gateway's calls)."""
+    sink = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, text=True)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        assert sink.stdout is not None
+        yield sink.stdout.readline().strip()
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        sink.terminate()
+        sink.wait(10)
 
 
 def traced(config: Path, sink: str) -> Path:
@@ -74,3 +84,7 @@ def tracing_table(cpu: dict[tuple[str, str, int, str], float]) -> list[dict[str,
             }
         )
     return table
+
+
+if __name__ == "__main__":
+    serve_sink()

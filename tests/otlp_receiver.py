@@ -1,13 +1,19 @@
 """An OTLP/HTTP trace receiver for tests: a real HTTP server on loopback that decodes what exporters post to
 /v1/traces with the official protobuf bindings (opentelemetry-proto), as a collector would, and keeps every
 span. Tests wait on it for spans by a predicate (no sleeping): `wait_for` blocks a worker thread until the
-spans match or the deadline passes."""
+spans match or the deadline passes.
+
+Like a collector it speaks HTTP/1.1 (a connection kept open between posts), takes gzip, and over TLS when
+given a context (https, with or without client certificates). It notes how each post came (`posts`: its
+path, Content-Encoding and connection), and answers the next posts with an error when told (`refuse`)."""
 
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,12 +60,35 @@ def _attributes(items: Any) -> dict[str, Any]:
     return {item.key: _value(item.value) for item in items}
 
 
+@attrs.frozen
+class Post:
+    """How one post came: its path, its Content-Encoding, and which connection (the client's port)."""
+
+    path: str
+    encoding: str
+    connection: int
+
+
 @attrs.define
 class Receiver:
     spans: list[ReceivedSpan] = attrs.field(factory=list)
     metrics: list[str] = attrs.field(factory=list)  # names of the metrics received
+    posts: list[Post] = attrs.field(factory=list)  # every post, answered or refused
     url: str = ""
+    _refusals: deque[tuple[int, str | None]] = attrs.field(factory=deque)
     _changed: threading.Condition = attrs.field(factory=threading.Condition)
+
+    def refuse(self, status: int, retry_after: str | None = None, times: int = 1) -> None:
+        """Answer the next `times` posts with `status` (and a Retry-After header), keeping nothing of them."""
+        with self._changed:
+            self._refusals.extend([(status, retry_after)] * times)
+
+    def noted(self, post: Post) -> tuple[int, str | None] | None:
+        """The post noted; the refusal it gets, if one is due."""
+        with self._changed:
+            self.posts.append(post)
+            self._changed.notify_all()
+            return self._refusals.popleft() if self._refusals else None
 
     def take(self, path: str, body: bytes) -> bytes:
         if path == "/v1/metrics":
@@ -113,6 +142,8 @@ class Receiver:
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # the connection stays open for the next post, as a collector's does
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             if self.path not in ("/v1/traces", "/v1/metrics") or not 0 <= length <= MAX_BODY:
@@ -120,6 +151,15 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(length)
             encoding = self.headers.get("Content-Encoding", "")
+            refusal = receiver.noted(Post(self.path, encoding, self.client_address[1]))
+            if refusal is not None:
+                status, retry_after = refusal
+                self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if encoding == "gzip":
                 body = gzip.decompress(body)
             elif encoding == "deflate":
@@ -138,11 +178,16 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def otlp_receiver() -> Iterator[Receiver]:
-    """A receiver listening on a free loopback port (its base URL in `url`) while the block runs."""
+def otlp_receiver(tls: ssl.SSLContext | None = None) -> Iterator[Receiver]:
+    """A receiver listening on a free loopback port (its base URL in `url`) while the block runs; over
+    https with `tls` (a server context: tls_certs.Pki.server_context)."""
     receiver = Receiver()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    receiver.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="otlp-receiver", daemon=True)
     thread.start()
     try:

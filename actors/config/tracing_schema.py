@@ -3,7 +3,8 @@
 A [tracing] table turns tracing on (`enabled = false` keeps it off whatever the environment says); without
 the table it is on only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. What
 the table leaves unset comes from the standard OTEL_* variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER,
-OTEL_EXPORTER_OTLP_HEADERS, ...), read by the OpenTelemetry SDK itself.
+OTEL_EXPORTER_OTLP_HEADERS, ..._COMPRESSION, ..._TIMEOUT, ..._CERTIFICATE, ...), as the OpenTelemetry SDK
+reads them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ http_url: Final = rule(
     "must be an http:// or https:// URL with a host (the collector's OTLP/HTTP base, such as "
     "http://127.0.0.1:4318), with no spaces, control characters or query",
 )
+known_compression: Final = rule(lambda value: value in ("gzip", "none"), "must be gzip or none")
+served_protocol: Final = rule(
+    lambda value: value == "http/protobuf",
+    "must be http/protobuf: the gateway exports OTLP over HTTP in protobuf (grpc and http/json: not served)",
+)
 ratio: Final = rule(lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1 (1: every trace)")
 
 
@@ -51,4 +57,10 @@ class TracingSettings:
     # the share of new traces recorded; a client's sampled traceparent is always followed (parent-based).
     # Unset: OTEL_TRACES_SAMPLER (default: every trace)
     sample_ratio: float | None = attrs.field(default=None, validator=optional(ratio))
-    export_timeout_s: float = attrs.field(default=10.0, validator=positive)  # one export's longest wait
+    # one export's longest wait, retries included (unset: OTEL_EXPORTER_OTLP_{TRACES_,}TIMEOUT, else 10 s)
+    export_timeout_s: float | None = attrs.field(default=None, validator=optional(positive))
+    # gzip or none (unset: OTEL_EXPORTER_OTLP_{TRACES_,}COMPRESSION, else none)
+    compression: str | None = attrs.field(default=None, validator=optional(known_compression))
+    # the OTLP protocol: http/protobuf, the one the gateway exports (unset: the same; a variable naming
+    # another is warned of at start)
+    protocol: str | None = attrs.field(default=None, validator=optional(served_protocol))

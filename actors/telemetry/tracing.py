@@ -12,7 +12,8 @@ settings and call it at one place per stage:
 - events on those spans for what the gateway decided (policy denied, rate limited, backend down).
 
 A span here is a small object (ids, times, what its attributes will be made of) put on the export
-thread's queue when it ends; the thread names it, counts its duration and encodes it (tracing_wire.py).
+thread's queue when it ends; the thread, a batch at a time, counts its duration and encodes it
+(tracing_wire.py: its name and the attributes of its shape written once and kept), then posts the batch.
 Sampling follows OTEL_TRACES_SAMPLER (default parentbased_always_on) or [tracing] sample_ratio
 (parent-based); an unsampled span is not encoded but still passes its context on, flagged unsampled.
 """
@@ -43,6 +44,7 @@ from actors.telemetry.tracing_attributes import (
 from actors.telemetry.tracing_context import Context, carried, parse_traceparent, with_context
 from actors.telemetry.tracing_durations import Durations
 from actors.telemetry.tracing_export import Exporter, resource_of, signal_headers, signal_url
+from actors.telemetry.tracing_post import post_settings, warn_of_protocol
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
 SERVER, CLIENT = 2, 3  # OTLP's SpanKind
@@ -50,7 +52,7 @@ SAMPLED: Final = 1
 MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
-_shapes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # the export thread's alone
+_shapes: dict[tuple[Any, ...], bytes] = {}  # the export thread's alone
 
 
 class Tracing:
@@ -67,14 +69,20 @@ class Tracing:
         name = settings.service_name or environ.get("OTEL_SERVICE_NAME") or gateway_name
         server = Durations("mcp.server.operation.duration", "A client's MCP request, as the gateway served")
         client = Durations("mcp.client.operation.duration", "One MCP hop: to a backend, or to a client")
+        if settings.protocol is None:
+            warn_of_protocol(environ)
+        timeout_s, compression = settings.export_timeout_s, settings.compression
         exporter = Exporter(
             traces_url=signal_url(settings.endpoint, environ, "traces"),
             metrics_url=signal_url(settings.endpoint, environ, "metrics"),
             headers=(signal_headers(environ, "traces"), signal_headers(environ, "metrics")),
-            timeout_s=settings.export_timeout_s,
             resource=resource_of(name, environ),
             durations=(server, client),
             environ=environ,
+            posting=(
+                post_settings(environ, "traces", timeout_s, compression),
+                post_settings(environ, "metrics", timeout_s, compression),
+            ),
         )
         return cls(exporter, sampler_of(settings.sample_ratio, environ), server, client)
 
@@ -132,9 +140,9 @@ class Tracing:
 
 
 class _Span:
-    """A span from its start to its end on the Trio thread, then the export thread's: what the hot path
-    does is take ids and times and queue it; its name and attributes are made from `inputs` (its shape and
-    its JSON-RPC id) and it is encoded in the export thread (`exported`)."""
+    """A span from its start to its end on the event loop's thread, then the export thread's: what the hot
+    path does is take ids and times and queue it; its name and attributes are made from `inputs` (its shape
+    and its JSON-RPC id) when the export thread encodes it (`exported`)."""
 
     __slots__ = (
         "context", "end_ns", "events", "failure", "inputs", "links", "method", "parent_id", "reason",
@@ -188,36 +196,33 @@ class _Span:
     # --- the export thread's ---------------------------------------------------------------------------
 
     def exported(self, durations: tuple[Durations, Durations]) -> bytes | None:
-        """Its duration counted, and its OTLP encoding when it is sampled."""
-        failure = self.failure
-        durations[self.KIND != SERVER].record(self.method, failure, (self.end_ns - self.start_ns) / 1e9)
-        if not self.context[2] & SAMPLED:
-            return None
-        key = self.shape()
-        shaped = _shapes.get(key)
-        if shaped is None:  # its name and the attributes it shares with the spans of its shape, encoded once
+        """Its duration counted, and its encoding when it is sampled."""
+        durations[self.KIND != SERVER].record(self.method, self.failure, (self.end_ns - self.start_ns) / 1e9)
+        return self.encoded() if self.context[2] & SAMPLED else None
+
+    def encoded(self) -> bytes:
+        """Its OTLP encoding, as an entry of a batch (wire.span_entry)."""
+        shape, numbered = self.inputs
+        shared = _shapes.get(shape)
+        if shared is None:  # its name and the attributes it shares with the spans of its shape, encoded once
             name, attributes = self.described()
-            shaped = (wire.field_text(5, name), wire.attributes(9, attributes))
+            shared = wire.span_head(name, self.KIND) + wire.attributes(9, attributes)
             if len(_shapes) >= MAX_SHAPES:
                 _shapes.clear()
-            _shapes[key] = shaped
-        encoded = shaped[1]
-        own: Attributes = {}
-        if self.numbered is not None:
-            own["jsonrpc.request.id"] = str(self.numbered)[:MAX_VALUE_CHARS]
-        error = None
-        if failure is not None:
-            own["error.type"] = failure
-            if failure[-1].isdigit():
-                own["rpc.response.status_code"] = failure
-            error = self.reason[:256]
-        if own:
-            encoded += wire.attributes(9, own)
+            _shapes[shape] = shared
+        rest = b"" if numbered is None else wire.request_id_attribute(str(numbered)[:MAX_VALUE_CHARS])
         trace_id, span_id, _, state = self.context
-        return wire.span_of_parts(
-            trace_id, span_id, self.parent_id, state, shaped[0], self.KIND, self.start_ns, self.end_ns,
-            encoded, self.events or (), self.links, error,
-        )  # fmt: skip
+        failure = self.failure
+        if failure is not None or state or self.events or self.links:
+            error = None
+            if failure is not None:
+                own = {"error.type": failure}
+                if failure[-1].isdigit():
+                    own["rpc.response.status_code"] = failure
+                rest += wire.attributes(9, own)
+                error = self.reason[:256]
+            rest += wire.span_rest(state, self.events or (), self.links, error)
+        return wire.span_entry(trace_id, span_id, self.parent_id, self.start_ns, self.end_ns, shared, rest)
 
     @property
     def numbered(self) -> RequestId | None:

@@ -52,7 +52,7 @@ def with_context(params: dict[str, Any], context: Context) -> dict[str, Any]:
     trace_id, span_id, flags, state = context
     meta = params.get("_meta")
     meta = dict(meta) if isinstance(meta, dict) else {}
-    meta["traceparent"] = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+    meta["traceparent"] = "00-%032x-%016x-%02x" % (trace_id, span_id, flags)  # noqa: UP031  # faster here
     if state:
         meta["tracestate"] = state
     else:

@@ -32,20 +32,17 @@ class Durations:
         self._lock = threading.Lock()  # the export thread records; /metrics reads from the event loop
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
-        with self._lock:
-            self._record(method, error, seconds)
-
-    def _record(self, method: str, error: str | None, seconds: float) -> None:
         key = (method, error)
-        series = self._series.get(key)
-        if series is None:
-            if len(self._series) >= MAX_SERIES:
-                key = (OTHER, error)
-                series = self._series.get(key)
+        with self._lock:
+            series = self._series.get(key)
             if series is None:
-                series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
-        series[0] += seconds
-        series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
+                if len(self._series) >= MAX_SERIES:
+                    key = (OTHER, error)
+                    series = self._series.get(key)
+                if series is None:
+                    series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
+            series[0] += seconds
+            series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
 
     def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
         """Each series' attributes, count, sum and bucket counts, as they are now."""

@@ -1,18 +1,21 @@
 """The export thread: finished spans in batches to {endpoint}/v1/traces, the duration histograms every
-export interval to {endpoint}/v1/metrics, as OTLP/HTTP protobuf posts (tracing_wire.py).
+export interval to {endpoint}/v1/metrics, as OTLP/HTTP protobuf posts (tracing_wire.py, tracing_post.py).
 
-A thread, not a Trio task: encoding and a blocking POST never hold up the event loop, and the hot path
-only appends a finished span to a bounded queue (past its size, spans are dropped and counted). Settings
-not in [tracing] come from the standard variables, as the OpenTelemetry SDK reads them:
-OTEL_EXPORTER_OTLP_{TRACES_,METRICS_,}ENDPOINT, ..._HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
-OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_METRIC_EXPORT_INTERVAL.
+A thread, not a Trio task: encoding and a blocking POST (and its retries) never hold up the event loop,
+and the hot path only appends a finished span to a bounded queue (past its size, spans are dropped and
+counted). The thread wakes when a batch is full (or at the schedule) and then encodes and posts full
+batches only: a thread that posted whatever few spans had queued meanwhile ran all the time at high rates,
+and its GIL hand-offs cost the event loop more than the work itself. Settings not in
+[tracing] come from the standard variables, as the OpenTelemetry SDK reads them:
+OTEL_EXPORTER_OTLP_{TRACES_,METRICS_,}ENDPOINT, ..._HEADERS (and tracing_post.py's), OTEL_SERVICE_NAME,
+OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+OTEL_METRIC_EXPORT_INTERVAL.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
 from http.client import HTTPException
@@ -23,11 +26,11 @@ from loguru import logger
 
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_durations import BOUNDS_S, Durations
+from actors.telemetry.tracing_post import Poster, PostFailed, PostSettings
 
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"
 SCOPE_NAME: Final = "trio-mcp-gateway"
 SCOPE_VERSION: Final = "0.1.0"
-ANSWER_READ_MAX: Final = 65536  # of a collector's answer, read before the connection is closed
 FAILURE_LOG_S: Final = 30.0  # at most one warning per this many seconds about failed exports
 
 
@@ -84,9 +87,10 @@ class Finished(Protocol):
 
 
 class Exporter:
-    """Owns: the queue of finished spans (bounded), its thread, and the HTTP posts.
+    """Owns: the queue of finished spans (bounded), its thread, and the HTTP posts (one Poster a signal).
     Receives: finished spans from the hot path (`put`, never blocks); it counts their durations, encodes
-        the sampled ones, and exports the histograms at each interval.
+        the sampled ones and posts them a full batch at a time (or what is queued, every
+        OTEL_BSP_SCHEDULE_DELAY), and the histograms at each interval.
     Stops when: `shutdown` (what is queued and the histograms are exported first, within its time).
     Errors: a failed post is dropped and logged at most every FAILURE_LOG_S; nothing reaches a caller."""
 
@@ -96,24 +100,30 @@ class Exporter:
         traces_url: str,
         metrics_url: str,
         headers: tuple[dict[str, str], dict[str, str]],
-        timeout_s: float,
         resource: dict[str, Any],
         durations: tuple[Durations, Durations],
         environ: Mapping[str, str],
-        post: Callable[[str, bytes, dict[str, str], float], None] | None = None,
+        posting: tuple[PostSettings, PostSettings] = (PostSettings(), PostSettings()),
+        post: Callable[[str, bytes, dict[str, str]], None] | None = None,
     ) -> None:
-        self.traces_url, self.metrics_url, self.timeout_s = traces_url, metrics_url, timeout_s
+        """`posting`: how traces and metrics are posted; `post`, a test's stand-in for the HTTP posts."""
+        self.traces_url, self.metrics_url = traces_url, metrics_url
         self.headers, self.resource, self.durations = headers, resource, durations
         self.schedule_s = _number(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000, 1) / 1000
         self.queue_max = int(_number(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1))
         self.batch_max = int(_number(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1))
         self.metrics_s = _number(environ, "OTEL_METRIC_EXPORT_INTERVAL", 60000, 1) / 1000
         self.dropped = 0  # spans the full queue refused
-        self._post = post or _post
+        self._post = post
         self._scope = wire.scope(SCOPE_NAME, SCOPE_VERSION)
         self._queue: deque[Finished] = deque()
         self._wake = threading.Event()
         self._stopping = False
+        self._stopped = threading.Event()  # ends a retry's wait at shutdown
+        self._posters = (
+            Poster(traces_url, posting[0], self._stopped.wait),
+            Poster(metrics_url, posting[1], self._stopped.wait),
+        )
         self._last_failure = -FAILURE_LOG_S
         self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
         self._thread.start()
@@ -131,26 +141,32 @@ class Exporter:
     def shutdown(self, timeout_s: float) -> None:
         """Export what is queued and the histograms, then stop the thread (blocking, at most `timeout_s`)."""
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
         next_metrics = time.monotonic() + self.metrics_s
         while not self._stopping:
-            self._wake.wait(min(self.schedule_s, max(0.0, next_metrics - time.monotonic())))
+            woken = self._wake.wait(min(self.schedule_s, max(0.0, next_metrics - time.monotonic())))
             self._wake.clear()
-            self._export_spans()
+            self._export_spans(everything=not woken)
             if time.monotonic() >= next_metrics:
                 self._export_metrics()
                 next_metrics = time.monotonic() + self.metrics_s
-        self._export_spans()
+        self._export_spans(everything=True)
         self._export_metrics()
+        for poster in self._posters:
+            poster.close()
 
-    def _export_spans(self) -> None:
-        queue, durations = self._queue, self.durations
-        while queue:
+    def _export_spans(self, everything: bool) -> None:
+        """Full batches (woken by one), or `everything` queued (at the schedule, and the end): a batch
+        that fills while one is posted waits for the next, so at a high rate the thread posts one full
+        batch per wake-up instead of every few spans queued meanwhile."""
+        queue, batch_max, durations = self._queue, self.batch_max, self.durations
+        while len(queue) >= batch_max or (everything and queue):
             batch = []
-            while queue and len(batch) < self.batch_max:
+            for _ in range(min(len(queue), batch_max)):
                 encoded = queue.popleft().exported(durations)
                 if encoded is not None:
                     batch.append(encoded)
@@ -172,18 +188,12 @@ class Exporter:
 
     def _send(self, url: str, body: bytes, which: int) -> None:
         try:
-            self._post(url, body, self.headers[which], self.timeout_s)
-        except (OSError, ValueError, HTTPException) as exc:  # refused, unreachable, timed out, an error
-            # status, or a peer that does not speak HTTP
+            if self._post is not None:
+                self._post(url, body, self.headers[which])
+            else:
+                self._posters[which].post(body, self.headers[which])
+        except (OSError, ValueError, HTTPException, PostFailed) as exc:  # refused, unreachable, timed out,
+            # a final status, or a peer that does not speak HTTP
             if time.monotonic() - self._last_failure >= FAILURE_LOG_S:
                 self._last_failure = time.monotonic()
                 logger.warning("tracing: export to {} failed, dropped: {}", url, exc)
-
-
-def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> None:
-    request = urllib.request.Request(url, data=body, method="POST")
-    for name, value in headers.items():
-        request.add_header(name, value)
-    request.add_header("Content-Type", "application/x-protobuf")
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # the configured URL
-        answer.read(ANSWER_READ_MAX)  # what a collector says back is not needed: never all of it

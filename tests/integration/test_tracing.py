@@ -31,6 +31,7 @@ from support import (
     with_websocket,
     write_config,
 )
+from tls_certs import make_pki
 
 from actors.protocol.errors import BACKEND_UNAVAILABLE
 
@@ -218,7 +219,7 @@ async def test_the_mcp_duration_histograms_are_on_metrics_beside_the_gateways_ow
                 assert (await client.call_tool("echo", {"text": "a"})).content[0].text == "a"  # type: ignore[union-attr]
                 with pytest.raises(MCPError):
                     await client.call_tool("nope", {})
-            await wait_for(  # exported: so counted (the export thread counts a span, then sends it)
+            await wait_for(  # exported: so counted (a span is counted as it ends, then sent)
                 receiver, (GATEWAY, "tools/call echo", CLIENT), (GATEWAY, "tools/call nope", SERVER)
             )
             async with httpx2.AsyncClient() as http:
@@ -228,6 +229,31 @@ async def test_the_mcp_duration_histograms_are_on_metrics_beside_the_gateways_ow
     assert sample(metrics, f"{server}_count", mcp_method_name="tools/call", error_type="-32602") == 1
     assert sample(metrics, f"{client_hops}_count", mcp_method_name="tools/call", error_type="") == 1
     assert sample(metrics, "mcp_gateway_calls_total", tool="echo") == 1  # beside the gateway's own
+
+
+async def test_the_standard_variables_alone_send_gzip_spans_to_an_https_collector_over_mtls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pki = make_pki(tmp_path)
+    config = with_websocket(write_config(tmp_path / "plain.toml", [backend_entry("alpha", "--only=echo")]))
+    with otlp_receiver(pki.server_context(require_client=True)) as receiver:
+        for name, value in {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,  # no [tracing] table: the variables turn it on
+            "OTEL_SERVICE_NAME": GATEWAY,
+            "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": str(pki.ca),
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": str(pki.client_certificate),
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY": str(pki.client_key),
+        }.items():
+            monkeypatch.setenv(name, value)
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            async with websocket_client(gateway.websocket_url) as client:
+                assert (await client.call_tool("echo", {"text": "a"})).content[0].text == "a"  # type: ignore[union-attr]
+            await wait_for(
+                receiver, (GATEWAY, "tools/call echo", SERVER), (GATEWAY, "tools/call echo", CLIENT)
+            )
+    assert receiver.posts and {post.encoding for post in receiver.posts} == {"gzip"}
 
 
 async def test_a_call_whose_backend_dies_ends_its_hop_with_the_backend_down_event(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ def test_every_bad_tracing_value_is_named_by_file_and_key(tmp_path: Path) -> Non
     path = config_with(
         tmp_path,
         '[tracing]\nenabled = "yes"\nendpoint = "ftp://collector"\nsample_ratio = 1.5\n'
-        'export_timeout_s = 0\nservice_name = " "\ncolour = "blue"\n',
+        'export_timeout_s = 0\nservice_name = " "\ncolour = "blue"\n'
+        'protocol = "grpc"\ncompression = "zstd"\n',
     )
     with pytest.raises(ConfigError) as failed:
         load_config(path)
@@ -62,8 +63,12 @@ def test_every_bad_tracing_value_is_named_by_file_and_key(tmp_path: Path) -> Non
         "tracing.export_timeout_s",
         "tracing.service_name",
         "tracing.colour",
+        "tracing.protocol",
+        "tracing.compression",
     }
     assert "http:// or https://" in problems["tracing.endpoint"]
+    assert "must be http/protobuf" in problems["tracing.protocol"] and "grpc" in problems["tracing.protocol"]
+    assert problems["tracing.compression"] == "must be gzip or none"
     assert "between 0 and 1" in problems["tracing.sample_ratio"]
 
 
@@ -129,5 +134,9 @@ def test_the_examples_commented_out_tracing_table_is_valid(tmp_path: Path) -> No
         block.append(line.removeprefix("# "))
     path = config_with(tmp_path, "\n".join(block) + "\n")
     assert load_config(path).tracing == TracingSettings(
-        endpoint="http://127.0.0.1:4318", service_name="mcp-gateway", sample_ratio=1.0
+        endpoint="http://127.0.0.1:4318",
+        service_name="mcp-gateway",
+        sample_ratio=1.0,
+        export_timeout_s=10.0,
+        compression="none",
     )

@@ -17,7 +17,8 @@ from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
 from actors.telemetry.tracing_durations import MAX_SERIES, Durations
-from actors.telemetry.tracing_export import Exporter, _post, pairs, signal_url
+from actors.telemetry.tracing_export import Exporter, pairs, signal_url
+from actors.telemetry.tracing_post import Poster, PostSettings
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -30,7 +31,7 @@ class Posts:
     def __init__(self) -> None:
         self.made: list[tuple[str, bytes, dict[str, str]]] = []
 
-    def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> None:
+    def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> None:
         self.made.append((url, body, headers))
 
     def spans(self) -> list[Span]:
@@ -61,7 +62,6 @@ def tracing(posts: Posts, sampler: Sampler | None = None, **environ: str) -> Tra
         traces_url="http://collector/v1/traces",
         metrics_url="http://collector/v1/metrics",
         headers=({"authorization": "Bearer t"}, {}),
-        timeout_s=1.0,
         resource={"service.name": "gw"},
         durations=(server, client),
         environ=environ,
@@ -147,7 +147,7 @@ def test_the_samplers_follow_the_standard_variables() -> None:
 
 
 def test_a_full_queue_drops_spans_and_a_failed_export_is_dropped_without_raising() -> None:
-    def refuse(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> None:
+    def refuse(url: str, body: bytes, headers: dict[str, str]) -> None:
         raise OSError("connection refused")
 
     traced = tracing(Posts(), OTEL_BSP_MAX_QUEUE_SIZE="2", OTEL_BSP_SCHEDULE_DELAY="600000")
@@ -224,10 +224,29 @@ def test_a_collector_that_answers_garbage_fails_the_export_and_nothing_else() ->
     thread.start()
     port = listener.getsockname()[1]
     traced = tracing(Posts())
-    traced.exporter._post = _post  # the real HTTP post, to a peer that does not speak HTTP
-    traced.exporter._send(f"http://127.0.0.1:{port}/v1/traces", b"\x0a\x00", 0)  # logged and dropped
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    traced.exporter._post = None  # the real HTTP posts, to a peer that does not speak HTTP
+    traced.exporter._posters = (Poster(url, PostSettings(timeout_s=1.0), traced.exporter._stopped.wait),) * 2
+    traced.exporter._send(url, b"\x0a\x00", 0)  # logged and dropped
     assert served.wait(10)
     traced.server(Request(1, "ping", {}), PEER, None).end(Response(1, {}))
     traced.shutdown(5.0)  # the thread lived on to export (and fail) again
     listener.close()
     thread.join(5)
+
+
+def test_a_woken_thread_posts_full_batches_only_and_the_rest_at_the_schedule() -> None:
+    posts = Posts()
+    traced = tracing(posts, OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_BSP_SCHEDULE_DELAY="600000")
+    traced.shutdown(5.0)  # its thread gone: the test drives the export by hand
+    posts.made.clear()
+    for number in range(5):
+        traced.server(Request(number, "tools/list", {}), PEER, None).end(Response(number, {}))
+    traced.exporter._export_spans(everything=False)  # woken by a full batch
+    assert [
+        len(ExportTraceServiceRequest.FromString(body).resource_spans[0].scope_spans[0].spans)
+        for _, body, _ in posts.made
+    ] == [2, 2]
+    assert len(traced.exporter._queue) == 1  # left for the next batch or the schedule, not posted alone
+    traced.exporter._export_spans(everything=True)  # the schedule
+    assert len(posts.spans()) == 5 and not traced.exporter._queue
