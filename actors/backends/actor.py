@@ -97,6 +97,7 @@ class Backend:
     )  # the gateway's: its budget and urgency stop the process
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
+    _announced: set[str] = attrs.field(init=False, factory=set)  # kinds of those said changed, not checked
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
     _link: BackendLink | None = attrs.field(init=False, default=None)  # this run's
     _server_logs: RateLimiter | None = attrs.field(init=False, default=None)  # this run's, for its logs
@@ -132,6 +133,7 @@ class Backend:
         ]
         addressee = self.clients.only() if self.clients is not None else None
         self._changed = {kind: trio.Event() for kind in LISTS}
+        self._announced = set()
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
         started, error = False, None
         try:
@@ -248,11 +250,14 @@ class Backend:
         else:
             self._publish(Notification(method, clean))
 
-    def _mark_changed(self, method: str) -> None:
-        """The kinds a list_changed names are listed again (once more after a listing running now)."""
+    def _mark_changed(self, method: str, announced: bool = True) -> None:
+        """The kinds a list_changed names are listed again (once more after a listing running now);
+        `announced` False: only to check, news to clients only if a list differs (fleet catch-up)."""
         for kind in CHANGES.get(method, ()):
             changed = self._changed.get(kind)
             if changed is not None:
+                if announced:
+                    self._announced.add(kind)
                 changed.set()
 
     def _tell_the_one_call(self, notification: Notification) -> None:
@@ -280,9 +285,11 @@ class Backend:
         while True:
             await self._changed[kind].wait()
             self._changed[kind] = trio.Event()  # changes announced from here on trigger another listing
-            await self._relist(link, kind)
+            announced = kind in self._announced
+            self._announced.discard(kind)
+            await self._relist(link, kind, announced)
 
-    async def _relist(self, link: BackendLink, kind: str) -> None:
+    async def _relist(self, link: BackendLink, kind: str, announced: bool = True) -> None:
         """List `kind` again and tell the catalog; a failure keeps the old list."""
         try:
             items = await list_all(link, kind)
@@ -291,7 +298,7 @@ class Backend:
             return
         self._listed(kind, items)
         hint = link.list_hints.get(kind, (None, None))
-        await self.catalog.send(ListChanged(self.config.name, kind, items, hint))
+        await self.catalog.send(ListChanged(self.config.name, kind, items, hint, announced))
 
     def _listed(self, kind: str, items: tuple[dict[str, Any], ...]) -> None:
         """A modern HTTP backend's tools say which arguments go in Mcp-Param-* headers."""

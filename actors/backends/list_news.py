@@ -4,16 +4,26 @@ A backend whose own server announced a tools, prompts or resources list change i
 (`announced`, set only with a [fleet] table) tells the other replicas. Another replica's news of it arrives as
 `elsewhere`: this replica's actor of that backend lists it again as if its own server had said so, and
 never tells the fleet of it again (no loops). An actor lists each kind once at a time: news arriving while a
-listing runs is one more listing after it, however many came (backend/actor.py)."""
+listing runs is one more listing after it, however many came (backend/actor.py).
+
+When Redis answers again after it did not, news may have been lost both ways while it was away: every
+backend here `checks` its lists (a listing that is news to clients only if a list differs), and the relay
+publishes the changes it could not (fleet/relay.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Final
 
 import attrs
 
-Relist = Callable[[str], None]  # a list_changed method: the kinds it names listed again
+Relist = Callable[[str, bool], None]  # (a list_changed method, announced): the kinds it names listed again
+CHANGE_METHODS: Final = (
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+)
 
 
 @attrs.define(eq=False)
@@ -45,5 +55,11 @@ class ListNews:
         relist = self._relists.get(backend)
         if relist is None:
             return False
-        relist(method)
+        relist(method, True)
         return True
+
+    def check_all(self) -> None:
+        """Every backend here lists each of its lists again, news to clients only where one differs."""
+        for relist in list(self._relists.values()):
+            for method in CHANGE_METHODS:
+                relist(method, False)

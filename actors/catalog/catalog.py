@@ -126,12 +126,14 @@ class Catalog:
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ListChanged(kind="tools", items=tools):
-                self._announced.add("tools")
+                if event.announced:  # else news only if the list differs (view_builder)
+                    self._announced.add("tools")
                 entry.take(tools)
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, "tools": event.hint})
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
             case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
-                self._announced.add(kind)
+                if event.announced:
+                    self._announced.add(kind)
                 setattr(entry, kind, items)
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, kind: event.hint})
                 logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))

@@ -46,8 +46,10 @@ class Fleet:
         sessions = FleetSessions(settings=settings, ids=ids, store=store)
         relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
         sessions.announce_end = relay.publish_ended
-        if list_news is not None:  # the backends' list changes, both ways
+        if list_news is not None:  # the backends' list changes, both ways, and caught up after Redis was away
             list_news.announced, relay.on_list_changed = relay.publish_list_changed, list_news.elsewhere
+            relay.on_rejoined = list_news.check_all
+            store.on_back.append(relay.catch_up)
         limits = FleetLimits(settings=settings, store=store, limiter=limiter)
         states = FleetStates(settings=settings, store=store)
         return cls(

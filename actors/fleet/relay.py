@@ -73,7 +73,11 @@ class FleetRelay:
     events: Broadcast[BackendEvent]
     on_ended: Callable[[str], None] | None = None  # a session's digest, ended by its client elsewhere
     on_list_changed: Callable[[str, str], object] | None = None  # (backend, method) announced elsewhere
+    on_rejoined: Callable[[], object] | None = None  # Redis answers again: this replica's lists are checked
     _changes: set[tuple[str, str]] = attrs.field(factory=set)  # list changes in the outbox: coalesced
+    # list changes of backends here not published (Redis away): published when it answers again; one per
+    # backend and method, so bounded by the config
+    _missed: set[tuple[str, str]] = attrs.field(factory=set)
     _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
     _pubsub: Any = None
     _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
@@ -114,6 +118,19 @@ class FleetRelay:
         payload = {"from": self.settings.replica, "backend": backend, "changed": method}
         if self._send(Outgoing(self.notices, orjson.dumps(payload), change=change)):
             self._changes.add(change)
+        else:
+            self._missed.add(change)
+
+    async def catch_up(self) -> None:
+        """Redis answers again (FleetStore.on_back): news may have been lost both ways while it was away.
+        The other replicas' changes: every backend here checks its lists (news to clients only where one
+        differs). This replica's: published now, for replicas whose pub/sub stayed up."""
+        if self.on_rejoined is not None:
+            self.on_rejoined()
+        missed, self._missed = self._missed, set()
+        for backend, method in sorted(missed):
+            logger.bind(backend=backend).info("fleet: telling the other replicas of a missed {}", method)
+            self.publish_list_changed(backend, method)
 
     def publish_stream(self, session_id: str, frame: bytes, unheard: Deliver) -> None:
         """A copy's standalone event, for the GET stream open on another replica (`unheard` if none)."""
@@ -170,6 +187,8 @@ class FleetRelay:
                 )
             except StoreUnavailableError:
                 heard = 0
+                if outgoing.change is not None:
+                    self._missed.add(outgoing.change)
             if not heard:
                 self._unheard(outgoing)
 

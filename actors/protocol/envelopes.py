@@ -195,3 +195,6 @@ class ListChanged:
     kind: str
     items: tuple[dict[str, Any], ...]
     hint: tuple[int | None, str | None] = (None, None)  # ttlMs and cacheScope the listing came with
+    # False: a listing the gateway made to check (the fleet caught up after Redis was away), news to the
+    # clients only when the list differs; True: the server (here or on another replica) said it changed
+    announced: bool = True

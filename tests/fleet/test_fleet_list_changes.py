@@ -105,3 +105,32 @@ async def test_tools_list_change_on_one_replica_is_listed_again_and_told_on_anot
                 assert [notice["from"] for notice in heard.notices] == ["alpha", "alpha"]
                 assert {notice["backend"] for notice in heard.notices} == {"t"}
                 assert "second" in await tool_names(watcher)
+
+
+async def test_a_list_change_made_while_redis_is_down_reaches_the_other_replica_when_it_returns(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Alpha's backend changes its tools while Redis is down: the notice cannot cross then. Once Redis is
+    back (restarted empty), beta's clients are told and beta lists the new tools: alpha publishes what it
+    missed, and beta checks its own copies' lists (news to its clients because the list differs)."""
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
+        assert alpha.http_url and beta.http_url and alpha.fleet and beta.fleet
+        on_alpha, on_beta = Notifications(), Notifications()
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                Client(
+                    streamable_http_client(alpha.http_url), mode="legacy", message_handler=on_alpha.handle
+                ) as changer,
+                Client(
+                    streamable_http_client(beta.http_url), mode="legacy", message_handler=on_beta.handle
+                ) as watcher,
+            ):
+                assert "fresh" not in await tool_names(watcher)
+                redis_server.stop()
+                await changer.call_tool("set_tools", {"extra": ["fresh"]})
+                await on_alpha.wait_for(TOOLS_CHANGED, 1)  # alpha listed its own backend again, Redis away
+                redis_server.start()
+                await alpha.fleet.store.wait_available()
+                await beta.fleet.store.wait_available()
+                await on_beta.wait_for(TOOLS_CHANGED, 1)
+                assert "fresh" in await tool_names(watcher)

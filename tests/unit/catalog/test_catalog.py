@@ -129,6 +129,21 @@ def test_a_change_a_backend_announced_is_news_even_when_the_list_came_back_the_s
     assert view.tools_version == before.tools_version + 1 and view.news["tools"] == before.news["tools"] + 2
 
 
+def test_a_listing_made_to_check_is_news_only_when_the_list_differs() -> None:
+    """The fleet's catch-up after Redis was away lists every backend again: the same list is not news (no
+    list_changed to every client of every backend), a different one is."""
+    catalog = new_catalog()
+    catalog.apply(ready("first", "a"))
+    before = catalog.view()
+    catalog.apply(ListChanged("first", "tools", tools("a"), announced=False))
+    catalog.apply(ListChanged("first", "prompts", (), announced=False))
+    view = catalog.view()
+    assert view.news == before.news and view.tools_version == before.tools_version
+    catalog.apply(ListChanged("first", "tools", tools("a", "b"), announced=False))
+    view = catalog.view()
+    assert view.tools_version == before.tools_version + 1 and view.news["tools"] == before.news["tools"] + 1
+
+
 async def test_actor_publishes_each_change() -> None:
     send, inbox = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog(

@@ -58,8 +58,8 @@ def test_list_changes_while_redis_is_down_are_not_kept_waiting() -> None:
 def test_a_notice_relists_only_a_named_list_of_a_backend_running_here() -> None:
     news, r = ListNews(), relay("beta")
     r.on_list_changed = news.elsewhere
-    relisted: list[str] = []
-    with news.hearing("t", relisted.append):
+    relisted: list[tuple[str, bool]] = []
+    with news.hearing("t", lambda method, announced: relisted.append((method, announced))):
         for notice in (
             {"from": "alpha", "backend": "t", "changed": TOOLS},
             {"from": "alpha", "backend": "t", "changed": "notifications/message"},  # not a list change
@@ -71,7 +71,7 @@ def test_a_notice_relists_only_a_named_list_of_a_backend_running_here() -> None:
             r._notice(orjson.dumps(notice))
         r._notice(b"\x00not json")
     r._notice(orjson.dumps({"from": "alpha", "backend": "t", "changed": TOOLS}))  # its actor has stopped
-    assert relisted == [TOOLS]
+    assert relisted == [(TOOLS, True)]
 
 
 def test_a_backends_own_announcement_goes_to_the_fleet_and_news_from_it_does_not() -> None:
@@ -79,10 +79,35 @@ def test_a_backends_own_announcement_goes_to_the_fleet_and_news_from_it_does_not
     announced: list[tuple[str, str]] = []
     news.heard("t", TOOLS)  # no fleet: nothing to tell
     news.announced = lambda backend, method: announced.append((backend, method))
-    relisted: list[str] = []
-    with news.hearing("t", relisted.append):
+    relisted: list[tuple[str, bool]] = []
+    with news.hearing("t", lambda method, announced: relisted.append((method, announced))):
         news.heard("t", TOOLS)
         assert news.elsewhere("t", PROMPTS)
     assert announced == [("t", TOOLS)]
-    assert relisted == [PROMPTS]
+    assert relisted == [(PROMPTS, True)]
     assert not news.elsewhere("t", TOOLS)
+
+
+async def test_once_redis_answers_again_missed_changes_are_published_and_every_list_here_checked() -> None:
+    news, r = ListNews(), relay()
+    news.announced, r.on_rejoined = r.publish_list_changed, news.check_all
+    relisted: list[tuple[str, str, bool]] = []
+    with (
+        news.hearing("t", lambda method, announced: relisted.append(("t", method, announced))),
+        news.hearing("u", lambda method, announced: relisted.append(("u", method, announced))),
+    ):
+        r.store.available = False
+        for _ in range(3):
+            news.heard("t", TOOLS)  # not published: Redis is away
+        news.heard("u", PROMPTS)
+        assert queued(r) == []
+        r.store.available = True
+        await r.catch_up()
+    assert queued(r) == [
+        {"from": "alpha", "backend": "t", "changed": TOOLS},
+        {"from": "alpha", "backend": "u", "changed": PROMPTS},
+    ]
+    methods = [f"notifications/{kind}/list_changed" for kind in ("tools", "prompts", "resources")]
+    assert relisted == [(name, method, False) for name in "tu" for method in methods]
+    await r.catch_up()  # published once: nothing missed any more
+    assert queued(r) == []
