@@ -15,7 +15,8 @@ gateway's run (EraState.modern_only): the waiting calls, and every later one, go
 through the bridge. A lane that cannot start or dies fails only the calls it has (with an error naming the
 backend); legacy calls take the bridge for a backoff, then open it again; after LANE_FAILURES_MAX failures
 in a row (a lane that served LANE_STABLE_S starts the count again) they take the bridge for the rest of
-the run. The lane is the run's: it ends with it.
+the run. A lane with no call for `lane_idle_s` (the backend's config) is closed, not counted as a failure,
+and the next legacy call opens one again. The lane is the run's: it ends with it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class LegacyLane:
     failures: int = 0
     _retry_at: float = -math.inf
     _opened_at: float = math.inf  # when the lane last opened
+    _last_call_at: float = -math.inf  # when the open lane last took a call
     _had_calls: bool = False
     _link: BackendLink | None = None
     _pending: list[Call] = attrs.field(factory=list)
@@ -164,6 +166,7 @@ class LegacyLane:
         await self._send_modern([self.modern.frame_for(call) for call in calls])
 
     async def _write(self, link: BackendLink, calls: list[Call]) -> None:
+        self._last_call_at = trio.current_time()
         await self._write_frames(link, [link.frame_for(call) for call in calls])
 
     @staticmethod
@@ -195,6 +198,7 @@ class LegacyLane:
             return self._closed(None, exc)
         link = link_over(self.backend, transport, self._on_notification)
         refusal: BackendError | None = None
+        idle = False  # closed for idleness: its state is settled already, and a new lane may be opening
         try:
             with link.cancel_scope:
                 async with trio.open_nursery() as tasks:
@@ -206,10 +210,12 @@ class LegacyLane:
                         tasks.cancel_scope.cancel()
                     else:
                         await self._opened(link, tasks)
-                        await trio.sleep_forever()
+                        await self._until_idle(link)
+                        idle = True
+                        tasks.cancel_scope.cancel()
         finally:
             problem = refusal or link.lost
-            leftover = self._closed(link, problem)
+            leftover = [] if idle else self._closed(link, problem)
             budget = self.backend.shutdown.budget_or(Budget.of(self.backend.shutdown_s))  # as the run's
             polite_s = 0.0 if isinstance(problem, BackendHungError) else budget.polite_s
             await transport.stop(close_wait_s=polite_s, term_wait_s=budget.term_s)
@@ -229,9 +235,26 @@ class LegacyLane:
             f"its legacy lane's initialize got no answer within {self.backend.startup_timeout_s}s"
         )
 
+    async def _until_idle(self, link: BackendLink) -> None:
+        """Until the lane has had no call for `lane_idle_s` and holds none: then it is closed here, at once
+        (no checkpoint between the look and the close, so no call can be written to it after), as a lane
+        that never opened: the next legacy call opens another, without a backoff."""
+        idle_s = self.backend.config.lane_idle_s
+        while True:
+            await trio.sleep_until(self._last_call_at + idle_s)
+            now = trio.current_time()
+            if link.inflight:
+                self._last_call_at = now  # a long call: idle from its answer on, give or take a period
+            elif now >= self._last_call_at + idle_s:
+                logger.info("closing its legacy lane: no legacy call for {:.0f}s", idle_s)
+                self.state, self._link, self._retry_at = LaneState.CLOSED, None, -math.inf
+                self.backend.meter.eras = "modern"
+                return
+
     async def _opened(self, link: BackendLink, tasks: trio.Nursery) -> None:
         """Open: the waiting calls go over it, and its roots follow the clients as a legacy backend's."""
         self.state, self._link, self._opened_at = LaneState.OPEN, link, trio.current_time()
+        self._last_call_at = self._opened_at
         self.backend.meter.eras = "modern+legacy"
         backend = self.backend
         if backend.roots == "client" and backend.clients is not None:

@@ -106,6 +106,8 @@ class BaseBackend:
     probe_timeout_s: float = attrs.field(
         default=10.0, validator=positive
     )  # server/discover unanswered: legacy
+    # a legacy lane (backends/lane.py) with no call for this long is closed; the next legacy call opens one
+    lane_idle_s: float = attrs.field(default=600.0, validator=positive)
     restart: RestartConfig = attrs.field(factory=RestartConfig)
     required: bool = False  # the admin listener's /readyz answers 503 while this backend is not ready
     health: HealthConfig = attrs.field(factory=HealthConfig)

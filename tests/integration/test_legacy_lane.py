@@ -193,6 +193,24 @@ async def test_the_legacy_lane_ends_with_the_run_and_with_the_gateway(tmp_path: 
     assert processes_of_backend() == []
 
 
+async def test_a_lane_with_no_call_for_lane_idle_s_is_closed_and_the_next_legacy_call_opens_another(
+    tmp_path: Path,
+) -> None:
+    """A long-running gateway does not keep a second process for legacy clients that have gone quiet."""
+    async with gateway_of(tmp_path, lane_idle_s=0.3) as gateway:
+        meter = gateway.meters.backend("dual")
+        async with websocket_client(gateway.websocket_url, **CALLBACKS) as client:  # type: ignore[arg-type]
+            first_lane, version = await whoami(client)
+            assert version != MODERN and first_lane != meter.pid
+            await wait_until_gone([first_lane])  # closed for idleness: its process stopped
+            assert meter.eras == "modern" and processes_of_backend() == [meter.pid]
+            second_lane, version = await whoami(client)  # a new lane at once, no backoff
+            assert version != MODERN and second_lane not in (first_lane, meter.pid)
+            asked = await client.call_tool("ask_old_way", {"question": "q"})
+            assert text_of(asked) == "sampled forty-two; elicited yes"  # the old way, over a lane
+            assert meter.restarts == 0
+
+
 async def test_a_lane_that_dies_fails_its_call_naming_the_backend_and_loses_no_later_call(
     tmp_path: Path,
 ) -> None:

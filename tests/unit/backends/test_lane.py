@@ -40,6 +40,7 @@ class PipeLike:
         self.written += [orjson.loads(frame) for frame in frames]
 
 
+LANE_IDLE_S = 600.0
 MODERN = EraVerdict(BackendEra.MODERN, "server/discover answered", "2026-07-28")
 
 
@@ -58,7 +59,8 @@ def lane_over(pipe: PipeLike, state: EraState | None = None) -> LegacyLane:
         on_notification=lambda _: None,
         cancel_scope=trio.CancelScope(),
     )
-    backend = SimpleNamespace(config=SimpleNamespace(name="alpha"), meter=BackendMeter("alpha"), events=None)
+    config = SimpleNamespace(name="alpha", lane_idle_s=LANE_IDLE_S)
+    backend = SimpleNamespace(config=config, meter=BackendMeter("alpha"), events=None)
     return LegacyLane(backend=backend, modern=modern, era=state or era())  # type: ignore[arg-type]
 
 
@@ -212,3 +214,30 @@ async def test_a_lane_that_served_a_while_before_it_died_starts_the_count_again(
         await serve_then_die(lane, 1.0)
     await serve_then_die(lane, LANE_STABLE_S)
     assert lane.failures == 1 and lane.wants(call(1))
+
+
+async def test_an_open_lane_with_no_call_for_lane_idle_s_is_closed_and_the_next_call_opens_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Not a failure: no backoff, nothing counted. A call in flight keeps it open however long it takes."""
+    lane_link = lane_over(PipeLike()).modern  # a link of its own for the lane
+    lane = lane_over(PipeLike())
+    lane.state, lane._link, lane._last_call_at = LaneState.OPEN, lane_link, trio.current_time()
+    closed = trio.Event()
+
+    async def until_idle() -> None:
+        await lane._until_idle(lane_link)
+        closed.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(until_idle)
+        await trio.sleep(LANE_IDLE_S / 2)
+        await lane._write(lane_link, [call(1)])  # in flight from now on, unanswered
+        await trio.sleep(LANE_IDLE_S * 3)
+        assert lane.state is LaneState.OPEN and not closed.is_set()
+        del lane_link.inflight[1]  # answered
+        await closed.wait()
+    assert trio.current_time() <= LANE_IDLE_S * 5.5  # idle from the answer on, give or take one period
+    assert lane.state is LaneState.CLOSED and lane._link is None and lane.failures == 0
+    assert lane.backend.meter.eras == "modern"
+    assert lane.wants(call(2))  # at once: no backoff
