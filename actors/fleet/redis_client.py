@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
-from actors.config.fleet_schema import FleetSettings
+from actors.config.fleet_schema import FleetSettings, RedisTls
 from actors.config.redis_target import parse_redis_target
 
 
@@ -45,3 +45,24 @@ async def open_redis(settings: FleetSettings) -> AsyncIterator[Any]:
     sentinel = coredis.Sentinel(nodes, sentinel_kwargs=dict(link), **link)
     async with sentinel, sentinel.primary_for(target.service, db=target.db, **auth) as primary:
         yield primary
+
+
+MAX_REASON_CHARS: Final = 400
+TLS_RESET_HINT: Final = "; a TLS server resets a client whose certificate it does not accept"
+
+
+def link_failure(exc: BaseException, tls: RedisTls | None) -> str:
+    """Why the link failed, for /status and the log: the error and its first cause that says something
+    (coredis reports a link the server closed as "Connection lost"); over TLS a reset gets the likely why,
+    since a server that asks for a client certificate closes a link without one after the handshake."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and not str(cause):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:
+        text += f" ({type(cause).__name__}: {cause})"
+        if tls is not None and isinstance(cause, (ConnectionResetError, BrokenPipeError)):
+            text += TLS_RESET_HINT + (
+                "" if tls.cert_file else " (none given: redis_cert_file, redis_key_file)"
+            )
+    return text[:MAX_REASON_CHARS]
