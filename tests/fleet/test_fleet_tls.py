@@ -5,6 +5,7 @@ redis_key_file), rediss+cluster:// and rediss+sentinel://. Two replicas share a 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx2
@@ -93,3 +94,15 @@ async def test_two_replicas_share_a_session_through_a_sentinel_service_over_tls(
         redis_tls_sentinel.primary.port, "--scan", "--pattern", "mcp-gateway:session:*", tls=redis_pki
     )
     assert held.strip(), "the session's facts are on the primary the sentinel names"
+
+
+async def test_a_redis_whose_certificate_does_not_name_the_url_host_is_refused(
+    tmp_path: Path, redis_tls_server: RedisServer, redis_pki: Pki
+) -> None:
+    """The certificate names 127.0.0.1 only: reached as `localhost`, the name check refuses it (a CA alone is
+    not enough), and the replica serves alone saying so."""
+    by_name = SimpleNamespace(url=f"rediss://localhost:{redis_tls_server.port}/0")
+    config = replica_config(tmp_path / "a", by_name, "alpha", fleet_tls(redis_pki, client=False))
+    async with running(config) as alpha:
+        assert alpha.fleet and not alpha.fleet.store.available
+        assert "CERTIFICATE_VERIFY_FAILED" in alpha.fleet.store.reason, alpha.fleet.store.reason
