@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from tls_certs import Pki, make_pki
 
 from actors.cli import EXIT_CONFIG_ERROR, main
@@ -131,3 +132,21 @@ def test_a_ca_file_of_garbage_between_pem_marks_is_named(
     assert main(["check", "--config", str(path)]) == EXIT_CONFIG_ERROR
     err = capsys.readouterr().err
     assert f"{path}: fleet.redis_ca_file: does not load as CA certificates" in err and "Traceback" not in err
+
+
+def test_an_encrypted_client_key_is_named_without_asking_for_a_passphrase(
+    tmp_path: Path, pki: Pki, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = serialization.load_pem_private_key(pki.client_key.read_bytes(), password=None)
+    locked = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+    (tmp_path / "locked.key").write_bytes(locked)
+    path = config(tmp_path, "rediss://h:1/0", redis_cert_file="tls/client.pem", redis_key_file="locked.key")
+    assert main(["check", "--config", str(path)]) == EXIT_CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: fleet.redis_key_file: does not load with redis_cert_file" in err and "Traceback" not in err
+    )
