@@ -17,6 +17,7 @@ from typing import IO, Any, Final, Protocol
 import httpx2
 import trio
 from support import DEADLINE_S, INITIALIZE, backend_entry, running, toml_value, with_http, write_config
+from tls_certs import Pki
 
 
 class ServerStartError(Exception):
@@ -32,17 +33,28 @@ def free_port() -> int:
 
 class RedisServer:
     """A redis-server on a free loopback port, nothing saved to disk; stop() and start() again on the same
-    port (for the tests of a Redis that goes away and comes back)."""
+    port (for the tests of a Redis that goes away and comes back). With `tls`: that port speaks TLS only,
+    with the server certificate of `tls` (and asks for a client certificate of its CA when
+    `require_client`)."""
 
     ready_line: bytes = b"Ready to accept connections"  # its log line once it serves
 
-    def __init__(self, binary: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        binary: str,
+        folder: Path,
+        extra: tuple[str, ...] = (),
+        *,
+        tls: Pki | None = None,
+        require_client: bool = False,
+    ) -> None:
         self.binary, self.folder, self.port, self.extra = binary, folder, free_port(), extra
+        self.tls, self.require_client = tls, require_client
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         """Start it and return once it says it accepts connections (its own log line, read as it comes)."""
@@ -60,8 +72,11 @@ class RedisServer:
     def argv(self) -> list[str]:
         return [
             self.binary,
-            "--port",
-            str(self.port),
+            *(
+                tls_options(self.tls, self.port, self.require_client)
+                if self.tls
+                else ("--port", str(self.port))
+            ),
             "--bind",
             "127.0.0.1",
             "--save",
@@ -86,6 +101,27 @@ class RedisServer:
         """Its later log lines read and dropped, so a full pipe never stops it."""
         for _ in stdout:
             pass
+
+
+def tls_options(tls: Pki, port: int, require_client: bool) -> list[str]:
+    """redis-server's options for TLS only on `port`: its certificate, the CA it checks peers against, and
+    whether a client must show a certificate. Its own links (replication, cluster bus) show the client
+    certificate: the server's is for serverAuth only."""
+    return [
+        *("--port", "0", "--tls-port", str(port)),
+        *("--tls-cert-file", str(tls.server_certificate), "--tls-key-file", str(tls.server_key)),
+        *("--tls-client-cert-file", str(tls.client_certificate)),
+        *("--tls-client-key-file", str(tls.client_key), "--tls-ca-cert-file", str(tls.ca)),
+        *("--tls-auth-clients", "yes" if require_client else "no"),
+    ]
+
+
+def fleet_tls(tls: Pki, *, client: bool = True) -> dict[str, str]:
+    """[fleet]'s TLS keys for a Redis of `tls`: its CA, and (`client`) the client certificate."""
+    keys = {"redis_ca_file": str(tls.ca)}
+    if client:
+        keys |= {"redis_cert_file": str(tls.client_certificate), "redis_key_file": str(tls.client_key)}
+    return keys
 
 
 FLEET_KEYS: Final = (
@@ -154,20 +190,24 @@ class RedisLike(Protocol):
     def url(self) -> str: ...
 
 
-def replica_config(folder: Path, redis: RedisLike, replica: str, **http: Any) -> Path:
+def replica_config(
+    folder: Path, redis: RedisLike, replica: str, fleet: dict[str, str] | None = None, **http: Any
+) -> Path:
     """A replica's config: the test backend (with resources), an [http] listener (`http`: its keys) and
-    [fleet]."""
+    [fleet] (with the keys of `fleet` too)."""
     folder.mkdir(exist_ok=True)
     config = with_http(write_config(folder / "g.toml", [backend_entry("t", "--resources")]), **http)
-    return with_fleet(config, redis.url, replica)
+    return with_fleet(config, redis.url, replica, **(fleet or {}))
 
 
 @asynccontextmanager
-async def two_replicas(folder: Path, redis: RedisLike) -> AsyncIterator[tuple[Any, Any]]:
-    """Two running gateways, "alpha" and "beta", of `replica_config` sharing `redis`."""
+async def two_replicas(
+    folder: Path, redis: RedisLike, fleet: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Two running gateways, "alpha" and "beta", of `replica_config` sharing `redis` (with `fleet`'s keys)."""
     async with (
-        running(replica_config(folder / "a", redis, "alpha")) as alpha,
-        running(replica_config(folder / "b", redis, "beta")) as beta,
+        running(replica_config(folder / "a", redis, "alpha", fleet)) as alpha,
+        running(replica_config(folder / "b", redis, "beta", fleet)) as beta,
     ):
         yield alpha, beta
 

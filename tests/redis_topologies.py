@@ -1,5 +1,6 @@
 """Redis set up as operators run it for a fleet, from real redis-server processes: a Sentinel service (a
-primary, a replica, one sentinel) and a 3-node Redis Cluster. Each has the `url` a [fleet] table names."""
+primary, a replica, one sentinel) and a 3-node Redis Cluster, each over TLS when given a `tls` (every link:
+clients, replication, the cluster bus, the sentinel's). Each has the `url` a [fleet] table names."""
 
 from __future__ import annotations
 
@@ -9,17 +10,25 @@ import time
 from pathlib import Path
 from typing import Final
 
-from fleet_support import RedisServer, ServerStartError, free_port
+from fleet_support import RedisServer, ServerStartError, free_port, tls_options
+from tls_certs import Pki
 
 SERVICE: Final = "fleet-primary"
 READY_S: Final = 15.0  # a cluster agreeing on its slots, a sentinel seeing the replica
 
 
-def redis_cli(port: int, *command: str) -> str:
-    """One command by redis-cli (the distribution's, beside redis-server), its answer as text."""
+def redis_cli(port: int, *command: str, tls: Pki | None = None) -> str:
+    """One command by redis-cli (the distribution's, beside redis-server), its answer as text; over TLS
+    with `tls`' CA and client certificate."""
     cli = shutil.which("redis-cli") or "redis-cli"
+    secure = ["--tls", "--cacert", str(tls.ca)] if tls else []
+    if tls:
+        secure += ["--cert", str(tls.client_certificate), "--key", str(tls.client_key)]
     done = subprocess.run(
-        [cli, "-h", "127.0.0.1", "-p", str(port), *command], capture_output=True, text=True, timeout=10
+        [cli, "-h", "127.0.0.1", "-p", str(port), *secure, *command],
+        capture_output=True,
+        text=True,
+        timeout=10,
     )
     return done.stdout + done.stderr
 
@@ -38,11 +47,16 @@ class SentinelServer(RedisServer):
 
     ready_line = b"+monitor master"  # a sentinel never says "Ready to accept connections"
 
-    def __init__(self, binary: str, folder: Path, primary: RedisServer) -> None:
+    def __init__(self, binary: str, folder: Path, primary: RedisServer, tls: Pki | None = None) -> None:
         super().__init__(binary, folder)
         self.conf = folder / f"sentinel-{self.port}.conf"
+        listen = f"port {self.port}\n"
+        if tls:  # the options as config lines, and its links to the servers over TLS too
+            options = tls_options(tls, self.port, require_client=False)
+            pairs = zip(options[::2], options[1::2], strict=True)
+            listen = "".join(f"{name[2:]} {value}\n" for name, value in pairs) + "tls-replication yes\n"
         self.conf.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {folder}\n"
+            f"{listen}bind 127.0.0.1\ndir {folder}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {primary.port} 1\n"
             f"sentinel down-after-milliseconds {SERVICE} 500\n"
             f"sentinel failover-timeout {SERVICE} 3000\n"
@@ -72,16 +86,24 @@ class _Topology:
 class SentinelSetup(_Topology):
     """A primary, its replica and a sentinel; `url` is the fleet's redis+sentinel:// URL."""
 
-    def __init__(self, binary: str, folder: Path) -> None:
-        self.primary = RedisServer(binary, folder / "primary", ("--repl-diskless-sync-delay", "0"))
-        self.replica = RedisServer(
-            binary, folder / "replica", ("--replicaof", "127.0.0.1", str(self.primary.port))
+    def __init__(self, binary: str, folder: Path, tls: Pki | None = None) -> None:
+        self.tls = tls
+        over_tls = ("--tls-replication", "yes") if tls else ()
+        self.primary = RedisServer(
+            binary, folder / "primary", ("--repl-diskless-sync-delay", "0", *over_tls), tls=tls
         )
-        self.sentinel = SentinelServer(binary, folder, self.primary)
+        self.replica = RedisServer(
+            binary,
+            folder / "replica",
+            ("--replicaof", "127.0.0.1", str(self.primary.port), *over_tls),
+            tls=tls,
+        )
+        self.sentinel = SentinelServer(binary, folder, self.primary, tls)
 
     @property
     def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{SERVICE}/0"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}+sentinel://127.0.0.1:{self.sentinel.port}/{SERVICE}/0"
 
     def _start(self) -> None:
         for server in (self.primary, self.replica):
@@ -89,7 +111,9 @@ class SentinelSetup(_Topology):
             server.start()
         _until(
             "replica in sync",
-            lambda: "master_link_status:up" in redis_cli(self.replica.port, "info", "replication"),
+            lambda: (
+                "master_link_status:up" in redis_cli(self.replica.port, "info", "replication", tls=self.tls)
+            ),
         )
         self.sentinel.start()
 
@@ -98,15 +122,21 @@ class SentinelSetup(_Topology):
         failover needs it. Only the failover tests wait for it."""
         _until(
             "sentinel knows the replica",
-            lambda: str(self.replica.port) in redis_cli(self.sentinel.port, "sentinel", "replicas", SERVICE),
+            lambda: (
+                str(self.replica.port)
+                in redis_cli(self.sentinel.port, "sentinel", "replicas", SERVICE, tls=self.tls)
+            ),
         )
 
     def wait_demoted(self, port: int) -> None:
         """Until the server on `port` says it is a replica (after a failover that kept it alive)."""
-        _until("the old primary demoted", lambda: redis_cli(port, "role").split()[:1] == ["slave"])
+        _until(
+            "the old primary demoted", lambda: redis_cli(port, "role", tls=self.tls).split()[:1] == ["slave"]
+        )
 
     def primary_port(self) -> int:
-        answer = redis_cli(self.sentinel.port, "sentinel", "get-master-addr-by-name", SERVICE).split()
+        answer = redis_cli(self.sentinel.port, "sentinel", "get-master-addr-by-name", SERVICE, tls=self.tls)
+        answer = answer.split()
         return int(answer[1])
 
     def stop(self) -> None:
@@ -118,7 +148,8 @@ class ClusterSetup(_Topology):
     """Three cluster-enabled redis-servers (bus ports chosen free too) made one cluster, no replicas; `url`
     is the fleet's redis+cluster:// URL naming two of them (the client finds the third)."""
 
-    def __init__(self, binary: str, folder: Path) -> None:
+    def __init__(self, binary: str, folder: Path, tls: Pki | None = None) -> None:
+        self.tls = tls
         self.nodes = []
         for number in range(3):
             node_folder = folder / f"node{number}"
@@ -130,26 +161,30 @@ class ClusterSetup(_Topology):
                 str(free_port()),
                 "--cluster-node-timeout",
                 "2000",
+                *(("--tls-cluster", "yes") if tls else ()),
             )
-            self.nodes.append(RedisServer(binary, node_folder, extra))
+            self.nodes.append(RedisServer(binary, node_folder, extra, tls=tls))
 
     @property
     def url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}+cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
 
     def _start(self) -> None:
         for node in self.nodes:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         made = redis_cli(
-            self.nodes[0].port, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"
+            self.nodes[0].port,
+            *("--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"),
+            tls=self.tls,
         )
         if "[OK] All 16384 slots covered" not in made:
             raise ServerStartError(f"redis-cli --cluster create: {made[-300:]}")
         for node in self.nodes:
             _until(
                 f"cluster ok on {node.port}",
-                lambda n=node: "cluster_state:ok" in redis_cli(n.port, "cluster", "info"),
+                lambda n=node: "cluster_state:ok" in redis_cli(n.port, "cluster", "info", tls=self.tls),
             )
 
     def stop(self) -> None:

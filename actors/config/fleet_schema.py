@@ -5,12 +5,14 @@ names where the secrets come from, never the secrets: the Redis URL (it may hold
 Sentinel service or a Cluster: redis_target.py) from `redis_url` or the variable `redis_url_env`; the fleet
 keys (AES-256-GCM, 32 bytes each) from the variable `keys_env` or the file `keys_file`, as a list where the
 first seals and every one opens (rotation: add the new key first, remove the old one once nothing it sealed
-is alive). resolve_fleet.py reads them.
+is alive). resolve_fleet.py reads them. A TLS URL (rediss://, rediss+sentinel://, rediss+cluster://) may name
+a CA bundle (`redis_ca_file`) and a client certificate (`redis_cert_file` + `redis_key_file`).
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 from pathlib import Path
 from typing import Final
 
@@ -57,6 +59,11 @@ class FleetTable:
     replica_env: str | None = attrs.field(default=None, validator=optional(environment_name))
     keys_env: str | None = attrs.field(default=None, validator=optional(environment_name))
     keys_file: Path | None = None  # relative to the config file; one key per line, '#' comments
+    # with a TLS URL: the CA bundle the server's certificate is checked against (unset: the system's), and
+    # a client certificate (both or neither); relative to the config file, PEM
+    redis_ca_file: Path | None = None
+    redis_cert_file: Path | None = None
+    redis_key_file: Path | None = None
     key_prefix: str = attrs.field(default="mcp-gateway", validator=key_prefix)  # several fleets, one Redis
     # where the other replicas reach this one's [http] listener (a retry forwarded to its parked call);
     # unset: the listener's own URL (right when replicas share a host or the listener binds a routable host)
@@ -65,6 +72,17 @@ class FleetTable:
     session_ttl_s: float = attrs.field(default=3600.0, validator=at_least(10))
     # one Redis command's longest wait; past it (or refused) the replica serves alone until Redis answers
     redis_timeout_s: float = attrs.field(default=1.0, validator=positive)
+
+
+@attrs.frozen(kw_only=True)
+class RedisTls:
+    """A TLS URL's files (absolute) and the client context made of them (once, when the config loads: a
+    reload compares the files, not the context)."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    context: ssl.SSLContext = attrs.field(eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -78,4 +96,5 @@ class FleetSettings:
     advertise_url: str | None = None
     session_ttl_s: float = 3600.0
     redis_timeout_s: float = 1.0
+    redis_tls: RedisTls | None = None  # set exactly when the URL speaks TLS
     secret_variables: frozenset[str] = frozenset()  # where the URL and keys came from: no backend sees them

@@ -5,25 +5,34 @@ Three forms, one key (`redis_url`, or the variable `redis_url_env` when the URL 
 - `redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`: the primary Sentinel names for
   `service` (the password is the data nodes'; the sentinels are asked without one);
 - `redis+cluster://[[user]:password@]host:port[,host:port...]`: a Redis Cluster, any of its nodes to start.
+`rediss://`, `rediss+sentinel://` (the sentinels too) and `rediss+cluster://` speak TLS, always checking the
+server's certificate and name (`tls_context`: [fleet]'s redis_ca_file, redis_cert_file + redis_key_file);
+so a rediss:// URL takes no `ssl_*` query argument, which coredis would read to weaken that.
 `parse_redis_target` raises ValueError with the reason `check` shows after "fleet.redis_url: ".
 """
 
 from __future__ import annotations
 
 import re
+import ssl
+from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import unquote
 
 import attrs
 
 PLAIN_SCHEMES: Final = ("redis://", "rediss://", "unix://")
-SENTINEL_SCHEME: Final = "redis+sentinel://"
-CLUSTER_SCHEME: Final = "redis+cluster://"
+SENTINEL_SCHEMES: Final = ("redis+sentinel://", "rediss+sentinel://")
+CLUSTER_SCHEMES: Final = ("redis+cluster://", "rediss+cluster://")
+TLS_SCHEMES: Final = ("rediss://", "rediss+sentinel://", "rediss+cluster://")
 MAX_URL_CHARS: Final = 4096
 MAX_NODES: Final = 16  # sentinels or cluster seeds listed; more is a list nobody keeps
 _HOST: Final = re.compile(r"[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
 _SERVICE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-SCHEMES_REASON: Final = "must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://"
+SCHEMES_REASON: Final = (
+    "must start with redis://, rediss://, unix://, redis+sentinel://, rediss+sentinel://, redis+cluster:// "
+    "or rediss+cluster://"
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +41,7 @@ class RedisTarget:
     repr."""
 
     kind: Literal["single", "sentinel", "cluster"]
+    tls: bool = False
     url: str = attrs.field(default="", repr=False)
     nodes: tuple[tuple[str, int], ...] = ()
     service: str = ""
@@ -45,15 +55,34 @@ def parse_redis_target(url: str) -> RedisTarget:
         raise ValueError("must be a string")
     if len(url) > MAX_URL_CHARS or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
         raise ValueError(f"must be at most {MAX_URL_CHARS} characters, without spaces or control characters")
+    tls = url.startswith(TLS_SCHEMES)
     if url.startswith(PLAIN_SCHEMES):
-        return RedisTarget(kind="single", url=url)
-    for scheme, kind in ((SENTINEL_SCHEME, "sentinel"), (CLUSTER_SCHEME, "cluster")):
-        if url.startswith(scheme):
-            return _multi(url[len(scheme) :], kind)  # type: ignore[arg-type]
+        query = url.partition("?")[2].partition("#")[0]
+        if tls and any(unquote(argument).lower().startswith("ssl") for argument in query.split("&")):
+            raise ValueError(
+                "takes no ssl_* query argument: give redis_ca_file, redis_cert_file and redis_key_file "
+                "(the server's certificate and name are always checked)"
+            )
+        return RedisTarget(kind="single", tls=tls, url=url)
+    for schemes, kind in ((SENTINEL_SCHEMES, "sentinel"), (CLUSTER_SCHEMES, "cluster")):
+        for scheme in schemes:
+            if url.startswith(scheme):
+                return _multi(url[len(scheme) :], kind, tls)  # type: ignore[arg-type]
     raise ValueError(SCHEMES_REASON)
 
 
-def _multi(rest: str, kind: Literal["sentinel", "cluster"]) -> RedisTarget:
+def tls_context(ca_file: Path | None, cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext:
+    """The client's TLS: the server's certificate checked against `ca_file` (else the system's CAs) and its
+    name against the URL's host; a client certificate when both files are given. ssl.SSLError or OSError
+    when a file does not load (an encrypted key too: no passphrase is asked)."""
+    context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert_file is not None and key_file is not None:
+        context.load_cert_chain(str(cert_file), str(key_file), password=lambda: b"")
+    return context
+
+
+def _multi(rest: str, kind: Literal["sentinel", "cluster"], tls: bool) -> RedisTarget:
     if "?" in rest or "#" in rest:
         raise ValueError(f"a {kind} URL takes no query or fragment")
     username = password = None
@@ -71,7 +100,7 @@ def _multi(rest: str, kind: Literal["sentinel", "cluster"]) -> RedisTarget:
     if kind == "cluster":
         if parts and parts != [""]:
             raise ValueError("a cluster URL names no database (a Redis Cluster has only db 0)")
-        return RedisTarget(kind=kind, nodes=nodes, username=username, password=password)
+        return RedisTarget(kind=kind, tls=tls, nodes=nodes, username=username, password=password)
     if not parts or _SERVICE.fullmatch(parts[0]) is None:
         raise ValueError("must name the Sentinel service after the hosts: redis+sentinel://host:port/service")
     db = 0
@@ -79,7 +108,9 @@ def _multi(rest: str, kind: Literal["sentinel", "cluster"]) -> RedisTarget:
         raise ValueError("after the service only a database number (0 to 99) may follow")
     if len(parts) == 2:
         db = int(parts[1])
-    return RedisTarget(kind=kind, nodes=nodes, service=parts[0], db=db, username=username, password=password)
+    return RedisTarget(
+        kind=kind, tls=tls, nodes=nodes, service=parts[0], db=db, username=username, password=password
+    )
 
 
 def _node(text: str) -> tuple[str, int]:

@@ -8,15 +8,18 @@ import binascii
 import os
 import re
 import socket
+import ssl
 from pathlib import Path
 
 from actors.config.commands import shown_path
 from actors.config.errors import Problem
-from actors.config.fleet_schema import KEY_BYTES, MAX_KEYS, REPLICA_NAME, FleetSettings, FleetTable
+from actors.config.fleet_schema import KEY_BYTES, MAX_KEYS, REPLICA_NAME, FleetSettings, FleetTable, RedisTls
 from actors.config.fleet_schema import redis_url as redis_url_rule
-from actors.config.redis_target import parse_redis_target
+from actors.config.redis_target import parse_redis_target, tls_context
 
 KEYS_FORMAT = f"{KEY_BYTES} bytes as base64url (43 characters) or hex (64)"
+MAX_PEM_BYTES = 1 << 20  # a CA bundle is a few hundred kB at most
+TLS_KEYS = ("redis_ca_file", "redis_cert_file", "redis_key_file")
 
 
 def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> FleetSettings | None:
@@ -24,6 +27,7 @@ def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> F
     url = _redis_url(table, problems)
     replica = _replica(table, problems)
     keys = _keys(table, folder, problems)
+    tls = _tls(table, url, folder, problems) if url is not None else None
     if len(problems) > before or url is None or replica is None or keys is None:
         return None
     secrets = {name for name in (table.redis_url_env, table.keys_env) if name}
@@ -35,6 +39,7 @@ def resolve_fleet(table: FleetTable, folder: Path, problems: list[Problem]) -> F
         advertise_url=table.advertise_url,
         session_ttl_s=table.session_ttl_s,
         redis_timeout_s=table.redis_timeout_s,
+        redis_tls=tls,
         secret_variables=frozenset(secrets),
     )
 
@@ -64,6 +69,65 @@ def _redis_url(table: FleetTable, problems: list[Problem]) -> str | None:
         problems.append(("fleet.redis_url_env", f"the value of {table.redis_url_env} {exc}"))
         return None
     return url
+
+
+def _tls(table: FleetTable, url: str, folder: Path, problems: list[Problem]) -> RedisTls | None:
+    """A TLS URL's files checked (each readable PEM of its kind, the key matching the certificate) and the
+    client context made; the files given with a plain URL are a mistake, not ignored."""
+    given = {name: getattr(table, name) for name in TLS_KEYS if getattr(table, name) is not None}
+    if not parse_redis_target(url).tls:
+        for name in given:
+            reason = "is for a TLS URL (rediss://, rediss+sentinel:// or rediss+cluster://); the URL is plain"
+            problems.append((f"fleet.{name}", reason))
+        return None
+    if ("redis_cert_file" in given) != ("redis_key_file" in given):
+        missing = "redis_key_file" if "redis_cert_file" in given else "redis_cert_file"
+        present = "redis_cert_file" if missing == "redis_key_file" else "redis_key_file"
+        problems.append((f"fleet.{present}", f"needs {missing} too (a client certificate is both)"))
+        return None
+    paths: dict[str, Path] = {}
+    for name, written in given.items():
+        path = _pem(name, written, folder, problems)
+        if path is None:
+            return None
+        paths[name] = path
+    ca, cert, key = (paths.get(name) for name in TLS_KEYS)
+    steps = [("fleet.redis_ca_file", "does not load as CA certificates", (ca, None, None))] if ca else []
+    steps.append(("fleet.redis_key_file", "does not load with redis_cert_file", (ca, cert, key)))
+    for where, what, files in steps:
+        try:
+            context = tls_context(*files)
+        except (ssl.SSLError, OSError) as exc:
+            problems.append((where, f"{what}: {getattr(exc, 'reason', None) or exc}"))
+            return None
+    return RedisTls(ca_file=ca, cert_file=cert, key_file=key, context=context)
+
+
+PEM_MARKS = {
+    "redis_ca_file": ("-----BEGIN CERTIFICATE-----", "PEM certificates"),
+    "redis_cert_file": ("-----BEGIN CERTIFICATE-----", "a PEM certificate"),
+    "redis_key_file": ("PRIVATE KEY-----", "a PEM private key"),
+}
+
+
+def _pem(name: str, written: Path, folder: Path, problems: list[Problem]) -> Path | None:
+    """The file's absolute path once it reads as PEM of its kind, else None and the problem."""
+    path = (folder / written.expanduser()).resolve()
+    shown = shown_path(written, path)
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_PEM_BYTES + 1)
+    except OSError as exc:
+        problems.append((f"fleet.{name}", f"cannot read {shown}: {exc.strerror or exc}"))
+        return None
+    mark, kind = PEM_MARKS[name]
+    if len(data) > MAX_PEM_BYTES:
+        problems.append((f"fleet.{name}", f"{shown} is larger than {MAX_PEM_BYTES >> 20} MiB; not {kind}"))
+        return None
+    if mark.encode() not in data:
+        problems.append((f"fleet.{name}", f"{shown} is not {kind}"))
+        return None
+    return path
 
 
 def _replica(table: FleetTable, problems: list[Problem]) -> str | None:

@@ -18,7 +18,7 @@ import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
-from actors.fleet.redis_client import open_redis
+from actors.fleet.redis_client import link_failure, open_redis
 
 CHECK_UP_S: Final = 1.0  # a ping while Redis answers: notices a loss (or a restart, empty) between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
@@ -105,7 +105,7 @@ class FleetStore:
             with trio.fail_after(self.settings.redis_timeout_s):
                 return await run(self._client)
         except (*link_errors(), trio.TooSlowError) as exc:
-            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            why = link_failure(exc, self.settings.redis_tls)
             if not parting:
                 self._mark_down(why)
             raise StoreUnavailableError(why) from None
@@ -138,7 +138,7 @@ class FleetStore:
                     await self._client.set(marker, b"1")
                 self._emptied = not await self._client.exists([marker])
         except (*link_errors(), trio.TooSlowError) as exc:
-            self._mark_down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            self._mark_down(link_failure(exc, self.settings.redis_tls))
         else:
             self.available, self.reason = True, ""
             self._down = trio.Event()

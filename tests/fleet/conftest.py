@@ -15,6 +15,7 @@ import pytest
 from fleet_support import PostgresServer, RedisServer, ServerStartError
 from redis_topologies import ClusterSetup, SentinelSetup
 from support import ROOT
+from tls_certs import Pki, make_pki
 
 SETUP: Final = ROOT / "scripts" / "setup-fleet"
 INSTALL_DEADLINE_S: Final = 600.0  # apt-get on a cold machine; a stat or two once installed
@@ -102,5 +103,45 @@ def redis_sentinel(redis_binary: str, tmp_path: Path) -> Iterator[SentinelSetup]
 def redis_cluster(redis_binary: str, tmp_path: Path) -> Iterator[ClusterSetup]:
     """A 3-node Redis Cluster of real processes for one test, killed after it."""
     setup = ClusterSetup(redis_binary, tmp_path)
+    for _ in _serving(setup):
+        yield setup
+
+
+@pytest.fixture
+def redis_pki(tmp_path: Path) -> Pki:
+    """A CA made for one test, its server certificate (127.0.0.1) and client certificate."""
+    folder = tmp_path / "pki"
+    folder.mkdir()
+    return make_pki(folder)
+
+
+@pytest.fixture
+def redis_tls_server(redis_binary: str, tmp_path: Path, redis_pki: Pki) -> Iterator[RedisServer]:
+    """A redis-server speaking TLS only (its certificate from `redis_pki`), no client certificate asked."""
+    server = RedisServer(redis_binary, tmp_path, tls=redis_pki)
+    for _ in _serving(server):
+        yield server
+
+
+@pytest.fixture
+def redis_mtls_server(redis_binary: str, tmp_path: Path, redis_pki: Pki) -> Iterator[RedisServer]:
+    """A redis-server speaking TLS only that refuses a client without a certificate from `redis_pki`'s CA."""
+    server = RedisServer(redis_binary, tmp_path, tls=redis_pki, require_client=True)
+    for _ in _serving(server):
+        yield server
+
+
+@pytest.fixture
+def redis_tls_cluster(redis_binary: str, tmp_path: Path, redis_pki: Pki) -> Iterator[ClusterSetup]:
+    """A 3-node Redis Cluster over TLS (clients and the cluster bus)."""
+    setup = ClusterSetup(redis_binary, tmp_path, redis_pki)
+    for _ in _serving(setup):
+        yield setup
+
+
+@pytest.fixture
+def redis_tls_sentinel(redis_binary: str, tmp_path: Path, redis_pki: Pki) -> Iterator[SentinelSetup]:
+    """A Sentinel service over TLS: the primary, its replica and the sentinel all speak TLS only."""
+    setup = SentinelSetup(redis_binary, tmp_path, redis_pki)
     for _ in _serving(setup):
         yield setup
