@@ -12,8 +12,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +22,7 @@ import attrs
 import mcp_types as types
 import orjson
 import trio
+from loguru import logger
 from mcp import Client, StdioServerParameters
 from trio_websocket import WebSocketConnection, open_websocket_url
 
@@ -479,3 +480,14 @@ async def url_printed_by(argv: list[str]) -> AsyncIterator[str]:
             yield received.decode().strip()
         finally:
             process.terminate()
+
+
+@contextmanager
+def captured_logs(level: str = "WARNING") -> Iterator[list[str]]:
+    """The gateway's log lines of `level` and up while inside, each as "LEVEL message"."""
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m).rstrip("\n")), level=level, format="{level} {message}")
+    try:
+        yield lines
+    finally:
+        logger.remove(sink)

@@ -390,9 +390,7 @@ def test_rs256_and_es256_tokens_are_checked_against_the_public_key() -> None:
             "exp": int(time.time()) + 60,
         }
         good = jwt.encode(claims, private, algorithm=algorithm)
-        assert verify_static(good, auth) == Principal(
-            "https://issuer.example", "bob"
-        )
+        assert verify_static(good, auth) == Principal("https://issuer.example", "bob")
         for bad in (
             jwt.encode({**claims, "iss": "https://elsewhere.example"}, private, algorithm=algorithm),
             jwt.encode(claims, SECRET, algorithm="HS256"),  # HS256 is not an allowed algorithm here

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from loguru import logger
+from support import captured_logs
 
 from actors.config import AuditSettings
 from actors.middleware.audit import NAME_BYTES, AuditMiddleware, AuditStore, Record, make_record
@@ -25,14 +25,8 @@ MB = 1024 * 1024
 
 @pytest.fixture
 def log_lines() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(
-        lambda message: lines.append(str(message).rstrip("\n")), level="INFO", format="{level} {message}"
-    )
-    try:
+    with captured_logs("INFO") as lines:
         yield lines
-    finally:
-        logger.remove(sink)
 
 
 def mode(path: Path) -> int:

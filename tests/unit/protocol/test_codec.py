@@ -201,4 +201,3 @@ def test_the_long_integer_scan_finds_exactly_the_runs_of_19_ascii_digits(frame: 
     assert exact_integers.may_hold_long_integers(bytearray(frame)) is expected
     assert exact_integers.may_hold_long_integers(memoryview(frame)) is expected
     assert exact_integers.may_hold_long_integers(frame.decode("latin-1")) is expected
-

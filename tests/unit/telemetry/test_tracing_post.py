@@ -8,14 +8,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from email.utils import formatdate
 from pathlib import Path
 
 import pytest
-from loguru import logger
 from otlp_receiver import Receiver, otlp_receiver
+from support import captured_logs
 from tls_certs import make_pki
 
 from actors.config.tracing_schema import TracingSettings
@@ -34,18 +32,6 @@ from actors.telemetry.tracing_post import (
 )
 
 PEER = (("network.transport", "pipe"),)
-
-
-@contextmanager
-def captured_logs() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(
-        lambda m: lines.append(str(m).rstrip("\n")), level="WARNING", format="{level} {message}"
-    )
-    try:
-        yield lines
-    finally:
-        logger.remove(sink)
 
 
 class Waits:
