@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx2
 import trio
 from fleet_support import HEADERS, echo, open_on, two_replicas
-from redis_topologies import DEMOTED_S, SERVICE, SentinelSetup, redis_cli
+from redis_topologies import DEMOTED_S, SentinelSetup, redis_cli
 from support import DEADLINE_S
 
 from actors.fleet.store import FleetStore, StoreUnavailableError
@@ -83,7 +83,7 @@ async def test_a_failover_that_keeps_the_old_primary_alive_is_followed_to_the_ne
         assert alpha.http_url and beta.http_url and alpha.fleet and beta.fleet
         await trio.to_thread.run_sync(redis_sentinel.wait_replica_known)
         old_port = redis_sentinel.primary.port
-        redis_cli(redis_sentinel.sentinel.port, "SENTINEL", "FAILOVER", SERVICE)
+        await trio.to_thread.run_sync(redis_sentinel.failover)
         with trio.fail_after(DEMOTED_S + DEADLINE_S):
             await trio.to_thread.run_sync(redis_sentinel.wait_demoted, old_port)  # alive, now a replica
             for store in (alpha.fleet.store, beta.fleet.store):
