@@ -44,9 +44,6 @@ class Burst:
         self.is_open = False
         self.corked: list[Corked] = []
 
-    def open(self) -> None:
-        self.is_open = True
-
     def close(self) -> None:
         """Before the reading task waits: every stream holding frames writes them, in one write each."""
         self.is_open = False
