@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +155,10 @@ def test_a_file_from_before_rounds_gains_call_id_and_round_and_keeps_its_records
             " duration_ms REAL NOT NULL, outcome TEXT NOT NULL, error_code INTEGER,"
             " argument_bytes INTEGER NOT NULL, result_bytes INTEGER NOT NULL, arguments TEXT, cut TEXT)"
         )
-        db.execute(
-            "INSERT INTO calls VALUES (1, '2026-11-25T00:00:00+00:00', 's', NULL, NULL, NULL, 'old', NULL,"
-            " 1.0, 'ok', NULL, 2, 2, NULL, NULL)"
+        db.execute(  # written now: a record older than max_age_s (a day) would rotate the file away
+            "INSERT INTO calls VALUES (1, ?, 's', NULL, NULL, NULL, 'old', NULL, 1.0, 'ok', NULL, 2, 2, NULL,"
+            " NULL)",
+            (datetime.now(UTC).isoformat(),),
         )
     db.close()
     store = AuditStore(AuditSettings(path=path))
