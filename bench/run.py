@@ -50,7 +50,7 @@ from scenarios import (
     idle_memory,
     idle_websocket_sessions,
 )
-from tracing_cost import TRACED, otlp_sink, traced
+from tracing_cost import COMPARED_TRACED, TRACED, otlp_sink, traced
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BACKENDS: Final = {
@@ -92,6 +92,8 @@ def stdio_paths(
         # the working directory, this tree, which `python -m` would put before it)
         other = ["env", f"PYTHONPATH={compare}", sys.executable, "-P", "-m", "actors", "serve"]
         paths[COMPARED] = [*other, "--stdio", "--config", config]
+        if sink is not None:  # and traced: a tracing change's effect on its cost within one run
+            paths[COMPARED_TRACED] = [*other, "--stdio", "--config", str(traced(config_path, sink))]
     return paths
 
 

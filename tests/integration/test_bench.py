@@ -80,7 +80,8 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert {e["target"] for e in tracing} == {1.2}
     for entry in relay + naive + tracing:
         assert entry["ratio"] == entry["gateway_us_per_call"] / entry["against_us_per_call"] > 0
-        assert entry["met"] == (entry["ratio"] <= entry["target"])
+        judged = entry not in tracing or entry["backend"] == "sdk"  # tracing: behind the SDK's server
+        assert entry["met"] == ((entry["ratio"] <= entry["target"]) if judged else None)
     assert "gateway stdio" in done.stdout and "MiB" in done.stdout
     assert "targets: gateway CPU per call / bare Trio relay's" in done.stdout
     assert "targets: gateway CPU per call / naive gateway's" in done.stdout
@@ -98,9 +99,11 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert scale["call_cpu_ratio"] > 0 and scale["page_cpu_ratio"] > 0
     assert scenarios["rss"]["calls"] == 500 and len(scenarios["rss"]["rss_mib"]) == 10
     guard = {entry["target"]: entry for entry in report["guard"]}
-    assert len(guard) == 7 and "targets of issue #27" in done.stdout
+    assert len(guard) == 8 and "targets of issues #27 and #28" in done.stdout
     rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))
     assert rss_target["measured"] is None and rss_target["met"] is None  # 500 calls are not 100k
+    traced = next(entry for name, entry in guard.items() if name.startswith("#28"))
+    assert traced["measured"] is None  # 32 in flight is not in this run
 
 
 def test_the_guard_fails_the_run_when_a_target_is_not_measured(tmp_path: Path) -> None:
