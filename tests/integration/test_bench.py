@@ -150,3 +150,18 @@ def test_the_profile_shows_the_gateways_own_functions_per_call(tmp_path: Path) -
     assert any(entry["function"].startswith("actors/") for entry in top)  # this tree's gateway
     assert pstats.Stats(str(stats)).total_calls > 0  # type: ignore[attr-defined]
     assert "top 25 by own time" in done.stdout
+
+
+def test_another_tree_is_measured_untraced_and_traced_beside_this_one(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    tiny = ["--seconds", "0.05", "--rounds", "1", "--concurrency", "8", "--scenarios", "none"]
+    done = bench(
+        *tiny, "--backends", "lean", "--clients", "lean", "--compare-tree", str(ROOT), "--json", str(out)
+    )
+    report = orjson.loads(out.read_bytes())
+    paths = {entry["path"] for entry in report["results"]}
+    assert {"gateway compared", "gateway compared traced"} <= paths
+    (row,) = report["targets"]["tracing"]
+    assert row["met"] is None  # behind the lean backend: shown, not judged
+    assert row["compared_ratio"] > 0 and row["compared_us_per_call"] > 0
+    assert "not judged" in done.stdout
