@@ -156,7 +156,8 @@ def print_targets(tables: dict[str, list[dict[str, Any]]]) -> None:
         if name not in tables:
             continue
         print(f"targets: {title}")
-        extra = {"relay": " shape x", "tracing": "   before"}.get(name, "")
+        compared = any("compared_ratio" in entry for entry in tables[name])
+        extra = {"relay": " shape x", "tracing": "   before" if compared else ""}.get(name, "")
         print(
             f"  {'backend':7} {'client':6} {'conc':>4} {'gw us/call':>10} {'against':18} {'us/call':>8} "
             f"{'ratio':>6} {'target':>6} met{extra}"
