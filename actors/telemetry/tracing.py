@@ -43,7 +43,7 @@ from actors.telemetry.tracing_attributes import (
 )
 from actors.telemetry.tracing_context import Context, carried, parse_traceparent, with_context
 from actors.telemetry.tracing_durations import Durations
-from actors.telemetry.tracing_export import Exporter, resource_of, signal_headers, signal_url
+from actors.telemetry.tracing_export import Counted, Exporter, resource_of, signal_headers, signal_url
 from actors.telemetry.tracing_post import post_settings, warn_of_protocol
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
 
@@ -195,34 +195,41 @@ class _Span:
 
     # --- the export thread's ---------------------------------------------------------------------------
 
-    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None:
-        """Its duration counted, and its encoding when it is sampled."""
-        durations[self.KIND != SERVER].record(self.method, self.failure, (self.end_ns - self.start_ns) / 1e9)
-        return self.encoded() if self.context[2] & SAMPLED else None
-
-    def encoded(self) -> bytes:
-        """Its OTLP encoding, as an entry of a batch (wire.span_entry)."""
+    def exported(self, counted: tuple[Counted, Counted]) -> bytes | None:
+        """Its duration noted for the batch's count (server, client), and its encoding when it is sampled."""
+        start_ns, end_ns, failure = self.start_ns, self.end_ns, self.failure
+        counted[self.KIND != SERVER].append((self.method, failure, (end_ns - start_ns) / 1e9))
+        trace_id, span_id, flags, state = self.context
+        if not flags & SAMPLED:
+            return None
         shape, numbered = self.inputs
         shared = _shapes.get(shape)
-        if shared is None:  # its name and the attributes it shares with the spans of its shape, encoded once
-            name, attributes = self.described()
-            shared = wire.span_head(name, self.KIND) + wire.attributes(9, attributes)
-            if len(_shapes) >= MAX_SHAPES:
-                _shapes.clear()
-            _shapes[shape] = shared
+        if shared is None:
+            shared = self._shared(shape)
         rest = b"" if numbered is None else wire.request_id_attribute(str(numbered)[:MAX_VALUE_CHARS])
-        trace_id, span_id, _, state = self.context
-        failure = self.failure
         if failure is not None or state or self.events or self.links:
-            error = None
-            if failure is not None:
-                own = {"error.type": failure}
-                if failure[-1].isdigit():
-                    own["rpc.response.status_code"] = failure
-                rest += wire.attributes(9, own)
-                error = self.reason[:256]
-            rest += wire.span_rest(state, self.events or (), self.links, error)
-        return wire.span_entry(trace_id, span_id, self.parent_id, self.start_ns, self.end_ns, shared, rest)
+            rest += self._rarer(failure, state)
+        return wire.span_entry(trace_id, span_id, self.parent_id, start_ns, end_ns, shared, rest)
+
+    def _shared(self, shape: tuple[Any, ...]) -> bytes:
+        """Its name and the attributes it shares with the spans of its shape, encoded once and kept."""
+        name, attributes = self.described()
+        shared = wire.span_head(name, self.KIND) + wire.attributes(9, attributes)
+        if len(_shapes) >= MAX_SHAPES:
+            _shapes.clear()
+        _shapes[shape] = shared
+        return shared
+
+    def _rarer(self, failure: str | None, state: str) -> bytes:
+        """What few spans have: an error's attributes and status, a tracestate, events, links."""
+        rest, error = b"", None
+        if failure is not None:
+            own = {"error.type": failure}
+            if failure[-1].isdigit():
+                own["rpc.response.status_code"] = failure
+            rest += wire.attributes(9, own)
+            error = self.reason[:256]
+        return rest + wire.span_rest(state, self.events or (), self.links, error)
 
     @property
     def numbered(self) -> RequestId | None:

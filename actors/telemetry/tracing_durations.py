@@ -32,17 +32,23 @@ class Durations:
         self._lock = threading.Lock()  # the export thread records; /metrics reads from the event loop
 
     def record(self, method: str, error: str | None, seconds: float) -> None:
-        key = (method, error)
+        self.record_all([(method, error, seconds)])
+
+    def record_all(self, durations: list[tuple[str, str | None, float]]) -> None:
+        """Each (method, error.type, seconds), under one hold of the lock: a batch's spans at a time."""
+        all_series, bucket_of = self._series, bisect.bisect_left
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                if len(self._series) >= MAX_SERIES:
-                    key = (OTHER, error)
-                    series = self._series.get(key)
+            for method, error, seconds in durations:
+                key = (method, error)
+                series = all_series.get(key)
                 if series is None:
-                    series = self._series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
-            series[0] += seconds
-            series[1][bisect.bisect_left(BOUNDS_S, seconds)] += 1
+                    if len(all_series) >= MAX_SERIES:
+                        key = (OTHER, error)
+                        series = all_series.get(key)
+                    if series is None:
+                        series = all_series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
+                series[0] += seconds
+                series[1][bucket_of(BOUNDS_S, seconds)] += 1
 
     def snapshot(self) -> list[tuple[dict[str, str], int, float, list[int]]]:
         """Each series' attributes, count, sum and bucket counts, as they are now."""

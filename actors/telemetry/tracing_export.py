@@ -80,10 +80,14 @@ def resource_of(service_name: str, environ: Mapping[str, str]) -> dict[str, Any]
     return resource
 
 
-class Finished(Protocol):
-    """A span that has ended: its duration counted into (server, client), its encoding if sampled."""
+Counted = list[tuple[str, str | None, float]]  # (method, error.type, seconds): what a Durations records
 
-    def exported(self, durations: tuple[Durations, Durations]) -> bytes | None: ...
+
+class Finished(Protocol):
+    """A span that has ended: its duration noted in (server, client) for the batch's count, its encoding if
+    sampled."""
+
+    def exported(self, counted: tuple[Counted, Counted]) -> bytes | None: ...
 
 
 class Exporter:
@@ -165,11 +169,14 @@ class Exporter:
         batch per wake-up instead of every few spans queued meanwhile."""
         queue, batch_max, durations = self._queue, self.batch_max, self.durations
         while len(queue) >= batch_max or (everything and queue):
-            batch = []
+            batch, counted = [], ([], [])
+            take = queue.popleft
             for _ in range(min(len(queue), batch_max)):
-                encoded = queue.popleft().exported(durations)
+                encoded = take().exported(counted)
                 if encoded is not None:
                     batch.append(encoded)
+            durations[0].record_all(counted[0])
+            durations[1].record_all(counted[1])
             if batch:
                 self._send(self.traces_url, wire.trace_request(self.resource, self._scope, batch), 0)
 
