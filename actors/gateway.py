@@ -344,7 +344,9 @@ class Gateway:
         """The config's byte budgets on the ledger every session shares (at start, and on a reload: what is
         held stays held, new requests meet the new budgets)."""
         settings = self.config.gateway
-        self.bridges.budget.limit(settings.max_request_bytes, settings.max_client_bytes)
+        self.bridges.budget.limit(
+            settings.max_request_bytes, settings.max_client_bytes, settings.max_unread_bytes
+        )
 
     def session_settings(self, frontend: str) -> SessionSettings:
         """What a frontend's sessions are built with (`frontend` names whose traffic they count)."""

@@ -28,6 +28,8 @@ from trio_websocket import WebSocketConnection, open_websocket_url
 
 from actors.config import load_config
 from actors.gateway import Gateway
+from actors.protocol import codec
+from actors.protocol.messages import Encoded, Message
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 INTEROP: Final = ROOT / "tests" / "interop"  # the interop tier: its npm packages under node_modules
@@ -491,3 +493,33 @@ def captured_logs(level: str = "WARNING") -> Iterator[list[str]]:
         yield lines
     finally:
         logger.remove(sink)
+
+
+class DecodedOutbox:
+    """A session's outbox as a test reads it: an answer that waited for the writer is queued as its frame
+    (Encoded), and is read back here as the message it was."""
+
+    def __init__(self, channel: trio.MemoryReceiveChannel[Message | Encoded]) -> None:
+        self.channel = channel
+
+    async def receive(self) -> Message:
+        return decoded(await self.channel.receive())
+
+    def receive_nowait(self) -> Message:
+        return decoded(self.channel.receive_nowait())
+
+    def __aiter__(self) -> DecodedOutbox:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.channel, name)
+
+
+def decoded(message: Message | Encoded) -> Message:
+    return codec.decode(message.frame) if isinstance(message, Encoded) else message

@@ -35,6 +35,7 @@ from actors.policy.rules import Policy
 
 MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
 MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
+MAX_UNREAD_BYTES: Final = 64 * 1024 * 1024  # answers one session's client has not read: 16 of the largest
 
 
 class ToolNaming(enum.StrEnum):
@@ -67,6 +68,10 @@ class GatewaySettings:
     # what one client (its token principal, else its session) may hold in requests in flight and parked calls
     max_client_bytes: int = attrs.field(
         default=MAX_CLIENT_BYTES, validator=[message_size, not_below("max_request_bytes")]
+    )
+    # answers waiting for one session's client to read them; past it the session is ended as not reading
+    max_unread_bytes: int = attrs.field(
+        default=MAX_UNREAD_BYTES, validator=[message_size, not_below("max_message_bytes")]
     )
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
     watch_config: bool = False  # reload when the config file changes (as on SIGHUP)

@@ -21,7 +21,7 @@ import attrs
 import orjson
 import trio
 
-from actors.config.schema import MAX_CLIENT_BYTES, MAX_REQUEST_BYTES
+from actors.config.schema import MAX_CLIENT_BYTES, MAX_REQUEST_BYTES, MAX_UNREAD_BYTES
 from actors.protocol.errors import rpc_error
 from actors.protocol.messages import Request, RpcError
 
@@ -52,11 +52,16 @@ class ByteBudget:
 
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_client_bytes: int = MAX_CLIENT_BYTES
+    max_unread_bytes: int = MAX_UNREAD_BYTES  # answers waiting for one session's client (session/inflight.py)
     used: dict[str, int] = attrs.field(factory=dict)
 
-    def limit(self, max_request_bytes: int, max_client_bytes: int) -> None:
+    def limit(
+        self, max_request_bytes: int, max_client_bytes: int, max_unread_bytes: int | None = None
+    ) -> None:
         """The config's budgets (at start and on a reload: what is held stays, new requests meet them)."""
         self.max_request_bytes, self.max_client_bytes = max_request_bytes, max_client_bytes
+        if max_unread_bytes is not None:
+            self.max_unread_bytes = max_unread_bytes
 
     def refusal(self, client: str, size: int) -> RpcError | None:
         """Why a request of `size` bytes may not be taken for `client`, or None."""

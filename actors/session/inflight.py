@@ -19,8 +19,9 @@ import attrs
 import trio
 
 from actors.catalog import BackendStatus
+from actors.protocol import codec
 from actors.protocol.envelopes import Reply
-from actors.protocol.messages import Batch, ErrorResponse, Message, RequestId, Response, RpcError
+from actors.protocol.messages import Batch, Encoded, ErrorResponse, Message, RequestId, Response, RpcError
 from actors.protocol.modern_results import legacy_result
 
 if TYPE_CHECKING:
@@ -35,33 +36,59 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 
 @attrs.define(eq=False)
 class Answers:
-    """Owns: answers that found the outbox full (`overflow`), in order, until the writer takes them.
+    """Owns: answers that found the outbox full (`overflow`), in order, until the writer takes them, and
+        the count of the bytes of every answer waiting for the writer (`unread`).
     Receives: answers from entries, filled by backends' connections (`deliver`, never blocks).
-    Sends: each answer to the client at once when the writer is idle (Writer.write_now), else to the outbox,
-        or to the overflow the writer drains after the outbox.
+    Sends: each answer to the client at once when the writer is idle (Writer.write_now), else, written as
+        its frame (Encoded: a decoded result costs 1 to 24 times its JSON), to the outbox, or to the
+        overflow the writer drains after the outbox.
     Stops when: the session ends; answers delivered after the outbox closed are dropped.
-    Errors: none. The overflow holds at most the session's max_inflight answers: the dispatcher takes no
-        request while it is not empty."""
+    Errors: the overflow holds at most the session's max_inflight answers (the dispatcher takes no request
+        while it is not empty), and the answers waiting for a client that does not read them at most
+        `budget.max_unread_bytes`: past it `on_unread` is told, once, and the session ends."""
 
-    outbox: trio.MemorySendChannel[Message]
-    overflow: deque[Message] = attrs.field(factory=deque)
+    outbox: trio.MemorySendChannel[Message | Encoded]
+    overflow: deque[Message | Encoded] = attrs.field(factory=deque)
     write_now: Callable[[Message], bool] | None = None  # the writer's, while it runs
+    budget: ByteBudget | None = None  # its max_unread_bytes caps `unread`
+    on_unread: Callable[[int], None] | None = None  # told the bytes unread when they pass the cap
+    unread: int = 0  # bytes of the Encoded answers queued for the writer, not yet taken by it
     _drained: trio.Event | None = None
+    _over: bool = False
 
     def deliver(self, message: Message) -> None:
+        if not self.overflow and self.write_now is not None and self.write_now(message):
+            return  # the writer was idle: written in this task, as it would have been next
+        queued = Encoded(codec.encode(message))  # waits as the bytes it will be written as
+        self.unread += len(queued.frame)
         if not self.overflow:
-            if self.write_now is not None and self.write_now(message):
-                return  # the writer was idle: written in this task, as it would have been next
             try:
-                self.outbox.send_nowait(message)
+                self.outbox.send_nowait(queued)
+                self._check_unread()
                 return
             except trio.WouldBlock:
                 pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.unread -= len(queued.frame)
                 return  # the session is over: its client reads nothing any more
-        self.overflow.append(message)
+        self.overflow.append(queued)
+        self._check_unread()
 
-    def take_overflow(self) -> list[Message]:
+    def taken(self, message: Message | Encoded) -> bytes:
+        """The writer's: the frame of a message it took (an answer queued here is no longer counted)."""
+        if type(message) is Encoded:
+            self.unread -= len(message.frame)
+            return message.frame
+        return codec.encode(message)  # type: ignore[arg-type]
+
+    def _check_unread(self) -> None:
+        budget = self.budget
+        if budget is not None and self.unread > budget.max_unread_bytes and not self._over:
+            self._over = True
+            if self.on_unread is not None:
+                self.on_unread(self.unread)
+
+    def take_overflow(self) -> list[Message | Encoded]:
         """The writer's: everything queued beside the outbox, now."""
         taken = list(self.overflow)
         self.overflow.clear()

@@ -8,6 +8,7 @@ were queued for its client, and an error for every request it had accepted and n
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Final
 
 import attrs
@@ -17,11 +18,12 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.framing.lines import LineStream
 from actors.framing.transport import Transport
+from actors.framing.websocket import WebSocketTransport
 from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
 from actors.protocol.envelopes import Mail
 from actors.protocol.errors import INTERNAL_ERROR
-from actors.protocol.messages import Message, RpcError
+from actors.protocol.messages import Encoded, Message, RpcError
 from actors.runtime.watch import Watch
 from actors.session.dispatcher import Dispatcher
 from actors.session.inflight import Answers
@@ -57,13 +59,17 @@ class Session:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with logger.contextualize(session=self.id):
             inbox_send, inbox_recv = trio.open_memory_channel[Message](INBOX_SIZE)
-            outbox_send, outbox_recv = trio.open_memory_channel[Message](OUTBOX_SIZE)
+            outbox_send, outbox_recv = trio.open_memory_channel[Message | Encoded](OUTBOX_SIZE)
             unwritten = outbox_recv.clone()  # what the writer had not taken when a crash stopped it
             try:
                 async with trio.open_nursery() as nursery:
                     if isinstance(self.transport, LineStream):
                         self.transport.cork_with(nursery)  # the answers of one burst in one write
-                    answers = self._answers = Answers(outbox_send.clone())
+                    answers = self._answers = Answers(
+                        outbox_send.clone(),
+                        budget=self.settings.budget,
+                        on_unread=partial(self._not_reading, nursery),
+                    )
                     writer = Writer(
                         transport=self.transport,
                         outbox=outbox_recv,
@@ -123,10 +129,30 @@ class Session:
             with logger.contextualize(session=self.id):
                 logger.opt(exception=True).error("session crashed")
 
-    async def _answer_after_crash(self, unwritten: trio.MemoryReceiveChannel[Message]) -> None:
+    def _not_reading(self, nursery: trio.Nursery, unread: int) -> None:
+        """The client has left more answers unread than max_unread_bytes: its session ends, as for a client
+        that is gone, rather than hold them without bound."""
+        limit = self.settings.budget.max_unread_bytes
+        with logger.contextualize(session=self.id):
+            logger.warning(
+                "ending the session: its client left {} bytes of answers unread (max_unread_bytes {})",
+                unread,
+                limit,
+            )
+        nursery.start_soon(self._drop_client, nursery.cancel_scope)
+
+    async def _drop_client(self, scope: trio.CancelScope) -> None:
+        """A WebSocket's TCP stream is dropped first: the writer is in the middle of a frame the client is
+        not taking, and no close frame may follow a cut one (the client would read 1007, not the end)."""
+        stream = self.transport.stream if isinstance(self.transport, WebSocketTransport) else None
+        if stream is not None:
+            await trio.aclose_forcefully(stream)
+        scope.cancel()
+
+    async def _answer_after_crash(self, unwritten: trio.MemoryReceiveChannel[Message | Encoded]) -> None:
         """The writer is gone: write to the transport directly what was queued for the client, then an error
         for each request still owed. Shielded and bounded; a transport that cannot take it is let be."""
-        messages: list[Message] = []
+        messages: list[Message | Encoded] = []
         while True:
             try:
                 messages.append(unwritten.receive_nowait())
@@ -138,8 +164,11 @@ class Session:
             messages += self._dispatcher.owed_answers(RpcError(INTERNAL_ERROR, SESSION_FAILED))
         frames = []
         for message in messages:
+            if type(message) is Encoded:
+                frames.append(message.frame)
+                continue
             try:
-                frames.append(codec.encode(message))
+                frames.append(codec.encode(message))  # type: ignore[arg-type]
             except TypeError:  # a request or notification that cannot be written; answers always can
                 logger.debug("dropped an unwritable {} after the crash", type(message).__name__)
         if not frames:

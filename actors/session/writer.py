@@ -15,7 +15,7 @@ from loguru import logger
 
 from actors.framing.transport import Transport
 from actors.protocol import codec
-from actors.protocol.messages import Message
+from actors.protocol.messages import Encoded, Message
 from actors.runtime.channels import receiver_idle
 from actors.session.inflight import Answers
 from actors.telemetry.meters import Traffic
@@ -34,7 +34,7 @@ class Writer:
     """
 
     transport: Transport
-    outbox: trio.MemoryReceiveChannel[Message]
+    outbox: trio.MemoryReceiveChannel[Message | Encoded]
     on_peer_gone: Callable[[], None]
     answers: Answers | None = None
     traffic: Traffic = attrs.field(factory=Traffic)  # its frontend's: bytes written count there
@@ -62,17 +62,18 @@ class Writer:
         return True
 
     async def _write(self, task_status: trio.TaskStatus[None]) -> None:
+        frame_of = self.answers.taken if self.answers is not None else _frame
         with self.outbox:
             task_status.started()
             async for message in self.outbox:
-                frames = [codec.encode(message)]
+                frames = [frame_of(message)]
                 while len(frames) < BATCH_MAX:  # what else is ready goes in the same write
                     try:
-                        frames.append(codec.encode(self.outbox.receive_nowait()))
+                        frames.append(frame_of(self.outbox.receive_nowait()))
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 if self.answers is not None and self.answers.overflow:
-                    frames += [codec.encode(answer) for answer in self.answers.take_overflow()]
+                    frames += [frame_of(answer) for answer in self.answers.take_overflow()]
                 self.traffic.bytes_out += sum(map(len, frames))
                 try:
                     await self.transport.send_many(frames)
@@ -81,3 +82,7 @@ class Writer:
                     logger.info("client is gone; closing the session")
                     self.on_peer_gone()
                     return
+
+
+def _frame(message: Message | Encoded) -> bytes:
+    return message.frame if type(message) is Encoded else codec.encode(message)  # type: ignore[arg-type]

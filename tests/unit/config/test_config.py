@@ -617,7 +617,12 @@ def test_the_byte_budgets_have_defaults_and_rules(tmp_path: Path) -> None:
     path.write_text(MINIMAL_BACKEND)
     gateway = load_config(path).gateway
     assert (gateway.max_request_bytes, gateway.max_client_bytes) == (4 * 1024 * 1024, 16 * 1024 * 1024)
+    assert gateway.max_unread_bytes == 64 * 1024 * 1024
     cases = {
+        "max_message_bytes = 2097152\nmax_unread_bytes = 1048576": {
+            "gateway.max_unread_bytes": "must not be less than max_message_bytes"
+        },
+        "max_unread_bytes = -1": {"gateway.max_unread_bytes": "must be at least 1024"},
         "max_request_bytes = 100": {"gateway.max_request_bytes": "must be at least 1024"},
         'max_client_bytes = "lots"': {"gateway.max_client_bytes": "expected an integer, got a string"},
         "max_request_bytes = 33554432": {

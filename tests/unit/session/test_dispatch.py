@@ -10,6 +10,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from support import DecodedOutbox
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.middleware import Middleware
@@ -73,7 +74,7 @@ async def dispatcher(
         rule=PREFIX_ON_COLLISION,
         inbox=events,
     )
-    harness = Harness(inbox_send, outbox_recv, catalog, backend)
+    harness = Harness(inbox_send, DecodedOutbox(outbox_recv), catalog, backend)  # type: ignore[arg-type]
     if ready:
         harness.publish(BackendReady("one", (tool("echo"), tool("slow")), calls))
         harness.publish(BackendReady("two", (tool("echo"),), calls))

@@ -20,6 +20,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loguru import logger
+from support import DecodedOutbox
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.framing.lines import LineStream
@@ -133,7 +134,16 @@ async def dispatcher(
     actor = Dispatcher(
         session="s1", inbox=inbox_recv, outbox=outbox_send, catalog=catalog.watch, settings=settings
     )
-    harness = Harness(inbox_send, outbox_recv, catalog, backend, other, other_calls, events, actor)
+    harness = Harness(
+        inbox_send,
+        DecodedOutbox(outbox_recv),
+        catalog,
+        backend,
+        other,
+        other_calls,
+        events,
+        actor,  # type: ignore[arg-type]
+    )
     harness.publish(BackendReady("one", calls=calls, **ONE))  # type: ignore[arg-type]
     if not late:
         harness.publish(BackendReady("two", (tool("other"),), other_calls))

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import trio
 import trio.testing
+from support import decoded
 
+from actors.protocol import codec
 from actors.protocol.envelopes import Reply
-from actors.protocol.messages import ErrorResponse, Message, Response, RpcError
+from actors.protocol.messages import Encoded, ErrorResponse, Message, Response, RpcError
+from actors.session.budget import ByteBudget
 from actors.session.inflight import Answers, InFlightTable
 
 
@@ -16,9 +19,9 @@ async def test_answers_past_a_full_outbox_wait_in_order_and_the_dispatcher_waits
     answers = Answers(send)
     for n in (1, 2, 3):
         answers.deliver(Response(n, {}))  # never blocks: the outbox takes one, the rest wait beside it
-    assert receive.receive_nowait() == Response(1, {})
+    assert decoded(receive.receive_nowait()) == Response(1, {})
     answers.deliver(Response(4, {}))  # behind the ones waiting, though the outbox has room now
-    assert [m.id for m in answers.overflow] == [2, 3, 4]  # type: ignore[union-attr]
+    assert [decoded(m).id for m in answers.overflow] == [2, 3, 4]  # type: ignore[union-attr]
     drained = False
 
     async def dispatcher() -> None:
@@ -30,7 +33,7 @@ async def test_answers_past_a_full_outbox_wait_in_order_and_the_dispatcher_waits
         nursery.start_soon(dispatcher)
         await trio.testing.wait_all_tasks_blocked()
         assert not drained
-        assert [m.id for m in answers.take_overflow()] == [2, 3, 4]  # type: ignore[union-attr]
+        assert [decoded(m).id for m in answers.take_overflow()] == [2, 3, 4]  # type: ignore[union-attr]
     assert drained and not answers.overflow
     send.close()
     answers.deliver(Response(5, {}))  # the session is over: dropped, never raised
@@ -45,10 +48,36 @@ async def test_an_entry_answers_once_and_a_cancelled_one_not_at_all() -> None:
     first.fill(Reply(error=RpcError(-1, "too late")))  # a timeout after the answer: ignored
     second.silent = True  # the client cancelled it
     second.fill(Reply(result={"n": 2}))
-    assert receive.receive_nowait() == Response(1, {"n": 1})
+    assert decoded(receive.receive_nowait()) == Response(1, {"n": 1})
     assert len(table) == 0 and receive.statistics().current_buffer_used == 0
     assert table.owed_answers(RpcError(-1, "x")) == []
     third = table.accept(3)
     assert table.owed_answers(RpcError(-1, "x")) == [ErrorResponse(3, RpcError(-1, "x"))]
     third.fill(Reply(error=RpcError(-2, "failed")))
-    assert receive.receive_nowait() == ErrorResponse(3, RpcError(-2, "failed"))
+    assert decoded(receive.receive_nowait()) == ErrorResponse(3, RpcError(-2, "failed"))
+
+
+async def test_answers_waiting_for_the_writer_are_kept_as_frames_and_counted_up_to_max_unread_bytes() -> None:
+    send, receive = trio.open_memory_channel[Message | Encoded](1)
+    budget = ByteBudget(max_unread_bytes=250)
+    told: list[int] = []
+    answers = Answers(send, budget=budget, on_unread=told.append)
+    big = Response(1, {"text": "x" * 60})  # 98 bytes as a frame
+    size = len(codec.encode(big))
+    answers.deliver(big)
+    answers.deliver(Response(2, {"text": "x" * 60}))
+    queued = receive.receive_nowait()
+    assert isinstance(queued, Encoded) and queued.frame == codec.encode(big)  # bytes, not a decoded tree
+    assert isinstance(answers.overflow[0], Encoded) and answers.unread == 2 * size and not told
+    assert answers.taken(queued) == codec.encode(big) and answers.unread == size  # the writer took one
+    answers.deliver(Response(3, {"text": "x" * 60}))
+    answers.deliver(Response(4, {"text": "x" * 60}))  # past 250 bytes unread: the session is told, once
+    assert told == [3 * size] and answers.unread == 3 * size
+    answers.deliver(Response(5, {}))
+    assert told == [3 * size]
+    for message in answers.take_overflow():
+        answers.taken(message)
+    assert answers.unread == 0
+    send.close()
+    answers.deliver(Response(6, {"text": "x" * 60}))  # after the session: dropped, and not counted
+    assert answers.unread == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+from support import decoded
 from test_dispatch import Harness, dispatcher
 from test_modern import modern
 
@@ -31,7 +32,7 @@ async def ask_in_another_session(h: Harness, params: dict[str, Any]) -> Message:
     async with trio.open_nursery() as nursery:
         await nursery.start(other.run)
         await send.send(Request(9, "tools/call", params))
-        answer = await receive.receive()
+        answer = decoded(await receive.receive())
         nursery.cancel_scope.cancel()
     return answer
 
