@@ -16,7 +16,7 @@ from actors.protocol.envelopes import Reply
 from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
-from actors.telemetry.tracing_durations import MAX_SERIES, Durations
+from actors.telemetry.tracing_durations import MAX_SERIES, OTHER_ERRORS, Durations
 from actors.telemetry.tracing_export import Exporter, pairs, signal_url
 from actors.telemetry.tracing_post import Poster, PostSettings
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
@@ -166,6 +166,19 @@ def test_a_client_inventing_methods_cannot_grow_the_histograms() -> None:
     assert len(points) == MAX_SERIES + 1
     other = [count for labels, count, _, _ in points if labels["mcp.method.name"] == "other"]
     assert other == [50]
+
+
+def test_a_client_answering_with_codes_of_its_own_cannot_grow_the_histograms() -> None:
+    posts = Posts()
+    traced = tracing(posts, OTEL_BSP_SCHEDULE_DELAY="600000", OTEL_BSP_MAX_QUEUE_SIZE="5000")
+    for number in range(MAX_SERIES + 2000):  # a backend's sampling request, each answered with a new code
+        span, _ = traced.ask("sampling/createMessage", {}, "alpha")
+        span.answered(Reply(error=RpcError(-40000 - number, "no")))
+    traced.shutdown(5.0)
+    points = traced.client_durations.snapshot()
+    assert len(points) <= MAX_SERIES + OTHER_ERRORS + 1
+    assert sum(count for _, count, _, _ in points) == MAX_SERIES + 2000  # every answer still counted
+    assert any(labels == {"mcp.method.name": "other", "error.type": "other"} for labels, _, _, _ in points)
 
 
 def test_the_endpoint_and_headers_come_from_the_table_else_the_standard_variables() -> None:
