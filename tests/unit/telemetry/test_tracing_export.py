@@ -16,6 +16,7 @@ from actors.protocol.envelopes import Reply
 from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
+from actors.telemetry.tracing_attributes import MAX_VALUE_CHARS
 from actors.telemetry.tracing_durations import MAX_SERIES, OTHER_ERRORS, Durations
 from actors.telemetry.tracing_export import Exporter, pairs, signal_url
 from actors.telemetry.tracing_post import Poster, PostSettings
@@ -179,6 +180,21 @@ def test_a_client_answering_with_codes_of_its_own_cannot_grow_the_histograms() -
     assert len(points) <= MAX_SERIES + OTHER_ERRORS + 1
     assert sum(count for _, count, _, _ in points) == MAX_SERIES + 2000  # every answer still counted
     assert any(labels == {"mcp.method.name": "other", "error.type": "other"} for labels, _, _, _ in points)
+
+
+def test_a_backends_huge_error_message_in_a_span_event_is_cut() -> None:
+    posts = Posts()
+    traced = tracing(posts)
+    server = traced.server(Request(1, "tools/call", {"name": "add"}), PEER, None)
+    hop, _ = traced.client(server, 2, "tools/call", {"name": "add"}, "alpha")
+    hop.event("mcp.gateway.sent_again", {"error.type": "-32020", "reason": "x" * 1_000_000, "tries": 2})
+    hop.answered(Reply(result={}))
+    server.end(Response(1, {}))
+    traced.shutdown(5.0)
+    (client,) = [span for span in posts.spans() if span.kind == Span.SPAN_KIND_CLIENT]
+    (event,) = client.events
+    told = {kv.key: kv.value for kv in event.attributes}
+    assert told["reason"].string_value == "x" * MAX_VALUE_CHARS and told["tries"].int_value == 2
 
 
 def test_the_endpoint_and_headers_come_from_the_table_else_the_standard_variables() -> None:
