@@ -15,6 +15,7 @@ OTEL_METRIC_EXPORT_INTERVAL.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -35,6 +36,8 @@ SCOPE_NAME: Final = "trio-mcp-gateway"
 SCOPE_VERSION: Final = "0.1.0"
 FAILURE_LOG_S: Final = 30.0  # at most one warning per this many seconds about failed exports
 WAIT_MAX_MS: Final = threading.TIMEOUT_MAX * 1000  # the longest wait a thread can be given
+HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
+POST_HEADERS: Final = frozenset({"content-type", "content-length", "content-encoding", "transfer-encoding"})
 MAX_SPANS: Final = 1 << 32  # a queue or batch size past this is a slip of the keyboard, not a size
 
 
@@ -97,8 +100,25 @@ def pairs(text: str) -> dict[str, str]:
 
 
 def signal_headers(environ: Mapping[str, str], signal: str) -> dict[str, str]:
-    own = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS")
-    return pairs(own if own is not None else environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""))
+    """A signal's own OTEL_EXPORTER_OTLP_SIGNAL_HEADERS, else OTEL_EXPORTER_OTLP_HEADERS. A header no request
+    can carry (a name that is no HTTP token, a value that is not ASCII) or that the post sets itself is
+    named in a warning and left out, as the SDK does: one bad header would fail every export."""
+    variable = f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS"
+    text = environ.get(variable)
+    if text is None:
+        variable, text = "OTEL_EXPORTER_OTLP_HEADERS", environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+    headers = {}
+    for name, value in pairs(text).items():
+        if HEADER_NAME.fullmatch(name) and value.isascii() and name.lower() not in POST_HEADERS:
+            headers[name] = value
+        else:  # never the value: it may be a secret
+            logger.warning(
+                "tracing: {} header {!r} left out: not an HTTP header name, a value that is not ASCII, "
+                "or a header the export sets itself",
+                variable,
+                name[:64],
+            )
+    return headers
 
 
 def resource_of(service_name: str, environ: Mapping[str, str]) -> dict[str, Any]:

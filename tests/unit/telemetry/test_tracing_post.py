@@ -248,6 +248,21 @@ def test_a_number_variable_out_of_range_is_named_and_the_spans_still_reach_the_c
         assert any(line.startswith("WARNING tracing: ") and repr(value) in line for line in logs)
 
 
+def test_a_header_no_request_can_carry_is_named_and_left_out_and_the_others_are_sent() -> None:
+    headers = "x-tenant=a,bad:name=1,authorization=Bearer%20%E2%82%AC,Content-Length=5,api-key=k"
+    with otlp_receiver() as receiver, captured_logs() as logs:
+        tracing = traced(receiver.url, OTEL_EXPORTER_OTLP_TRACES_HEADERS=headers)
+        one_request(tracing)
+        tracing.shutdown(10)
+        assert len(receiver.spans) == 1
+        (post,) = [post for post in receiver.posts if post.path == "/v1/traces"]
+    assert post.headers["x-tenant"] == "a" and post.headers["api-key"] == "k"
+    assert "authorization" not in post.headers and "bad:name" not in post.headers
+    left_out = [line for line in logs if "OTEL_EXPORTER_OTLP_TRACES_HEADERS header" in line]
+    assert len(left_out) == 3 and not any("Bearer" in line for line in left_out)  # never the value
+    assert all(name in " ".join(left_out) for name in ("'bad:name'", "'authorization'", "'Content-Length'"))
+
+
 def test_a_protocol_the_gateway_does_not_export_is_named_in_one_warning_at_start() -> None:
     with captured_logs() as logs:
         warn_of_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
