@@ -8,9 +8,11 @@ import socket
 import threading
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from support import captured_logs
 
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
@@ -145,6 +147,16 @@ def test_the_samplers_follow_the_standard_variables() -> None:
     half = Sampler(False, 0.5)
     assert half.root(1) and not half.root((1 << 64) - 1)  # by the low 64 bits of the trace id, as the SDK
     assert Sampler(True, 0.0).child(5, 1) and not Sampler(True, 1.0).child(5, 0)
+
+
+@pytest.mark.parametrize("argument", ["10%", "nan", "-0.5", "1e400"])
+def test_a_sampler_argument_that_is_no_ratio_is_named_in_a_warning(argument: str) -> None:
+    with captured_logs() as logs:
+        sampler = sampler_of(
+            None, {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": argument}
+        )
+    assert sampler == Sampler(False, 1.0)
+    assert logs == [f"WARNING OTEL_TRACES_SAMPLER_ARG={argument!r} is not a ratio from 0 to 1; using 1.0"]
 
 
 def test_a_full_queue_drops_spans_and_a_failed_export_is_dropped_without_raising() -> None:
