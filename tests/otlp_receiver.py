@@ -62,11 +62,13 @@ def _attributes(items: Any) -> dict[str, Any]:
 
 @attrs.frozen
 class Post:
-    """How one post came: its path, its Content-Encoding, and which connection (the client's port)."""
+    """How one post came: its path, its Content-Encoding, which connection (the client's port), and its
+    headers (names in lower case)."""
 
     path: str
     encoding: str
     connection: int
+    headers: dict[str, str] = attrs.field(factory=dict, eq=False)
 
 
 @attrs.define
@@ -151,7 +153,8 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(length)
             encoding = self.headers.get("Content-Encoding", "")
-            refusal = receiver.noted(Post(self.path, encoding, self.client_address[1]))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            refusal = receiver.noted(Post(self.path, encoding, self.client_address[1], headers))
             if refusal is not None:
                 status, retry_after = refusal
                 self.send_response(status)

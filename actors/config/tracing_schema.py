@@ -15,9 +15,11 @@ from urllib.parse import urlsplit
 import attrs
 from attrs.validators import optional
 
-from actors.config.checks import not_blank, positive, rule
+from actors.config.checks import not_blank, rule
 
 MAX_ENDPOINT_CHARS: Final = 2048  # a URL longer than this is a mistake, not a collector
+# one export's longest wait: a day is no collector's answer, and past 2^33 s no socket takes the timeout
+MAX_EXPORT_TIMEOUT_S: Final = 86_400.0
 
 
 def is_http_url(text: str) -> bool:
@@ -42,6 +44,10 @@ served_protocol: Final = rule(
     lambda value: value == "http/protobuf",
     "must be http/protobuf: the gateway exports OTLP over HTTP in protobuf (grpc and http/json: not served)",
 )
+export_timeout: Final = rule(
+    lambda value: 0 < value <= MAX_EXPORT_TIMEOUT_S,
+    f"must be greater than 0 and at most {MAX_EXPORT_TIMEOUT_S:g} (a day)",
+)
 ratio: Final = rule(lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1 (1: every trace)")
 
 
@@ -58,7 +64,7 @@ class TracingSettings:
     # Unset: OTEL_TRACES_SAMPLER (default: every trace)
     sample_ratio: float | None = attrs.field(default=None, validator=optional(ratio))
     # one export's longest wait, retries included (unset: OTEL_EXPORTER_OTLP_{TRACES_,}TIMEOUT, else 10 s)
-    export_timeout_s: float | None = attrs.field(default=None, validator=optional(positive))
+    export_timeout_s: float | None = attrs.field(default=None, validator=optional(export_timeout))
     # gzip or none (unset: OTEL_EXPORTER_OTLP_{TRACES_,}COMPRESSION, else none)
     compression: str | None = attrs.field(default=None, validator=optional(known_compression))
     # the OTLP protocol: http/protobuf, the one the gateway exports (unset: the same; a variable naming

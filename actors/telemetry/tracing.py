@@ -179,11 +179,17 @@ class _Span:
         return self.tracing is None
 
     def event(self, name: str, attributes: Attributes | None = None) -> None:
+        """What the gateway decided, at this moment; a text among `attributes` (a backend's error message,
+        say) is cut to MAX_VALUE_CHARS."""
         if self.tracing is not None and self.context[2] & SAMPLED:
             if self.events is None:
                 self.events = []
             if len(self.events) < MAX_EVENTS:
-                self.events.append((time.time_ns(), name, attributes or {}))
+                items = {
+                    key: value[:MAX_VALUE_CHARS] if isinstance(value, str) else value
+                    for key, value in (attributes or {}).items()
+                }
+                self.events.append((time.time_ns(), name, items))
 
     def _end(self, failure: str | None, reason: str) -> None:
         tracing = self.tracing

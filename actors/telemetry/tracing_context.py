@@ -4,11 +4,19 @@ written into what the gateway sends on (`with_context`). Reserved un-prefixed in
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from actors.protocol.eras import request_meta
 
 MAX_TRACESTATE_CHARS: Final = 512  # W3C's limit for propagation
+MAX_TRACESTATE_MEMBERS: Final = 32  # W3C's limit of list-members
+# A tracestate list-member as W3C writes it: a key (lower case, or tenant@system) "=" a value of printable
+# ASCII but "," and "=", not ending in a space
+TRACESTATE_MEMBER: Final = re.compile(
+    r"(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})"
+    r"=[ !-+\--<>-~]{0,255}[!-+\--<>-~]"
+)
 Context = tuple[int, int, int, str]  # trace id, span id, flags, tracestate
 
 
@@ -21,9 +29,21 @@ def carried(params: object) -> Context | None:
     if parsed is None:
         return None
     state = meta.get("tracestate")
-    if not isinstance(state, str) or len(state) > MAX_TRACESTATE_CHARS or not state.isprintable():
-        state = ""
-    return (*parsed, state)
+    return (*parsed, state if is_tracestate(state) else "")
+
+
+def is_tracestate(value: object) -> bool:
+    """A W3C tracestate the gateway may pass on: at most 32 list-members with distinct keys, each
+    well-formed, in 512 characters. One that is not is not passed on at all, as W3C asks."""
+    if not isinstance(value, str) or len(value) > MAX_TRACESTATE_CHARS:
+        return False
+    members = [member.strip(" \t") for member in value.split(",")]
+    members = [member for member in members if member]  # W3C allows empty members
+    if not members or len(members) > MAX_TRACESTATE_MEMBERS:
+        return False
+    if not all(TRACESTATE_MEMBER.fullmatch(member) for member in members):
+        return False
+    return len({member.partition("=")[0] for member in members}) == len(members)
 
 
 def parse_traceparent(value: object) -> tuple[int, int, int] | None:

@@ -4,8 +4,10 @@ it) and mcp.client.operation.duration (one hop to a backend, or a backend's requ
 Cumulative explicit-bucket histograms per (mcp.method.name, error.type), recorded by the export thread
 (tracing_export.py: a finished span's duration is counted there), so the hot path pays nothing for them,
 and read by it and by the admin listener's /metrics (a lock between the two). A method name is the
-client's text: past MAX_SERIES series a new one is counted under "other", so a client inventing methods
-cannot grow the table.
+client's text: past MAX_SERIES series a new one is counted under "other". An error.type is a peer's
+choice too (the code of a backend's error, or of a client's answer to a backend's request): under "other",
+past OTHER_ERRORS of them, a new one is counted as "other" as well. So no peer inventing methods or error
+codes can grow the table.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, Final
 
 # The semantic conventions' advice for MCP operation durations, in seconds
 BOUNDS_S: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-MAX_SERIES: Final = 256  # (method, error.type) pairs per instrument
+MAX_SERIES: Final = 256  # (method, error.type) pairs per instrument, before "other" takes the new ones
+OTHER_ERRORS: Final = 16  # error types counted under method "other"; past them, (other, other)
 OTHER: Final = "other"
 
 
@@ -45,6 +48,9 @@ class Durations:
                     if len(all_series) >= MAX_SERIES:
                         key = (OTHER, error)
                         series = all_series.get(key)
+                        if series is None and len(all_series) >= MAX_SERIES + OTHER_ERRORS:
+                            key = (OTHER, OTHER)
+                            series = all_series.get(key)
                     if series is None:
                         series = all_series[key] = [0.0, [0] * (len(BOUNDS_S) + 1)]
                 series[0] += seconds

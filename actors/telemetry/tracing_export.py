@@ -14,6 +14,8 @@ OTEL_METRIC_EXPORT_INTERVAL.
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 import time
 from collections import deque
@@ -24,6 +26,7 @@ from urllib.parse import unquote
 
 from loguru import logger
 
+from actors.config.tracing_schema import is_http_url
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_durations import BOUNDS_S, Durations
 from actors.telemetry.tracing_post import Poster, PostFailed, PostSettings
@@ -32,25 +35,55 @@ DEFAULT_ENDPOINT: Final = "http://localhost:4318"
 SCOPE_NAME: Final = "trio-mcp-gateway"
 SCOPE_VERSION: Final = "0.1.0"
 FAILURE_LOG_S: Final = 30.0  # at most one warning per this many seconds about failed exports
+WAIT_MAX_MS: Final = threading.TIMEOUT_MAX * 1000  # the longest wait a thread can be given
+HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
+POST_HEADERS: Final = frozenset({"content-type", "content-length", "content-encoding", "transfer-encoding"})
+MAX_SPANS: Final = 1 << 32  # a queue or batch size past this is a slip of the keyboard, not a size
 
 
-def _number(environ: Mapping[str, str], name: str, default: float, lowest: float) -> float:
-    """A numeric variable, or `default` when it is unset, not a number, or below `lowest`."""
-    try:
-        value = float(environ.get(name, ""))
-    except ValueError:
+def _number(environ: Mapping[str, str], name: str, default: float, lowest: float, highest: float) -> float:
+    """A numeric variable, or `default` when it is unset; one that is not a number from `lowest` to
+    `highest` is named in a warning, and `default` used."""
+    text = environ.get(name, "").strip()
+    if not text:
         return default
-    return value if value >= lowest else default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and lowest <= value <= highest:
+        return value
+    logger.warning(
+        "tracing: {}={!r} is not a number from {:.0f} to {:.0f}; using {:.0f}",
+        name,
+        text[:64],
+        lowest,
+        highest,
+        default,
+    )
+    return default
+
+
+def _endpoint(environ: Mapping[str, str], name: str) -> str | None:
+    """A collector URL from the variable `name`; None when it is unset, or when it is no http(s) URL with a
+    host (and a port in range), which a warning names: the next setting is used instead."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return None
+    if is_http_url(text.partition("?")[0]):  # a signal's own endpoint is used as it is, query included
+        return text
+    logger.warning("tracing: {}={!r} is not an http:// or https:// URL with a host; ignored", name, text[:64])
+    return None
 
 
 def signal_url(base: str | None, environ: Mapping[str, str], signal: str) -> str:
     """Where a signal goes: [tracing] endpoint + /v1/SIGNAL; else OTEL_EXPORTER_OTLP_SIGNAL_ENDPOINT as it is;
     else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/SIGNAL; else localhost:4318."""
     if base is None:
-        own = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
-        if own:
+        own = _endpoint(environ, f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+        if own is not None:
             return own
-        base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
+        base = _endpoint(environ, "OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
     return f"{base.rstrip('/')}/v1/{signal}"
 
 
@@ -67,8 +100,25 @@ def pairs(text: str) -> dict[str, str]:
 
 
 def signal_headers(environ: Mapping[str, str], signal: str) -> dict[str, str]:
-    own = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS")
-    return pairs(own if own is not None else environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""))
+    """A signal's own OTEL_EXPORTER_OTLP_SIGNAL_HEADERS, else OTEL_EXPORTER_OTLP_HEADERS. A header no request
+    can carry (a name that is no HTTP token, a value that is not ASCII) or that the post sets itself is
+    named in a warning and left out, as the SDK does: one bad header would fail every export."""
+    variable = f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS"
+    text = environ.get(variable)
+    if text is None:
+        variable, text = "OTEL_EXPORTER_OTLP_HEADERS", environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+    headers = {}
+    for name, value in pairs(text).items():
+        if HEADER_NAME.fullmatch(name) and value.isascii() and name.lower() not in POST_HEADERS:
+            headers[name] = value
+        else:  # never the value: it may be a secret
+            logger.warning(
+                "tracing: {} header {!r} left out: not an HTTP header name, a value that is not ASCII, "
+                "or a header the export sets itself",
+                variable,
+                name[:64],
+            )
+    return headers
 
 
 def resource_of(service_name: str, environ: Mapping[str, str]) -> dict[str, Any]:
@@ -113,10 +163,10 @@ class Exporter:
         """`posting`: how traces and metrics are posted; `post`, a test's stand-in for the HTTP posts."""
         self.traces_url, self.metrics_url = traces_url, metrics_url
         self.headers, self.resource, self.durations = headers, resource, durations
-        self.schedule_s = _number(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000, 1) / 1000
-        self.queue_max = int(_number(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1))
-        self.batch_max = int(_number(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1))
-        self.metrics_s = _number(environ, "OTEL_METRIC_EXPORT_INTERVAL", 60000, 1) / 1000
+        self.schedule_s = _number(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000, 1, WAIT_MAX_MS) / 1000
+        self.queue_max = int(_number(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1, MAX_SPANS))
+        self.batch_max = int(_number(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1, MAX_SPANS))
+        self.metrics_s = _number(environ, "OTEL_METRIC_EXPORT_INTERVAL", 60000, 1, WAIT_MAX_MS) / 1000
         self.dropped = 0  # spans the full queue refused
         self._post = post
         self._scope = wire.scope(SCOPE_NAME, SCOPE_VERSION)

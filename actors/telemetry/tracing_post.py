@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 import attrs
 from loguru import logger
 
+from actors.config.tracing_schema import MAX_EXPORT_TIMEOUT_S
+
 RETRYABLE: Final = frozenset({429, 502, 503, 504})  # the OTLP/HTTP specification's; every other is final
 FIRST_BACKOFF_S: Final = 1.0  # then 2, 4, 8, ... (with jitter), up to MAX_BACKOFF_S
 MAX_BACKOFF_S: Final = 32.0
@@ -72,8 +74,10 @@ def post_settings(
                 timeout_s = float(text) / 1000
             except ValueError:
                 timeout_s = -1.0
-            if not 0 < timeout_s < float("inf"):
-                logger.warning("tracing: {} timeout {!r} is not milliseconds; using 10000", signal, text[:64])
+            if not 0 < timeout_s <= MAX_EXPORT_TIMEOUT_S:
+                logger.warning(
+                    "tracing: {} timeout {!r} is not milliseconds up to a day; using 10000", signal, text[:64]
+                )
                 timeout_s = DEFAULT_TIMEOUT_S
     if compression is None:
         compression = (_variable(environ, signal, "COMPRESSION") or "none").lower()

@@ -54,10 +54,12 @@ def sampler_of(sample_ratio: float | None, environ: Mapping[str, str]) -> Sample
         name = DEFAULT
     parent_based, ratio = RATIOS[name]
     if ratio is None:
+        text = environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1.0"
         try:
-            ratio = float(environ.get("OTEL_TRACES_SAMPLER_ARG", "1.0"))
+            ratio = float(text)
         except ValueError:
-            ratio = 1.0
+            ratio = -1.0
         if not 0.0 <= ratio <= 1.0:
+            logger.warning("OTEL_TRACES_SAMPLER_ARG={!r} is not a ratio from 0 to 1; using 1.0", text[:64])
             ratio = 1.0
     return Sampler(parent_based, ratio)

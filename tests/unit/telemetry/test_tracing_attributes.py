@@ -122,3 +122,33 @@ def test_a_clients_traceparent_and_tracestate_are_read_and_travel_on() -> None:
     hostile = {"_meta": {"traceparent": TRACEPARENT, "tracestate": "a=1\r\nX-Evil: 2"}}
     assert carried(hostile)[3] == ""  # type: ignore[index]  # a tracestate with control characters is dropped
     assert carried({"_meta": {"traceparent": TRACEPARENT, "tracestate": "a" * 600}})[3] == ""  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        "a=caf\u00e9",  # W3C: printable ASCII only
+        "no-equals",
+        "Upper=1",
+        "a=1,a=2",  # a key twice
+        "a=",
+        "a=b=c",  # "=" inside a value
+        ",".join(f"k{n}=v" for n in range(33)),  # past 32 list-members
+        " , ",
+    ],
+)
+def test_a_tracestate_that_is_not_w3c_is_neither_kept_nor_passed_on(state: str) -> None:
+    params = {"_meta": {"traceparent": TRACEPARENT, "tracestate": state}}
+    context = carried(params)
+    assert context is not None and context[3] == ""
+    assert "tracestate" not in with_context(params, context)["_meta"]
+
+
+@pytest.mark.parametrize(
+    "state", ["congo=t61rcWkgMzE, rojo=00f067aa0ba902b7", "tenant@vendor=x y", "a=1,,b=2", "a/b_c*d-e=!"]
+)
+def test_a_w3c_tracestate_travels_on_as_it_was_written(state: str) -> None:
+    params = {"_meta": {"traceparent": TRACEPARENT, "tracestate": state}}
+    context = carried(params)
+    assert context is not None and context[3] == state
+    assert with_context(params, context)["_meta"]["tracestate"] == state

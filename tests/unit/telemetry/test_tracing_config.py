@@ -72,6 +72,18 @@ def test_every_bad_tracing_value_is_named_by_file_and_key(tmp_path: Path) -> Non
     assert "between 0 and 1" in problems["tracing.sample_ratio"]
 
 
+def test_an_export_timeout_past_a_day_is_refused_by_file_and_key(tmp_path: Path) -> None:
+    # 1e10 s: more than a socket's timeout can hold; it once ended the export thread at its first post
+    with pytest.raises(ConfigError) as failed:
+        load_config(config_with(tmp_path, "[tracing]\nexport_timeout_s = 1e10\n"))
+    assert [(problem.key, problem.reason) for problem in failed.value.problems] == [
+        ("tracing.export_timeout_s", "must be greater than 0 and at most 86400 (a day)")
+    ]
+    assert load_config(config_with(tmp_path, "[tracing]\nexport_timeout_s = 86400\n")).tracing == (
+        TracingSettings(export_timeout_s=86400.0)
+    )
+
+
 @pytest.mark.parametrize(
     "endpoint",
     [

@@ -8,15 +8,18 @@ import socket
 import threading
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from support import captured_logs
 
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
-from actors.telemetry.tracing_durations import MAX_SERIES, Durations
+from actors.telemetry.tracing_attributes import MAX_VALUE_CHARS
+from actors.telemetry.tracing_durations import MAX_SERIES, OTHER_ERRORS, Durations
 from actors.telemetry.tracing_export import Exporter, pairs, signal_url
 from actors.telemetry.tracing_post import Poster, PostSettings
 from actors.telemetry.tracing_sampling import Sampler, sampler_of
@@ -146,6 +149,16 @@ def test_the_samplers_follow_the_standard_variables() -> None:
     assert Sampler(True, 0.0).child(5, 1) and not Sampler(True, 1.0).child(5, 0)
 
 
+@pytest.mark.parametrize("argument", ["10%", "nan", "-0.5", "1e400"])
+def test_a_sampler_argument_that_is_no_ratio_is_named_in_a_warning(argument: str) -> None:
+    with captured_logs() as logs:
+        sampler = sampler_of(
+            None, {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": argument}
+        )
+    assert sampler == Sampler(False, 1.0)
+    assert logs == [f"WARNING OTEL_TRACES_SAMPLER_ARG={argument!r} is not a ratio from 0 to 1; using 1.0"]
+
+
 def test_a_full_queue_drops_spans_and_a_failed_export_is_dropped_without_raising() -> None:
     def refuse(url: str, body: bytes, headers: dict[str, str]) -> None:
         raise OSError("connection refused")
@@ -166,6 +179,34 @@ def test_a_client_inventing_methods_cannot_grow_the_histograms() -> None:
     assert len(points) == MAX_SERIES + 1
     other = [count for labels, count, _, _ in points if labels["mcp.method.name"] == "other"]
     assert other == [50]
+
+
+def test_a_client_answering_with_codes_of_its_own_cannot_grow_the_histograms() -> None:
+    posts = Posts()
+    traced = tracing(posts, OTEL_BSP_SCHEDULE_DELAY="600000", OTEL_BSP_MAX_QUEUE_SIZE="5000")
+    for number in range(MAX_SERIES + 2000):  # a backend's sampling request, each answered with a new code
+        span, _ = traced.ask("sampling/createMessage", {}, "alpha")
+        span.answered(Reply(error=RpcError(-40000 - number, "no")))
+    traced.shutdown(5.0)
+    points = traced.client_durations.snapshot()
+    assert len(points) <= MAX_SERIES + OTHER_ERRORS + 1
+    assert sum(count for _, count, _, _ in points) == MAX_SERIES + 2000  # every answer still counted
+    assert any(labels == {"mcp.method.name": "other", "error.type": "other"} for labels, _, _, _ in points)
+
+
+def test_a_backends_huge_error_message_in_a_span_event_is_cut() -> None:
+    posts = Posts()
+    traced = tracing(posts)
+    server = traced.server(Request(1, "tools/call", {"name": "add"}), PEER, None)
+    hop, _ = traced.client(server, 2, "tools/call", {"name": "add"}, "alpha")
+    hop.event("mcp.gateway.sent_again", {"error.type": "-32020", "reason": "x" * 1_000_000, "tries": 2})
+    hop.answered(Reply(result={}))
+    server.end(Response(1, {}))
+    traced.shutdown(5.0)
+    (client,) = [span for span in posts.spans() if span.kind == Span.SPAN_KIND_CLIENT]
+    (event,) = client.events
+    told = {kv.key: kv.value for kv in event.attributes}
+    assert told["reason"].string_value == "x" * MAX_VALUE_CHARS and told["tries"].int_value == 2
 
 
 def test_the_endpoint_and_headers_come_from_the_table_else_the_standard_variables() -> None:

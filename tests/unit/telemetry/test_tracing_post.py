@@ -207,6 +207,62 @@ def test_the_timeout_and_compression_come_from_the_table_else_the_signals_variab
     assert len(logs) == 3 and "'zstd\\x1b[2j' is not gzip or none" in logs[2]  # shown escaped
 
 
+@pytest.mark.parametrize(
+    "endpoint", ["http://127.0.0.1:notaport", "http://127.0.0.1:99999", "http://[::1", "collector:4318"]
+)
+def test_an_endpoint_variable_that_is_no_url_is_named_and_the_next_setting_used(endpoint: str) -> None:
+    with otlp_receiver() as receiver, captured_logs() as logs:
+        environ = {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "600000",
+        }
+        tracing = Tracing.start(TracingSettings(), "gw", environ)  # no crash at start
+        one_request(tracing)
+        tracing.shutdown(10)
+        assert len(receiver.spans) == 1
+    assert [line for line in logs if "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in line] == [
+        f"WARNING tracing: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={endpoint!r} is not an http:// or https:// URL "
+        "with a host; ignored"
+    ]
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"OTEL_BSP_MAX_QUEUE_SIZE": "inf"},
+        {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1e400"},
+        {"OTEL_BSP_SCHEDULE_DELAY": "1e300", "OTEL_METRIC_EXPORT_INTERVAL": "1e300"},
+        {"OTEL_EXPORTER_OTLP_TIMEOUT": "1e13"},  # 317 years: more than a socket's timeout can hold
+    ],
+)
+def test_a_number_variable_out_of_range_is_named_and_the_spans_still_reach_the_collector(
+    environ: dict[str, str],
+) -> None:
+    with otlp_receiver() as receiver, captured_logs() as logs:
+        tracing = traced(receiver.url, **environ)  # no crash at start
+        one_request(tracing)
+        tracing.shutdown(10)  # the export thread lived to post
+        assert len(receiver.spans) == 1
+    for value in environ.values():
+        assert any(line.startswith("WARNING tracing: ") and repr(value) in line for line in logs)
+
+
+def test_a_header_no_request_can_carry_is_named_and_left_out_and_the_others_are_sent() -> None:
+    headers = "x-tenant=a,bad:name=1,authorization=Bearer%20%E2%82%AC,Content-Length=5,api-key=k"
+    with otlp_receiver() as receiver, captured_logs() as logs:
+        tracing = traced(receiver.url, OTEL_EXPORTER_OTLP_TRACES_HEADERS=headers)
+        one_request(tracing)
+        tracing.shutdown(10)
+        assert len(receiver.spans) == 1
+        (post,) = [post for post in receiver.posts if post.path == "/v1/traces"]
+    assert post.headers["x-tenant"] == "a" and post.headers["api-key"] == "k"
+    assert "authorization" not in post.headers and "bad:name" not in post.headers
+    left_out = [line for line in logs if "OTEL_EXPORTER_OTLP_TRACES_HEADERS header" in line]
+    assert len(left_out) == 3 and not any("Bearer" in line for line in left_out)  # never the value
+    assert all(name in " ".join(left_out) for name in ("'bad:name'", "'authorization'", "'Content-Length'"))
+
+
 def test_a_protocol_the_gateway_does_not_export_is_named_in_one_warning_at_start() -> None:
     with captured_logs() as logs:
         warn_of_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
