@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+from loguru import logger
 
 from actors.catalog import BackendStatus
 from actors.protocol import codec
@@ -59,7 +60,11 @@ class Answers:
     def deliver(self, message: Message) -> None:
         if not self.overflow and self.write_now is not None and self.write_now(message):
             return  # the writer was idle: written in this task, as it would have been next
-        queued = Encoded(codec.encode(message))  # waits as the bytes it will be written as
+        try:
+            queued = Encoded(codec.encode(message))  # waits as the bytes it will be written as
+        except TypeError:  # a notification no frame can hold (an answer always can): dropped here, so
+            logger.debug("dropped an unwritable {}", type(message).__name__)  # its deliverer never fails
+            return
         self.unread += len(queued.frame)
         if not self.overflow:
             try:

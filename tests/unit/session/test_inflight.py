@@ -9,7 +9,7 @@ from support import decoded
 
 from actors.protocol import codec
 from actors.protocol.envelopes import Reply
-from actors.protocol.messages import Encoded, ErrorResponse, Message, Response, RpcError
+from actors.protocol.messages import Encoded, ErrorResponse, Message, Notification, Response, RpcError
 from actors.session.budget import ByteBudget
 from actors.session.inflight import Answers, InFlightTable
 
@@ -81,3 +81,10 @@ async def test_answers_waiting_for_the_writer_are_kept_as_frames_and_counted_up_
     send.close()
     answers.deliver(Response(6, {"text": "x" * 60}))  # after the session: dropped, and not counted
     assert answers.unread == 0
+
+
+def test_a_notification_no_frame_can_hold_is_dropped_where_it_is_delivered() -> None:
+    send, receive = trio.open_memory_channel[Message | Encoded](1)
+    answers = Answers(send)
+    answers.deliver(Notification("notifications/message", {"data": 2**70}))  # no JSON integer that size
+    assert receive.statistics().current_buffer_used == 0 and answers.unread == 0  # and nothing raised
