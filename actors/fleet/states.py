@@ -138,11 +138,15 @@ class FleetStates:
         return f"{stamp}.{self._tag(self._forward_keys[0], stamp, body)}"
 
     def forwarded(self, header: str | None, body: bytes, now: float | None = None) -> bool:
-        """Whether `header` is a replica's signature over this body, recent: the state is claimed already."""
+        """Whether `header` is a replica's signature over this body, recent: the state is claimed already. A
+        client may send the header too: anything but ASCII digits before the dot is no signature (`isdigit`
+        alone takes "²", which `int` refuses)."""
         if not header or len(header) > 128:
             return False
         stamp, _, tag = header.partition(".")
-        if not stamp.isdigit() or abs((time.time() if now is None else now) - int(stamp)) > FORWARD_SKEW_S:
+        if not (stamp.isascii() and stamp.isdigit()):
+            return False
+        if abs((time.time() if now is None else now) - int(stamp)) > FORWARD_SKEW_S:
             return False
         return any(hmac.compare_digest(tag, self._tag(key, stamp, body)) for key in self._forward_keys)
 
