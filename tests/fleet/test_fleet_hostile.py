@@ -5,10 +5,11 @@ a replica's tables."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx2
-from fleet_support import RedisServer, replica_config
-from support import DEADLINE_S, running
+from fleet_support import HEADERS, RedisServer, open_on, replica_config
+from support import DEADLINE_S, INITIALIZE, running
 from test_fleet_parked_calls import MODERN_HEADERS, modern_call
 
 
@@ -33,3 +34,29 @@ async def test_a_client_sending_a_forwarding_signature_of_its_own_gets_its_retry
         assert response.json()["result"]["content"][0]["text"] == "Hello, Ada"
         replay = (await http.post(alpha.http_url, json=retry, headers=MODERN_HEADERS)).json()
         assert replay["error"]["code"] == -32602 and "used already" in replay["error"]["message"]
+
+
+async def session_keys(gateway: Any) -> list[bytes]:
+    """The session facts the fleet holds in Redis now."""
+    pattern = f"{gateway.fleet.settings.key_prefix}:session:*"
+    return sorted(await gateway.fleet.store.command(lambda client: client.keys(pattern)))
+
+
+async def test_an_initialize_answered_with_an_error_leaves_no_facts_in_redis(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Its client gets no session id, so nobody can take the session up: its facts (up to 64 KiB each)
+    stayed in Redis for session_ttl_s, as many as a client sent such initializes."""
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and alpha.fleet
+        failing = {**INITIALIZE, "params": {"capabilities": {}, "pad": "x" * 60_000}}  # no protocolVersion
+        for _ in range(3):
+            response = await http.post(alpha.http_url, json=failing, headers=HEADERS)
+            assert response.status_code == 200 and response.json()["error"]["code"] == -32602
+            assert "mcp-session-id" not in response.headers
+        assert await session_keys(alpha) == []
+        await open_on(http, alpha.http_url)
+        assert len(await session_keys(alpha)) == 1  # a session that opened keeps its facts

@@ -260,9 +260,7 @@ class HttpApp:
                     return
                 frame = stream.events[0][1]
                 if request.method == "initialize" and "error" in orjson.loads(frame):
-                    self.sessions.end(
-                        session_id, entry
-                    )  # no session for a client that did not get one started
+                    await self.sessions.refused_initialize(session_id, entry)
                     extra = []
                 await respond(send, 200, frame, [*JSON_HEADERS, *extra])
                 stream.delivered = 1

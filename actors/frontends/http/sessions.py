@@ -195,6 +195,13 @@ class HttpSessions(Mapping[str, HttpSession]):
         if self.fleet is not None:
             await self.fleet.forget(session_id)
 
+    async def refused_initialize(self, session_id: str, entry: HttpSession) -> None:
+        """An initialize answered with an error: no session for a client that did not get one started, and
+        with [fleet] none of its facts left in Redis (its client never gets the id, nobody takes it up)."""
+        self.end(session_id, entry)
+        if self.fleet is not None:
+            await self.fleet.forget(session_id)
+
     def open(
         self, principal: Principal | None, address: str, session_id: str | None = None
     ) -> tuple[str, HttpSession]:
