@@ -86,7 +86,7 @@ class FleetSessions:
     async def recall(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
         """The initialize params of a session the fleet holds, when `principal` is the one it was opened
         for; None for an id the fleet did not mint, facts gone or unreadable, another principal, or Redis
-        down."""
+        down. Found, the session is known here from then on: `dropped` when no copy of it opens."""
         if self.ids.owner(session_id) is None:
             return None
         try:

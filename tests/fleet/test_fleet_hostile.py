@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from fleet_support import HEADERS, RedisServer, open_on, replica_config
+import trio
+from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config
 from support import DEADLINE_S, INITIALIZE, running
 from test_fleet_parked_calls import MODERN_HEADERS, modern_call
 
@@ -60,3 +61,28 @@ async def test_an_initialize_answered_with_an_error_leaves_no_facts_in_redis(
         assert await session_keys(alpha) == []
         await open_on(http, alpha.http_url)
         assert len(await session_keys(alpha)) == 1  # a session that opened keeps its facts
+
+
+async def test_a_take_up_refused_at_the_clients_share_keeps_nothing_of_the_session(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Beta reads a session's facts, then cannot open its copy (the client's one session there is busy: 429):
+    what it kept for that copy (its id, its refresh time) stayed for good, one entry per session id a client
+    sent there, as many as it could open on alpha."""
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta", max_sessions_per_client=1)) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and beta.fleet
+        busy = await open_on(http, beta.http_url)
+        get_headers = {"accept": "text/event-stream", "mcp-session-id": busy}
+        with trio.fail_after(DEADLINE_S):
+            async with http.stream("GET", beta.http_url, headers=get_headers) as stream:
+                assert stream.status_code == 200
+                for number in range(3):
+                    elsewhere = {**HEADERS, "mcp-session-id": await open_on(http, alpha.http_url)}
+                    refused = await http.post(beta.http_url, json=echo(number, "no room"), headers=elsewhere)
+                    assert refused.status_code == 429, refused.text
+        kept = beta.fleet.sessions
+        assert set(kept._refreshed) == {busy} and set(kept._local.values()) == {busy}

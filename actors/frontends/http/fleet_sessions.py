@@ -47,7 +47,11 @@ async def take_up(
         initialize = await fleet.recall(session_id, principal)
         if initialize is None:
             raise Refused(404, UNKNOWN)
-        _, entry = sessions.open(principal, address, session_id)
+        try:
+            _, entry = sessions.open(principal, address, session_id)
+        except Refused:  # no room for a copy here (429, 503): nothing kept for one
+            fleet.dropped(session_id)
+            raise
         sessions.enter(entry)
         try:
             with logger.contextualize(session=entry.label):
