@@ -5,11 +5,11 @@ a replica's tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import trio
-from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config
+from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config, two_replicas
 from support import DEADLINE_S, INITIALIZE, running
 from test_fleet_parked_calls import MODERN_HEADERS, modern_call
 
@@ -86,3 +86,35 @@ async def test_a_take_up_refused_at_the_clients_share_keeps_nothing_of_the_sessi
                     assert refused.status_code == 429, refused.text
         kept = beta.fleet.sessions
         assert set(kept._refreshed) == {busy} and set(kept._local.values()) == {busy}
+
+
+WARDEN: Final = ("--user", "warden", "--pass", "warden-pw", "--no-auth-warning")  # the test's own Redis user
+
+
+async def redis_cli(server: RedisServer, *args: str) -> None:
+    await trio.run_process(["redis-cli", "-p", str(server.port), *args], capture_stdout=True)
+
+
+async def test_a_session_deleted_while_redis_was_unreachable_is_not_taken_up_once_it_answers(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Redis kept the facts but alpha could not reach it (its user switched off) when the client deleted
+    the session there: once Redis answered again, beta took the deleted session up from those facts, and
+    whoever held its id was served under it for up to session_ttl_s."""
+    async with (
+        two_replicas(tmp_path, redis_server) as (alpha, beta),
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and alpha.fleet and beta.fleet
+        await redis_cli(redis_server, "ACL", "SETUSER", "warden", "on", ">warden-pw", "+@all", "~*", "&*")
+        own = {**HEADERS, "mcp-session-id": await open_on(http, alpha.http_url)}
+        await redis_cli(redis_server, *WARDEN, "ACL", "SETUSER", "default", "off")
+        await redis_cli(redis_server, *WARDEN, "CLIENT", "KILL", "USER", "default")
+        assert (await http.delete(alpha.http_url, headers=own)).status_code == 204
+        assert not alpha.fleet.store.available
+        await redis_cli(redis_server, *WARDEN, "ACL", "SETUSER", "default", "on")
+        with trio.fail_after(DEADLINE_S):
+            await alpha.fleet.store.wait_available()
+            await beta.fleet.store.wait_available()
+        response = await http.post(beta.http_url, json=echo(2, "deleted"), headers=own)
+        assert response.status_code == 404, response.text
