@@ -116,8 +116,7 @@ class FleetStates:
         own memory of spent states still refuses a replay there)."""
         from coredis import PureToken  # the `fleet` extra
 
-        digest = hashlib.sha256(state.encode("ascii", "replace")).hexdigest()[:40]
-        key = f"{self.settings.key_prefix}:spent:{digest}"
+        key = self._spent(state)
         try:
             claimed = await self.store.command(
                 lambda client: client.set(key, b"1", condition=PureToken.NX, px=CLAIM_TTL_MS)
@@ -125,6 +124,17 @@ class FleetStates:
         except StoreUnavailableError:
             return True
         return bool(claimed)
+
+    async def release(self, state: str) -> None:
+        """A state this replica claimed for a retry that was refused before any session saw it (429, 503:
+        the client is told to retry): it may be used again."""
+        key = self._spent(state)
+        with contextlib.suppress(StoreUnavailableError):
+            await self.store.command(lambda client: client.delete([key]))
+
+    def _spent(self, state: str) -> str:
+        digest = hashlib.sha256(state.encode("ascii", "replace")).hexdigest()[:40]
+        return f"{self.settings.key_prefix}:spent:{digest}"
 
     async def owner_url(self, owner: str) -> str | None:
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx2
+import pytest
 import trio
 from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config, two_replicas
 from support import DEADLINE_S, INITIALIZE, running
@@ -118,3 +119,37 @@ async def test_a_session_deleted_while_redis_was_unreachable_is_not_taken_up_onc
             await beta.fleet.store.wait_available()
         response = await http.post(beta.http_url, json=echo(2, "deleted"), headers=own)
         assert response.status_code == 404, response.text
+
+
+@pytest.mark.parametrize("landing", ["on its owner", "elsewhere, forwarded to its owner"])
+async def test_a_retry_refused_for_want_of_a_session_may_be_made_again(
+    tmp_path: Path, redis_server: RedisServer, landing: str
+) -> None:
+    """A modern retry that finds its owner's listener full (503, Retry-After) never reached its call: made
+    again, it is served. The fleet had claimed its state first, so the retry the 503 asked for was 'used
+    already' and the call was lost."""
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha", max_sessions=1)) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and alpha.http_listener
+        retry_url = alpha.http_url if landing == "on its owner" else beta.http_url
+        asked = await http.post(alpha.http_url, json=modern_call(1), headers=MODERN_HEADERS)
+        first = asked.json()["result"]
+        ((key, _),) = first["inputRequests"].items()
+        answers = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        retry = modern_call(2, inputResponses=answers, requestState=first["requestState"])
+        with trio.fail_after(DEADLINE_S):
+            while alpha.http_listener._sessions._one_request:  # noqa: ASYNC110 (no event to wait on)
+                await trio.sleep(0.01)
+            busy = await open_on(http, alpha.http_url)
+            get_headers = {"accept": "text/event-stream", "mcp-session-id": busy}
+            async with http.stream("GET", alpha.http_url, headers=get_headers) as stream:
+                assert stream.status_code == 200
+                full = await http.post(retry_url, json=retry, headers=MODERN_HEADERS)
+                assert full.status_code == 503 and full.headers["retry-after"], full.text
+        served = await http.post(retry_url, json=retry, headers=MODERN_HEADERS)
+        assert served.json().get("result", {}).get("content") == [{"type": "text", "text": "Hello, Ada"}], (
+            served.text
+        )
