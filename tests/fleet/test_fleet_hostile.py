@@ -153,3 +153,27 @@ async def test_a_retry_refused_for_want_of_a_session_may_be_made_again(
         assert served.json().get("result", {}).get("content") == [{"type": "text", "text": "Hello, Ada"}], (
             served.text
         )
+
+
+async def test_a_retry_whose_owner_is_registered_at_an_unusable_url_gets_the_start_over_error(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """What Redis holds is read as any input: an owner's registration that is no URL (here, too long for one)
+    is an owner that does not answer, not a 500 and a traceback."""
+    async with (
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert beta.http_url and beta.fleet
+        async with running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha:
+            assert alpha.http_url
+            asked = await http.post(alpha.http_url, json=modern_call(1), headers=MODERN_HEADERS)
+            first = asked.json()["result"]
+        registration = f"{beta.fleet.settings.key_prefix}:replica:alpha"
+        await beta.fleet.store.command(lambda client: client.set(registration, "http://x/" + "x" * 70_000))
+        ((key, _),) = first["inputRequests"].items()
+        answers = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        retry = modern_call(2, inputResponses=answers, requestState=first["requestState"])
+        response = await http.post(beta.http_url, json=retry, headers=MODERN_HEADERS)
+        assert response.status_code == 200, response.text
+        assert response.json()["error"]["code"] == -32602

@@ -98,7 +98,7 @@ async def _forward(
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return answer.status_code
-    except httpx2.HTTPError as exc:
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # InvalidURL: a registration that is no URL
         logger.warning("fleet: forwarding a retry to replica {} failed: {}", owner, type(exc).__name__)
         if not started:
             await _start_over(
