@@ -72,6 +72,11 @@ class FleetSessions:
     def owner(self, session_id: str) -> str | None:
         return self.ids.owner(session_id)
 
+    def opened_here(self, session_id: str) -> bool:
+        """Whether this replica minted the id: a session it ends to make room then ends fleet-wide (`forget`),
+        as without a fleet, so a client's share here caps its facts in Redis too."""
+        return self.ids.owner(session_id) == self.settings.replica
+
     async def remember(
         self, session_id: str, principal: Principal | None, initialize: dict[str, Any]
     ) -> None:

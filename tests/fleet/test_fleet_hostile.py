@@ -177,3 +177,27 @@ async def test_a_retry_whose_owner_is_registered_at_an_unusable_url_gets_the_sta
         response = await http.post(beta.http_url, json=retry, headers=MODERN_HEADERS)
         assert response.status_code == 200, response.text
         assert response.json()["error"]["code"] == -32602
+
+
+async def test_a_session_ended_to_make_room_on_the_replica_that_opened_it_ends_fleet_wide(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A client at its share on alpha opens one more session: its least recently active idle one ends, and
+    its id gets 404 on every replica, as on a gateway alone. Its facts stayed in Redis, one more per
+    initialize the client sent (a share that capped nothing in Redis), and any replica took it up again."""
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha", max_sessions_per_client=1)) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and alpha.fleet
+        ended = {**HEADERS, "mcp-session-id": await open_on(http, alpha.http_url)}
+        for _ in range(3):
+            kept = await open_on(http, alpha.http_url)
+        with trio.fail_after(DEADLINE_S):
+            while len(await session_keys(alpha)) > 1:  # noqa: ASYNC110 (the deletes run beside the requests)
+                await trio.sleep(0.01)
+        for url in (beta.http_url, alpha.http_url):
+            assert (await http.post(url, json=echo(2, "ended"), headers=ended)).status_code == 404
+        own = {**HEADERS, "mcp-session-id": kept}
+        assert (await http.post(beta.http_url, json=echo(3, "kept"), headers=own)).status_code == 200
