@@ -149,12 +149,12 @@ class FleetStates:
 
     def forwarded(self, header: str | None, body: bytes, now: float | None = None) -> bool:
         """Whether `header` is a replica's signature over this body, recent: the state is claimed already. A
-        client may send the header too: anything but ASCII digits before the dot is no signature (`isdigit`
-        alone takes "²", which `int` refuses)."""
-        if not header or len(header) > 128:
+        client may send the header too: anything not ASCII is no signature (`isdigit` takes "²", which `int`
+        refuses; `hmac.compare_digest` refuses non-ASCII text)."""
+        if not header or len(header) > 128 or not header.isascii():
             return False
         stamp, _, tag = header.partition(".")
-        if not (stamp.isascii() and stamp.isdigit()):
+        if not stamp.isdigit():
             return False
         if abs((time.time() if now is None else now) - int(stamp)) > FORWARD_SKEW_S:
             return False

@@ -4,6 +4,7 @@ a replica's tables."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,11 +16,13 @@ from support import DEADLINE_S, INITIALIZE, running
 from test_fleet_parked_calls import MODERN_HEADERS, modern_call
 
 
+@pytest.mark.parametrize("forged", ["a non-ASCII digit as its time", "a non-ASCII character as its tag"])
 async def test_a_client_sending_a_forwarding_signature_of_its_own_gets_its_retry_served(
-    tmp_path: Path, redis_server: RedisServer
+    tmp_path: Path, redis_server: RedisServer, forged: str
 ) -> None:
-    """The header replicas sign a forwarded retry with, sent by a client with "²" as its time (a digit to
-    `str.isdigit`, not to `int`): no signature, the retry served as any other (it was a 500, a traceback)."""
+    """The header replicas sign a forwarded retry with, made up by a client: "²" as its time (a digit to
+    `str.isdigit`, not to `int`), or a recent time and "é" as its tag (`hmac.compare_digest` takes ASCII
+    text only). No signature: the retry is served as any other (each was a 500 and a traceback)."""
     async with (
         running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
         httpx2.AsyncClient(timeout=DEADLINE_S) as http,
@@ -30,8 +33,10 @@ async def test_a_client_sending_a_forwarding_signature_of_its_own_gets_its_retry
         ((key, _),) = first["inputRequests"].items()
         answers = {key: {"action": "accept", "content": {"name": "Ada"}}}
         retry = modern_call(2, inputResponses=answers, requestState=first["requestState"])
-        forged = {**MODERN_HEADERS, "mcp-gateway-forwarded": b"\xb2.0"}
-        response = await http.post(alpha.http_url, json=retry, headers=forged)
+        header = b"\xb2.0" if "time" in forged else f"{int(time.time())}.".encode() + b"\xe9"
+        response = await http.post(
+            alpha.http_url, json=retry, headers={**MODERN_HEADERS, "mcp-gateway-forwarded": header}
+        )
         assert response.status_code == 200, response.text
         assert response.json()["result"]["content"][0]["text"] == "Hello, Ada"
         replay = (await http.post(alpha.http_url, json=retry, headers=MODERN_HEADERS)).json()
