@@ -1,6 +1,7 @@
-"""Clients that send the fleet what it did not hand them: a made-up forwarding signature, initializes that
-fail, session ids it cannot take up here. Each gets a clear answer, and leaves nothing behind in Redis or in
-a replica's tables."""
+"""The fleet under clients that push at its edges: a made-up forwarding signature, initializes that fail or
+overflow a client's share, session ids a replica cannot take up for want of room, a session deleted while
+Redis was out of reach, a retry refused at the limits, a registration in Redis that is no URL. Each gets a
+clear answer, and leaves nothing behind in Redis or in a replica's tables."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import trio
 from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config, two_replicas
 from support import DEADLINE_S, INITIALIZE, running
 from test_fleet_parked_calls import MODERN_HEADERS, modern_call
+
+from actors.fleet.sessions import FleetSessions
 
 
 @pytest.mark.parametrize("forged", ["a non-ASCII digit as its time", "a non-ASCII character as its tag"])
@@ -206,3 +209,48 @@ async def test_a_session_ended_to_make_room_on_the_replica_that_opened_it_ends_f
             assert (await http.post(url, json=echo(2, "ended"), headers=ended)).status_code == 404
         own = {**HEADERS, "mcp-session-id": kept}
         assert (await http.post(beta.http_url, json=echo(3, "kept"), headers=own)).status_code == 200
+
+
+async def test_a_request_waiting_on_a_take_up_that_found_no_room_is_not_told_its_session_is_gone(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests for a session alpha holds land on beta together, its listener full (busy): the first
+    takes the session up and gets 503; the second, which waited on that take-up, got 404 (its client starts
+    over, its session lost) though the session lives on. It gets the 503 too, and its client tries again."""
+    gate = trio.Event()
+    recall = FleetSessions.recall
+
+    async def held(self: FleetSessions, session_id: str, principal: Any) -> Any:
+        await gate.wait()
+        return await recall(self, session_id, principal)
+
+    monkeypatch.setattr(FleetSessions, "recall", held)
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta", max_sessions=1)) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url and beta.http_listener
+        busy = await open_on(http, beta.http_url)
+        session_id = await open_on(http, alpha.http_url)
+        own = {**HEADERS, "mcp-session-id": session_id}
+        statuses: list[int] = []
+
+        async def post(number: int) -> None:
+            response = await http.post(beta.http_url, json=echo(number, "together"), headers=own)
+            statuses.append(response.status_code)
+
+        taking_up = beta.http_listener._sessions.taking_up
+        get_headers = {"accept": "text/event-stream", "mcp-session-id": busy}
+        with trio.fail_after(DEADLINE_S):
+            async with http.stream("GET", beta.http_url, headers=get_headers) as stream:
+                assert stream.status_code == 200
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(post, 2)
+                    while session_id not in taking_up:  # noqa: ASYNC110 (no event to wait on)
+                        await trio.sleep(0.01)
+                    nursery.start_soon(post, 3)
+                    while taking_up[session_id].statistics().tasks_waiting < 1:  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                    gate.set()
+        assert statuses == [503, 503]
