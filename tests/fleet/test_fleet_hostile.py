@@ -254,3 +254,40 @@ async def test_a_request_waiting_on_a_take_up_that_found_no_room_is_not_told_its
                         await trio.sleep(0.01)
                     gate.set()
         assert statuses == [503, 503]
+
+
+async def test_a_session_whose_facts_are_being_written_is_not_ended_to_make_room(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two initializes of a client at its share: the first's session waited, idle, while its facts went to
+    Redis, and the second ended it to make room, so the first initialize was answered 404. As on a gateway
+    alone, the first is served and the second refused (429), the first session being busy."""
+    gate, calls = trio.Event(), []
+    remember = FleetSessions.remember
+
+    async def held(self: FleetSessions, session_id: str, principal: Any, initialize: Any) -> None:
+        calls.append(session_id)
+        if len(calls) == 1:  # the first initialize's facts: written once the second has come
+            await gate.wait()
+        await remember(self, session_id, principal, initialize)
+
+    monkeypatch.setattr(FleetSessions, "remember", held)
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha", max_sessions_per_client=1)) as alpha,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and alpha.http_listener
+        statuses: dict[str, int] = {}
+
+        async def initialize(which: str) -> None:
+            response = await http.post(alpha.http_url, json=INITIALIZE, headers=HEADERS)
+            statuses[which] = response.status_code
+
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(initialize, "first")
+                while not alpha.http_listener._sessions:  # noqa: ASYNC110 (no event to wait on)
+                    await trio.sleep(0.01)
+                await initialize("second")
+                gate.set()
+        assert statuses == {"first": 200, "second": 429}

@@ -206,12 +206,13 @@ class HttpApp:
                 session_id, entry = self.sessions.open(principal, address)
             except Refused as refused:
                 raise RequestRefused(refused, message.id) from None
-            await self.sessions.remember(session_id, principal, message.params)
         else:
             session_id = headers.get(SESSION_HEADER, "")
             entry = await self.sessions.locate(headers, principal, address)
-        self.sessions.enter(entry)
+        self.sessions.enter(entry)  # busy from here: never ended to make room while its facts are written
         try:
+            if isinstance(message, Request) and message.method == "initialize":
+                await self.sessions.remember(session_id, principal, message.params)
             with logger.contextualize(session=entry.label):
                 if not isinstance(message, Request):
                     await _deliver(entry, body)
