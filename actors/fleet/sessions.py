@@ -7,6 +7,9 @@ reader of Redis cannot take over a session), with a TTL refreshed while the sess
 that opened a session keeps its facts while its copy lives (one entry per session, at most
 MAX_FACTS_BYTES: a larger initialize stays a session of this replica alone) and writes them all again
 when Redis answers after it did not (written meanwhile, or lost with a Redis that restarted empty).
+The facts are deleted when the session ends for good: DELETE, an initialize answered with an error, or
+ended to make room by the replica that opened it (and, for what was ended while Redis was out of reach,
+once it answers); else their TTL frees them (a replica that crashed, a copy ended for idleness).
 
 Beside the facts, what the client set since (its log level, its resource subscriptions: session_state.py),
 noted by whichever replica answered it, read back by a replica that takes the session up.
