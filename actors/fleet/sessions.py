@@ -7,6 +7,9 @@ reader of Redis cannot take over a session), with a TTL refreshed while the sess
 that opened a session keeps its facts while its copy lives (one entry per session, at most
 MAX_FACTS_BYTES: a larger initialize stays a session of this replica alone) and writes them all again
 when Redis answers after it did not (written meanwhile, or lost with a Redis that restarted empty).
+The facts are deleted when the session ends for good: DELETE, an initialize answered with an error, or
+ended to make room by the replica that opened it (and, for what was ended while Redis was out of reach,
+once it answers); else their TTL frees them (a replica that crashed, a copy ended for idleness).
 
 Beside the facts, what the client set since (its log level, its resource subscriptions: session_state.py),
 noted by whichever replica answered it, read back by a replica that takes the session up.
@@ -33,6 +36,8 @@ from actors.identity.principal import Principal
 FACTS_VERSION: Final = 1
 MAX_FACTS_BYTES: Final = 64 * 1024  # a client's capabilities and clientInfo are a few hundred bytes
 REFRESH_SHARE: Final = 4  # the TTL is refreshed once a quarter of it has passed since the last refresh
+MAX_ENDS_KEPT: Final = 4096  # sessions deleted while Redis was away, ended fleet-wide once it answers;
+# past it the oldest's facts are left to their TTL
 
 
 def _who(principal: Principal | None) -> list[str | None] | None:
@@ -59,6 +64,7 @@ class FleetSessions:
     announce_end: Callable[[str], None] | None = None  # tells the other replicas (the relay)
     _refreshed: dict[str, float] = attrs.field(factory=dict)
     _states: dict[str, SessionState] = attrs.field(factory=dict)  # of sessions with a copy here, once set
+    _ended_unsaid: dict[str, None] = attrs.field(factory=dict)  # digests deleted while Redis was away
 
     def __attrs_post_init__(self) -> None:
         self.store.on_back.append(self.catch_up)
@@ -68,6 +74,11 @@ class FleetSessions:
 
     def owner(self, session_id: str) -> str | None:
         return self.ids.owner(session_id)
+
+    def opened_here(self, session_id: str) -> bool:
+        """Whether this replica minted the id: a session it ends to make room then ends fleet-wide (`forget`),
+        as without a fleet, so a client's share here caps its facts in Redis too."""
+        return self.ids.owner(session_id) == self.settings.replica
 
     async def remember(
         self, session_id: str, principal: Principal | None, initialize: dict[str, Any]
@@ -86,7 +97,7 @@ class FleetSessions:
     async def recall(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
         """The initialize params of a session the fleet holds, when `principal` is the one it was opened
         for; None for an id the fleet did not mint, facts gone or unreadable, another principal, or Redis
-        down."""
+        down. Found, the session is known here from then on: `dropped` when no copy of it opens."""
         if self.ids.owner(session_id) is None:
             return None
         try:
@@ -159,15 +170,22 @@ class FleetSessions:
         """The client ended the session (DELETE): no replica takes it up again, and every replica's copy
         ends."""
         self.dropped(session_id)
-        if self.announce_end is not None:
-            self.announce_end(digest_of(session_id))
+        digest = digest_of(session_id)
         try:
-            keys = [self._key(session_id), self._state_key(session_id)]
-            await self.store.command(lambda client: client.delete(keys))
-        except StoreUnavailableError:
-            logger.warning(
-                "fleet: a deleted session's facts stay in Redis until their TTL (Redis unavailable)"
-            )
+            await self._end(digest)
+        except StoreUnavailableError:  # its facts may be there still: ended once Redis answers again
+            self._ended_unsaid[digest] = None
+            if len(self._ended_unsaid) > MAX_ENDS_KEPT:
+                del self._ended_unsaid[next(iter(self._ended_unsaid))]
+            logger.warning("fleet: a deleted session is ended fleet-wide once Redis answers again")
+
+    async def _end(self, digest: str) -> None:
+        """The other replicas end their copies; the facts and state are deleted (StoreUnavailableError)."""
+        if self.announce_end is not None:
+            self.announce_end(digest)
+        prefix = self.settings.key_prefix
+        keys = [f"{prefix}:session:{digest}", f"{prefix}:session-state:{digest}"]
+        await self.store.command(lambda client: client.delete(keys))
 
     def dropped(self, session_id: str) -> None:
         """This replica's copy of the session ended: nothing of it is kept here."""
@@ -183,7 +201,14 @@ class FleetSessions:
             self.end_local(session_id)
 
     async def catch_up(self) -> None:
-        """Redis is back: the facts of every session opened here and alive are written again."""
+        """Redis is back: the sessions deleted meanwhile are ended fleet-wide (their facts, if Redis kept
+        them, deleted), and the facts of every session opened here and alive are written again."""
+        for digest in list(self._ended_unsaid):
+            try:
+                await self._end(digest)
+            except StoreUnavailableError:
+                return
+            self._ended_unsaid.pop(digest, None)
         written = 0
         for session_id, facts in list(self._owned.items()):
             if session_id not in self._owned:  # ended meanwhile

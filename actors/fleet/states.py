@@ -116,8 +116,7 @@ class FleetStates:
         own memory of spent states still refuses a replay there)."""
         from coredis import PureToken  # the `fleet` extra
 
-        digest = hashlib.sha256(state.encode("ascii", "replace")).hexdigest()[:40]
-        key = f"{self.settings.key_prefix}:spent:{digest}"
+        key = self._spent(state)
         try:
             claimed = await self.store.command(
                 lambda client: client.set(key, b"1", condition=PureToken.NX, px=CLAIM_TTL_MS)
@@ -125,6 +124,17 @@ class FleetStates:
         except StoreUnavailableError:
             return True
         return bool(claimed)
+
+    async def release(self, state: str) -> None:
+        """A state this replica claimed for a retry that was refused before any session saw it (429, 503:
+        the client is told to retry): it may be used again."""
+        key = self._spent(state)
+        with contextlib.suppress(StoreUnavailableError):
+            await self.store.command(lambda client: client.delete([key]))
+
+    def _spent(self, state: str) -> str:
+        digest = hashlib.sha256(state.encode("ascii", "replace")).hexdigest()[:40]
+        return f"{self.settings.key_prefix}:spent:{digest}"
 
     async def owner_url(self, owner: str) -> str | None:
         try:
@@ -138,11 +148,15 @@ class FleetStates:
         return f"{stamp}.{self._tag(self._forward_keys[0], stamp, body)}"
 
     def forwarded(self, header: str | None, body: bytes, now: float | None = None) -> bool:
-        """Whether `header` is a replica's signature over this body, recent: the state is claimed already."""
-        if not header or len(header) > 128:
+        """Whether `header` is a replica's signature over this body, recent: the state is claimed already. A
+        client may send the header too: anything not ASCII is no signature (`isdigit` takes "²", which `int`
+        refuses; `hmac.compare_digest` refuses non-ASCII text)."""
+        if not header or len(header) > 128 or not header.isascii():
             return False
         stamp, _, tag = header.partition(".")
-        if not stamp.isdigit() or abs((time.time() if now is None else now) - int(stamp)) > FORWARD_SKEW_S:
+        if not stamp.isdigit():
+            return False
+        if abs((time.time() if now is None else now) - int(stamp)) > FORWARD_SKEW_S:
             return False
         return any(hmac.compare_digest(tag, self._tag(key, stamp, body)) for key in self._forward_keys)
 

@@ -206,12 +206,13 @@ class HttpApp:
                 session_id, entry = self.sessions.open(principal, address)
             except Refused as refused:
                 raise RequestRefused(refused, message.id) from None
-            await self.sessions.remember(session_id, principal, message.params)
         else:
             session_id = headers.get(SESSION_HEADER, "")
             entry = await self.sessions.locate(headers, principal, address)
-        self.sessions.enter(entry)
+        self.sessions.enter(entry)  # busy from here: never ended to make room while its facts are written
         try:
+            if isinstance(message, Request) and message.method == "initialize":
+                await self.sessions.remember(session_id, principal, message.params)
             with logger.contextualize(session=entry.label):
                 if not isinstance(message, Request):
                     await _deliver(entry, body)
@@ -260,9 +261,7 @@ class HttpApp:
                     return
                 frame = stream.events[0][1]
                 if request.method == "initialize" and "error" in orjson.loads(frame):
-                    self.sessions.end(
-                        session_id, entry
-                    )  # no session for a client that did not get one started
+                    await self.sessions.refused_initialize(session_id, entry)
                     extra = []
                 await respond(send, 200, frame, [*JSON_HEADERS, *extra])
                 stream.delivered = 1

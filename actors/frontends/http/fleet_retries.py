@@ -1,10 +1,13 @@
 """With [fleet]: a modern retry (a POST carrying a requestState) claimed fleet-wide before it is served, and
 forwarded to the replica its parked call lives on (fleet/states.py says why and how). The owner's answer,
 JSON or an SSE stream, is relayed to the client as it comes; an owner that is gone or does not answer gives
-the spec's start-over error (-32602 Invalid requestState), in band as every modern refusal of a state."""
+the spec's start-over error (-32602 Invalid requestState), in band as every modern refusal of a state.
+A claimed retry refused before any session saw it (429, 503 with Retry-After, here or at the owner) has its
+claim released: the retry the client is told to make is served."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -21,41 +24,64 @@ if TYPE_CHECKING:
 
 FORWARD_CONNECT_S: Final = 2.0  # an owner that does not accept within this is gone
 PASSED_ON: Final = ("authorization", "content-type", "accept", "user-agent")  # and every mcp-* header
-RELAYED: Final = ("content-type", "cache-control")  # of the owner's answer
+RELAYED: Final = ("content-type", "cache-control", "retry-after")  # of the owner's answer
+TRY_AGAIN: Final = (429, 503)  # refusals before any session saw the request, with Retry-After
+
+
+class Retry(enum.Enum):
+    """What the fleet did with a modern POST before it is served here."""
+
+    ANSWERED = "answered"  # refused (used already, its owner gone), or forwarded and the answer relayed
+    CLAIMED = "claimed"  # its state claimed for it: serve it here (`release` it when refused before)
+    NOT_CLAIMED = "not claimed"  # no state of the fleet's, or claimed by the replica that forwarded it
 
 
 async def served_by_fleet(
     states: FleetStates, headers: Mapping[str, str], frame: bytes, request: Request, send: Send
-) -> bool:
-    """True when the retry was answered here (refused, or forwarded and relayed); False: serve it locally."""
+) -> Retry:
+    """The retry answered here (refused, or forwarded and relayed), or to be served locally."""
     from actors.fleet.states import FORWARDED_HEADER
 
-    state = request.params.get("requestState") if isinstance(request.params, dict) else None
-    if not isinstance(state, str):
-        return False
+    state = _state_of(request)
+    if state is None:
+        return Retry.NOT_CLAIMED
     payload = states.payload_of(state)
     if payload is None or states.forwarded(headers.get(FORWARDED_HEADER), frame):
-        return (
-            False  # not the fleet's (the session refuses it), or claimed already by the replica that sent it
-        )
+        # not the fleet's (the session refuses it), or claimed already by the replica that sent it
+        return Retry.NOT_CLAIMED
     if not await states.claim(state):
         await _start_over(send, request, "used already")
-        return True
+        return Retry.ANSWERED
     owner = states.owner_elsewhere(payload)
     if owner is None:
-        return False
+        return Retry.CLAIMED
     url = await states.owner_url(owner)
     if url is None:
         await _start_over(send, request, "its call was parked on a replica that is gone; start the call over")
-        return True
+        return Retry.ANSWERED
     passed = {name: value for name, value in headers.items() if name in PASSED_ON or name.startswith("mcp-")}
     passed[FORWARDED_HEADER] = states.sign(frame)
-    return await _forward(url, passed, frame, request, send, owner)
+    if await _forward(url, passed, frame, request, send, owner) in TRY_AGAIN:
+        await states.release(state)
+    return Retry.ANSWERED
+
+
+async def release(states: FleetStates, request: Request) -> None:
+    """A retry claimed here (Retry.CLAIMED) refused before any session saw it: its state may be used again."""
+    state = _state_of(request)
+    if state is not None:
+        await states.release(state)
+
+
+def _state_of(request: Request) -> str | None:
+    state = request.params.get("requestState") if isinstance(request.params, dict) else None
+    return state if isinstance(state, str) else None
 
 
 async def _forward(
     url: str, headers: dict[str, str], frame: bytes, request: Request, send: Send, owner: str
-) -> bool:
+) -> int | None:
+    """The owner's answer relayed to the client: its status (None when the owner did not answer)."""
     timeout = httpx2.Timeout(FORWARD_CONNECT_S, read=None)
     started = False
     try:
@@ -71,13 +97,14 @@ async def _forward(
             async for chunk in answer.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-    except httpx2.HTTPError as exc:
+            return answer.status_code
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # InvalidURL: a registration that is no URL
         logger.warning("fleet: forwarding a retry to replica {} failed: {}", owner, type(exc).__name__)
         if not started:
             await _start_over(
                 send, request, "its call was parked on a replica that did not answer; start over"
             )
-    return True
+    return None
 
 
 async def _start_over(send: Send, request: Request, reason: str) -> None:

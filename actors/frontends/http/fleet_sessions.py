@@ -37,17 +37,23 @@ UNKNOWN: Final = "unknown or expired session; initialize a new one"
 async def take_up(
     sessions: HttpSessions, fleet: FleetSessions, session_id: str, principal: Principal | None, address: str
 ) -> None:
-    """`session_id` open here as the fleet knows it; Refused(404) when it does not (429/503 at the limits)."""
-    pending = sessions.taking_up.get(session_id)
-    if pending is not None:
+    """`session_id` open here as the fleet knows it; Refused(404) when it does not (429/503 at the limits).
+    A request that waited on another's take-up which failed tries its own, for its own answer: the other's
+    429 or 503 is no 404 (which would make its client start over, its session lost)."""
+    while (pending := sessions.taking_up.get(session_id)) is not None:
         await pending.wait()
-        return
+        if session_id in sessions:
+            return
     sessions.taking_up[session_id] = done = trio.Event()
     try:
         initialize = await fleet.recall(session_id, principal)
         if initialize is None:
             raise Refused(404, UNKNOWN)
-        _, entry = sessions.open(principal, address, session_id)
+        try:
+            _, entry = sessions.open(principal, address, session_id)
+        except Refused:  # no room for a copy here (429, 503): nothing kept for one
+            fleet.dropped(session_id)
+            raise
         sessions.enter(entry)
         try:
             with logger.contextualize(session=entry.label):

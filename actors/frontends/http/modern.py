@@ -24,7 +24,7 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.http import ladder
-from actors.frontends.http.fleet_retries import served_by_fleet
+from actors.frontends.http.fleet_retries import Retry, release, served_by_fleet
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.param_headers import DeclaredHeaders, param_mismatch
 from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, RequestRefused, respond
@@ -77,11 +77,16 @@ class ModernPosts:
             await respond(send, 202, b"", [])  # a notification: nothing it could say over HTTP
             return
         states = self.sessions.fleet_states
-        if states is not None and await served_by_fleet(states, headers, frame, message, send):
-            return
+        retry = Retry.NOT_CLAIMED
+        if states is not None:
+            retry = await served_by_fleet(states, headers, frame, message, send)
+            if retry is Retry.ANSWERED:
+                return
         try:
             session, transport = self.sessions.open_one_request(*client, frame, message.id)
         except Refused as refused:
+            if states is not None and retry is Retry.CLAIMED:
+                await release(states, message)  # 429, 503: the retry it is told to make is served
             raise RequestRefused(refused, message.id) from None
         transport.traceparent = headers.get("traceparent")
         with logger.contextualize(session=session.id):

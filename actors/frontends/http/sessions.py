@@ -12,8 +12,8 @@ Clients that never DELETE (SDKs that open a session per connection) do not lock 
 client's share, its least recently active idle session (no HTTP request open, no GET stream, no request
 unanswered or unread) is ended to make room, logged; at the listener's limit, its own least recently
 active idle session if it has one, else that of any client. The ended id gets 404 like any other, and
-its client initializes again. Only when every candidate is busy is the new session refused (429, 503,
-with Retry-After).
+its client initializes again; with [fleet], on every replica when this one opened it (its facts
+deleted). Only when every candidate is busy is the new session refused (429, 503, with Retry-After).
 """
 
 from __future__ import annotations
@@ -195,6 +195,13 @@ class HttpSessions(Mapping[str, HttpSession]):
         if self.fleet is not None:
             await self.fleet.forget(session_id)
 
+    async def refused_initialize(self, session_id: str, entry: HttpSession) -> None:
+        """An initialize answered with an error: no session for a client that did not get one started, and
+        with [fleet] none of its facts left in Redis (its client never gets the id, nobody takes it up)."""
+        self.end(session_id, entry)
+        if self.fleet is not None:
+            await self.fleet.forget(session_id)
+
     def open(
         self, principal: Principal | None, address: str, session_id: str | None = None
     ) -> tuple[str, HttpSession]:
@@ -301,6 +308,8 @@ class HttpSessions(Mapping[str, HttpSession]):
                 trio.current_time() - entry.last_active,
             )
         self.end(session_id, entry)
+        if self.fleet is not None and self.fleet.opened_here(session_id):
+            self.nursery.start_soon(self.fleet.forget, session_id)  # else its facts outlive it in Redis
         return True
 
     async def _run(self, session_id: str, entry: HttpSession) -> None:
