@@ -14,8 +14,6 @@ from typing import Any, Final, Protocol
 import attrs
 import orjson
 
-MAX_SCOPES: Final = 64  # scopes read from one token: a list a rule tests with `in`
-
 
 class HasIdentity(Protocol):
     """What a frontend knows of its client: actors.identity.principal.Principal fits."""
@@ -66,14 +64,15 @@ STDIO_CALLER: Final = Caller(listener="stdio", address="stdio")
 def caller_of(principal: HasIdentity | None, address: str, listener: str) -> Caller:
     """The ONE adapter from what a frontend verified to what rules and limits read. The scopes are the
     principal's, read once by the identity layer (a token's `scope`/`scp`, or [stdio]'s configured ones),
-    so a rule and a listener's tool_scopes never disagree on what a token grants."""
+    every one of them (the token's size bounds their number), so a rule and a listener's tool_scopes never
+    disagree on what a token grants."""
     if principal is None:
         return Caller(address=address, listener=listener)
     return Caller(
         subject=principal.subject,
         issuer=principal.issuer,
         claims=principal.claims,
-        scopes=tuple(sorted(principal.scopes))[:MAX_SCOPES],
+        scopes=tuple(sorted(principal.scopes)),
         address=address,
         listener=listener,
     )

@@ -91,7 +91,10 @@ def test_rules_see_the_scopes_the_identity_layer_reads_from_a_token() -> None:
     assert caller({"scp": ["a", "c"]}).scopes == ("a", "c")
     assert caller({"scp": ["a", 3, "c"]}).scopes == ()  # a list with a non-string grants nothing
     assert caller({"scope": {"not": "a list"}}).scopes == ()
-    assert caller({"scope": " ".join(f"s{n:03}" for n in range(100))}).scopes[-1] == "s063"  # capped
+    many = caller({"scope": " ".join(f"s{n:03}" for n in range(100)) + " write"})
+    assert len(many.scopes) == 101 and many.scopes[-1] == "write"  # every one, as tool_scopes sees them
+    deny_writers = policy(("deny", '"write" in scopes'), ("require", '"s099" in scopes'))
+    assert decide(deny_writers, many, tool("echo")).rule == "rules[0]"
     assert caller_of(None, "1.2.3.4", "http").key != caller_of(None, "1.2.3.5", "http").key
 
 
