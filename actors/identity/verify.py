@@ -170,9 +170,34 @@ def _key_for(kid: object, algorithm: str, issuer: str, keys: KeySet) -> Publishe
 
 def principal_of(claims: Mapping[str, Any], issuer: str | None) -> Principal:
     """The principal a verified payload names: `sub`, else the `client_id` of a client acting for itself."""
-    subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject:
-        subject = claims.get("client_id")
-    if not isinstance(subject, str) or not subject:
+    subject = subject_of(claims)
+    if subject is None:
         raise TokenRefusedError("the token names no subject (sub)")
+    check_text(issuer, subject)
     return Principal(issuer, subject, scopes_of(claims), claims)
+
+
+def subject_of(claims: Mapping[str, Any]) -> str | None:
+    """`sub`, else `client_id`, when it is a string that is not empty."""
+    for name in ("sub", "client_id"):
+        value = claims.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def check_text(issuer: str | None, subject: str) -> None:
+    """TokenRefusedError unless issuer and subject are Unicode text. JSON can escape a lone surrogate, which
+    no UTF-8 can carry: a principal keys sessions, limits and logs, and would fail in each of them (nor may
+    two such subjects be made one by replacing it)."""
+    for what, value in (("issuer", issuer), ("subject", subject)):
+        if value is not None and not _is_text(value):
+            raise TokenRefusedError(f"the token's {what} is not Unicode text (it holds a lone surrogate)")
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

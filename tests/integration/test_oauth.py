@@ -179,6 +179,9 @@ async def test_every_token_not_for_this_gateway_from_a_trusted_issuer_is_refused
             ),
             "a kid never published": jwt.encode(claims, stranger, "RS256", {"kid": "never-published"}),
             "a published kid, another key": jwt.encode(claims, stranger, "RS256", {"kid": kid}),
+            "a subject that is no text": jwt.encode(
+                {**claims, "sub": "\ud800"}, private, "RS256", {"kid": kid}
+            ),
             "huge": "x" * 20000,
         }
         good = jwt.encode(claims, private, "RS256", {"kid": kid})  # the IdP's own key: the control case

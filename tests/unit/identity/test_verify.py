@@ -11,7 +11,9 @@ import pytest
 from keys_support import ISSUER, RESOURCE, SigningIssuer
 from oauth_support import hmac_token
 
+from actors.config import JwtAuth
 from actors.identity.principal import Principal, scopes_of
+from actors.identity.verifier import verify_static
 from actors.identity.verify import (
     MAX_TOKEN_BYTES,
     IssuerRules,
@@ -153,6 +155,23 @@ def test_a_jwks_entry_holding_a_private_key_or_an_alg_not_a_string_is_left_out(i
     with pytest.raises(UnknownKeyError):
         verify(idp.token(kid="ec-1", algorithm="ES256"), RULES, keys)
     assert verify(other.token(kid="good"), RULES, keys).subject == "alice"
+
+
+def test_a_subject_or_issuer_that_is_not_unicode_text_is_refused(idp: SigningIssuer, keys: KeySet) -> None:
+    """JSON can escape a lone surrogate; no UTF-8 log, session key or store can hold one."""
+    with pytest.raises(TokenRefusedError, match="subject is not Unicode text"):
+        verify(idp.token(sub="ali\ud800ce"), RULES, keys)
+    static = JwtAuth(key="k" * 32, algorithms=("HS256",), audience=None, issuer=None)
+    exp = int(time.time()) + 300
+    for claims in (
+        {"sub": "\udc80"},
+        {"iss": "\udc80", "sub": "bob"},
+        {"iss": "\udc80"},
+        {"client_id": "\ud800"},
+    ):
+        with pytest.raises(TokenRefusedError, match="not Unicode text"):
+            verify_static(jwt.encode({**claims, "exp": exp}, static.key, "HS256"), static)
+    assert verify_static(jwt.encode({"exp": exp}, static.key, "HS256"), static) == Principal(None, "-")
 
 
 def test_principals_are_the_same_by_issuer_and_subject_whatever_their_scopes() -> None:
