@@ -1,8 +1,8 @@
 """Reading an issuer's documents over HTTP: its authorization-server metadata (RFC 8414, or OpenID Connect
 discovery) and its JWKS, with the lifetime its Cache-Control gives them.
 
-A document is JSON of at most MAX_DOCUMENT_BYTES; anything else, or a status other than 200, is a
-FetchError naming the URL and what was wrong. Redirects are not followed.
+A document is JSON of at most MAX_DOCUMENT_BYTES, read whole within FETCH_TIMEOUT_S; anything else, or a
+status other than 200, is a FetchError naming the URL and what was wrong. Redirects are not followed.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import orjson
+import trio
 
 from actors.protocol.codec import clip
 
 MAX_DOCUMENT_BYTES: Final = 1 << 20  # a JWKS of a few dozen keys is a few KB
+# One fetch, connection to last byte. The HTTP client's timeout bounds each read only: a server sending a
+# byte now and then would otherwise hold the keeper, and its issuer's keys, forever.
 FETCH_TIMEOUT_S: Final = 10.0
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
 _NO_CACHE: Final = re.compile(r"(?:^|,)\s*(?:no-cache|no-store)\s*(?:,|$)", re.IGNORECASE)
@@ -38,6 +41,12 @@ def max_age_s(cache_control: str | None) -> float | None:
 
 async def fetch_json(client: httpx2.AsyncClient, url: str) -> tuple[Any, float | None]:
     """The JSON document at `url` and its max-age (None: the server gave none)."""
+    with trio.move_on_after(FETCH_TIMEOUT_S):
+        return await _fetch_json(client, url)
+    raise FetchError(f"{url} did not send its whole answer within {FETCH_TIMEOUT_S:.0f}s")
+
+
+async def _fetch_json(client: httpx2.AsyncClient, url: str) -> tuple[Any, float | None]:
     try:
         async with client.stream("GET", url, headers={"accept": "application/json"}) as response:
             if response.status_code != 200:

@@ -67,18 +67,18 @@ class KeySet:
 
     @classmethod
     def from_jwks(cls, document: Any) -> KeySet:
-        """The signing keys of a JWKS document; keys for encryption, of a kind PyJWT cannot use, or
-        symmetric (`oct`: a published secret is no secret) are left out. ValueError when none is left."""
+        """The signing keys of a JWKS document; keys for encryption, of a kind PyJWT cannot use, symmetric
+        (`oct`: a published secret is no secret) or private (`d`: a published private key signs for anyone)
+        are left out. ValueError when none is left."""
         if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
             raise ValueError("not a JWKS document (an object with a 'keys' array)")
         by_kid: dict[str, PublishedKey] = {}
         unnamed: list[PublishedKey] = []
         for entry in document["keys"]:
-            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
+            if not _public_signing_entry(entry):
                 continue
             try:
-                alg = entry.get("alg")
-                key = PublishedKey(jwt.PyJWK(entry), str(entry["kty"]), alg if isinstance(alg, str) else None)
+                key = PublishedKey(jwt.PyJWK(entry), str(entry["kty"]), entry.get("alg"))
             except (jwt.PyJWTError, KeyError):
                 continue
             kid = entry.get("kid")
@@ -92,6 +92,18 @@ class KeySet:
 
     def __len__(self) -> int:
         return len(self.by_kid) + len(self.unnamed)
+
+
+def _public_signing_entry(entry: object) -> bool:
+    """Whether a JWKS entry may be a public signing key: an object for `sig` use, not `oct`, without the
+    private member `d`, its `alg` (if any) a string (PyJWT looks it up in a table: a list would raise)."""
+    return (
+        isinstance(entry, dict)
+        and entry.get("use", "sig") == "sig"
+        and entry.get("kty") != "oct"
+        and "d" not in entry
+        and isinstance(entry.get("alg", ""), str)
+    )
 
 
 def peek_issuer(token: str) -> str | None:
@@ -158,9 +170,34 @@ def _key_for(kid: object, algorithm: str, issuer: str, keys: KeySet) -> Publishe
 
 def principal_of(claims: Mapping[str, Any], issuer: str | None) -> Principal:
     """The principal a verified payload names: `sub`, else the `client_id` of a client acting for itself."""
-    subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject:
-        subject = claims.get("client_id")
-    if not isinstance(subject, str) or not subject:
+    subject = subject_of(claims)
+    if subject is None:
         raise TokenRefusedError("the token names no subject (sub)")
+    check_text(issuer, subject)
     return Principal(issuer, subject, scopes_of(claims), claims)
+
+
+def subject_of(claims: Mapping[str, Any]) -> str | None:
+    """`sub`, else `client_id`, when it is a string that is not empty."""
+    for name in ("sub", "client_id"):
+        value = claims.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def check_text(issuer: str | None, subject: str) -> None:
+    """TokenRefusedError unless issuer and subject are Unicode text. JSON can escape a lone surrogate, which
+    no UTF-8 can carry: a principal keys sessions, limits and logs, and would fail in each of them (nor may
+    two such subjects be made one by replacing it)."""
+    for what, value in (("issuer", issuer), ("subject", subject)):
+        if value is not None and not _is_text(value):
+            raise TokenRefusedError(f"the token's {what} is not Unicode text (it holds a lone surrogate)")
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

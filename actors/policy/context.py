@@ -8,13 +8,12 @@ target}, prompt: {name}, resource: {uri}}; what a request does not name is "").
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 import attrs
 import orjson
-
-MAX_SCOPES: Final = 64  # scopes read from one token: a list a rule tests with `in`
 
 
 class HasIdentity(Protocol):
@@ -50,14 +49,31 @@ class Caller:
             "principal": {"issuer": self.issuer or "", "subject": self.subject or ""},
             "source": {"address": self.address, "listener": self.listener},
         }
-        object.__setattr__(self, "variables", variables)
         who = ["token", self.issuer, self.subject] if self.subject else ["peer", self.listener, self.address]
         object.__setattr__(self, "key", orjson.dumps(who).decode())
         try:
             seen = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS, default=str).decode()
-        except TypeError:  # a claim orjson cannot write (an integer past 64 bits): the slow writer can
+        except TypeError:  # an integer past 64 bits, or a lone surrogate: the slow writer, on what rules see
+            variables = readable(variables)
             seen = json.dumps(variables, sort_keys=True, default=str)
+        object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "fingerprint", seen)
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def readable(value: Any) -> Any:
+    """A decoded JSON value with each lone surrogate (JSON can escape one: "\\ud800") written as U+FFFD.
+    The CEL engine refuses a variable holding one whole, so every rule it runs would fail (and deny) for a
+    token with one in any claim, while the Python reading answered: rules see this value on both."""
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {readable(key): readable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [readable(item) for item in value]
+    return value
 
 
 STDIO_CALLER: Final = Caller(listener="stdio", address="stdio")
@@ -66,14 +82,15 @@ STDIO_CALLER: Final = Caller(listener="stdio", address="stdio")
 def caller_of(principal: HasIdentity | None, address: str, listener: str) -> Caller:
     """The ONE adapter from what a frontend verified to what rules and limits read. The scopes are the
     principal's, read once by the identity layer (a token's `scope`/`scp`, or [stdio]'s configured ones),
-    so a rule and a listener's tool_scopes never disagree on what a token grants."""
+    every one of them (the token's size bounds their number), so a rule and a listener's tool_scopes never
+    disagree on what a token grants."""
     if principal is None:
         return Caller(address=address, listener=listener)
     return Caller(
         subject=principal.subject,
         issuer=principal.issuer,
         claims=principal.claims,
-        scopes=tuple(sorted(principal.scopes))[:MAX_SCOPES],
+        scopes=tuple(sorted(principal.scopes)),
         address=address,
         listener=listener,
     )

@@ -21,6 +21,9 @@ MAX_CACHED: Final = 512  # filtered lists kept: (caller, list kind, version); a 
 # Decisions kept, by (caller, target): a rule is a pure function of what it sees, so the same caller naming
 # the same target gets the same answer until the rules change. Past the cap the table starts afresh.
 MAX_DECISIONS: Final = 8192
+# A decision on a target naming more than this (a resource URI can be 8192 characters of the client's
+# choosing) is made each time, not kept: one client's long URIs would otherwise hold MAX_DECISIONS of them.
+MAX_KEPT_TARGET_CHARS: Final = 512
 METHODS: Final = frozenset(
     {
         "tools/list",
@@ -61,9 +64,10 @@ class PolicyGate:
         decision = self._decided.get(key)
         if decision is None:
             decision = policy.evaluate(RuleRun(policy, caller, target))
-            if len(self._decided) >= MAX_DECISIONS:
-                self._decided.clear()
-            self._decided[key] = decision
+            if len(target.tool) + len(target.prompt) + len(target.uri) <= MAX_KEPT_TARGET_CHARS:
+                if len(self._decided) >= MAX_DECISIONS:
+                    self._decided.clear()
+                self._decided[key] = decision
         method = target.method if target.method in METHODS else "other"
         self.decisions[(method, decision.word)] += 1
         return decision

@@ -1,18 +1,22 @@
 """An issuer's keys fetched over real HTTP: its metadata found where RFC 8414 or OpenID Connect discovery put
 it (a document naming another issuer is not its own), its JWKS used as long as its Cache-Control says
-(within the configured bounds), and a server that answers with something else is a failure, not a key set."""
+(within the configured bounds), and a server that answers with something else, or too slowly, is a failure,
+not a key set."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import orjson
 import pytest
 import trio
+import trio.testing
 from oauth_support import asgi_server
 
+from actors.identity.fetch import FETCH_TIMEOUT_S
 from actors.identity.keys import IssuerKeys, JwksSource, KeysKeeper
 from actors.runtime.supervisor import ChildExitError
 
@@ -92,3 +96,29 @@ async def test_a_foreign_metadata_document_or_a_bad_jwks_is_a_failure(
         with pytest.raises(ChildExitError, match=reason):
             await KeysKeeper(JwksSource(), keys).run()
         assert keys.current is None and keys.failures == 1
+
+
+async def test_a_jwks_sent_a_byte_at_a_time_is_a_failure_once_the_fetch_takes_too_long(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Each byte comes well within the HTTP client's read timeout; the whole answer never does. The keeper
+    gives up after FETCH_TIMEOUT_S (its supervisor then retries with backoff), never waits forever."""
+
+    async def trickle(stream: trio.SocketStream) -> None:
+        await stream.receive_some()
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
+        await stream.send_all(head)
+        while True:
+            await trio.sleep(FETCH_TIMEOUT_S / 4)
+            await stream.send_all(b" ")
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, trickle, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/certs"
+        keys = IssuerKeys("https://idp.example")
+        started = trio.current_time()
+        with trio.fail_after(FETCH_TIMEOUT_S * 10), pytest.raises(ChildExitError, match="whole answer"):
+            await KeysKeeper(JwksSource(jwks_url=url), keys).run()
+        assert trio.current_time() - started <= FETCH_TIMEOUT_S + 1
+        assert keys.current is None and keys.failures == 1
+        nursery.cancel_scope.cancel()

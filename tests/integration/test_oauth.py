@@ -179,6 +179,9 @@ async def test_every_token_not_for_this_gateway_from_a_trusted_issuer_is_refused
             ),
             "a kid never published": jwt.encode(claims, stranger, "RS256", {"kid": "never-published"}),
             "a published kid, another key": jwt.encode(claims, stranger, "RS256", {"kid": kid}),
+            "a subject that is no text": jwt.encode(
+                {**claims, "sub": "\ud800"}, private, "RS256", {"kid": kid}
+            ),
             "huge": "x" * 20000,
         }
         good = jwt.encode(claims, private, "RS256", {"kid": kid})  # the IdP's own key: the control case
@@ -224,6 +227,32 @@ async def test_a_rotated_key_is_followed_without_a_restart_and_sessions_stay_the
                         headers={**POST_HEADERS, "authorization": f"Bearer {token}", "mcp-session-id": sid},
                     )
                     assert answer.status_code == 404  # never 401: clients take 401 for an expired token
+
+
+async def test_a_session_opened_with_a_broader_token_is_not_served_to_a_narrower_one(tmp_path: Path) -> None:
+    """alice's token loses tools:add: a session opened while she had it does not go on granting it (404:
+    her client opens a session of her present scopes); a token granting as much as the opener goes on."""
+    async with gateway_and_idp(tmp_path) as (gateway, idp):
+        url = gateway.http_url
+        assert url is not None
+        broad = await idp.token("alice-app", url, "tools:echo tools:add")
+        narrow = await idp.token("alice-app", url, "tools:echo")
+        add = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {}}}
+        headers = {**POST_HEADERS, "authorization": f"Bearer {broad}"}
+        async with httpx2.AsyncClient() as http:
+            opened = await http.post(url, json=INITIALIZE, headers=headers)
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+            await http.post(
+                url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+            )
+            again = await idp.token("alice-app", url, "tools:echo tools:add")  # refreshed, as broad
+            ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+            kept = await http.post(url, json=ping, headers={**headers, "authorization": f"Bearer {again}"})
+            narrowed = await http.post(
+                url, json=add, headers={**headers, "authorization": f"Bearer {narrow}"}
+            )
+        assert kept.status_code == 200 and kept.json()["result"] == {}
+        assert narrowed.status_code == 404, narrowed.text
 
 
 async def test_a_call_the_token_scopes_do_not_cover_gets_403_insufficient_scope_when_asked_for(

@@ -138,12 +138,14 @@ class HttpSessions(Mapping[str, HttpSession]):
             await session.done.wait()
 
     def find(self, headers: dict[str, str], principal: Principal | None) -> HttpSession:
-        """The session a request names, for the principal its token names."""
+        """The session a request names, for the principal its token names. The session's tools were chosen
+        by the scopes of the token that opened it: a token that no longer grants one of them gets 404, so
+        the client opens a session of its own scopes (a scope taken away never lives on in an old one)."""
         session_id = headers.get(SESSION_HEADER)
         if not session_id:
             raise Refused(400, "the Mcp-Session-Id header is required; send initialize first")
         entry = self._by_id.get(session_id)
-        if entry is None or entry.principal != principal:
+        if entry is None or entry.principal != principal or _narrower(principal, entry.principal):
             raise Refused(404, "unknown or expired session; initialize a new one")
         version = headers.get(VERSION_HEADER)
         if version is not None and version not in SUPPORTED_VERSIONS:
@@ -344,3 +346,8 @@ class HttpSessions(Mapping[str, HttpSession]):
 
     def _open_now(self) -> int:
         return len(self._by_id) + len(self._one_request)
+
+
+def _narrower(principal: Principal | None, opener: Principal | None) -> bool:
+    """Whether the request's token lacks a scope of the token its session was opened with."""
+    return principal is not None and opener is not None and bool(principal.lacks(opener.scopes))

@@ -3,6 +3,7 @@ trusted issuer signs for this resource is accepted; every other token is refused
 
 from __future__ import annotations
 
+import json
 import time
 
 import jwt
@@ -10,7 +11,9 @@ import pytest
 from keys_support import ISSUER, RESOURCE, SigningIssuer
 from oauth_support import hmac_token
 
+from actors.config import JwtAuth
 from actors.identity.principal import Principal, scopes_of
+from actors.identity.verifier import verify_static
 from actors.identity.verify import (
     MAX_TOKEN_BYTES,
     IssuerRules,
@@ -127,6 +130,48 @@ def test_a_jwks_keeps_only_public_signing_keys(idp: SigningIssuer) -> None:
     for bad in ({"keys": []}, {"keys": [{"kty": "oct", "k": "eA"}]}, [], {"keys": "x"}):
         with pytest.raises(ValueError):
             KeySet.from_jwks(bad)
+
+
+def test_a_jwks_entry_holding_a_private_key_or_an_alg_not_a_string_is_left_out(idp: SigningIssuer) -> None:
+    """A private key in a JWKS (a full JWK pasted where the public part belongs) is everyone's to sign with:
+    it verifies nothing, and an RSA one would make every verification fail with no answer. An `alg` that is
+    not a string leaves out its entry alone, never the whole set."""
+    rsa_private = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(idp.rsa_key))
+    ec_private = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(idp.ec_key))
+    listed_alg = {**idp.jwks()["keys"][0], "kid": "listed", "alg": ["RS256"]}
+    other = SigningIssuer()
+    document = {
+        "keys": [
+            {**rsa_private, "kid": "rsa-1", "alg": "RS256"},
+            {**ec_private, "kid": "ec-1"},
+            listed_alg,
+            {**other.jwks()["keys"][0], "kid": "good"},
+        ]
+    }
+    keys = KeySet.from_jwks(document)
+    assert set(keys.by_kid) == {"good"} and not keys.unnamed
+    with pytest.raises(UnknownKeyError):
+        verify(idp.token(kid="rsa-1"), RULES, keys)
+    with pytest.raises(UnknownKeyError):
+        verify(idp.token(kid="ec-1", algorithm="ES256"), RULES, keys)
+    assert verify(other.token(kid="good"), RULES, keys).subject == "alice"
+
+
+def test_a_subject_or_issuer_that_is_not_unicode_text_is_refused(idp: SigningIssuer, keys: KeySet) -> None:
+    """JSON can escape a lone surrogate; no UTF-8 log, session key or store can hold one."""
+    with pytest.raises(TokenRefusedError, match="subject is not Unicode text"):
+        verify(idp.token(sub="ali\ud800ce"), RULES, keys)
+    static = JwtAuth(key="k" * 32, algorithms=("HS256",), audience=None, issuer=None)
+    exp = int(time.time()) + 300
+    for claims in (
+        {"sub": "\udc80"},
+        {"iss": "\udc80", "sub": "bob"},
+        {"iss": "\udc80"},
+        {"client_id": "\ud800"},
+    ):
+        with pytest.raises(TokenRefusedError, match="not Unicode text"):
+            verify_static(jwt.encode({**claims, "exp": exp}, static.key, "HS256"), static)
+    assert verify_static(jwt.encode({"exp": exp}, static.key, "HS256"), static) == Principal(None, "-")
 
 
 def test_principals_are_the_same_by_issuer_and_subject_whatever_their_scopes() -> None:

@@ -131,6 +131,25 @@ def test_a_value_python_is_not_sure_of_goes_to_the_engine() -> None:
             function(variables(claim_set, "t", "b"))
 
 
+def test_a_claim_holding_a_lone_surrogate_is_read_alike_by_python_and_the_engine() -> None:
+    """JSON can escape a lone surrogate; the engine refused every variable holding one, so each rule it ran
+    failed (and denied) while the Python reading answered. Both now read it as U+FFFD."""
+    caller = Caller(subject="alice", claims={"team": "eng", "name": "ali\ud800"}, listener="http")
+    values = {**caller.variables, "mcp": Target("tools/call", "a", tool="add").variables()}
+    for expression in ('jwt.name.startsWith("ali")', 'jwt.team == "eng"'):
+        function = compile_fast(expression)
+        assert function is not None
+        assert function(values) is True and engine(expression, values) is True
+    rules = Policy(
+        Default.DENY,
+        (
+            compile_rule(Effect.REQUIRE, "size(jwt.team) == 3", "engine-only", SAMPLE),
+            compile_rule(Effect.ALLOW, 'jwt.team == "eng"', "fast", SAMPLE),
+        ),
+    )
+    assert PolicyGate(rules).decide(caller, Target("tools/call", "a", tool="add")).rule == "fast"
+
+
 rule_sets = st.lists(st.tuples(st.sampled_from(list(Effect)), expressions), min_size=1, max_size=5)
 
 

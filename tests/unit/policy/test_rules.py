@@ -4,6 +4,7 @@ decides the rest, and an evaluation error denies."""
 from __future__ import annotations
 
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,10 @@ def test_rules_see_the_scopes_the_identity_layer_reads_from_a_token() -> None:
     assert caller({"scp": ["a", "c"]}).scopes == ("a", "c")
     assert caller({"scp": ["a", 3, "c"]}).scopes == ()  # a list with a non-string grants nothing
     assert caller({"scope": {"not": "a list"}}).scopes == ()
-    assert caller({"scope": " ".join(f"s{n:03}" for n in range(100))}).scopes[-1] == "s063"  # capped
+    many = caller({"scope": " ".join(f"s{n:03}" for n in range(100)) + " write"})
+    assert len(many.scopes) == 101 and many.scopes[-1] == "write"  # every one, as tool_scopes sees them
+    deny_writers = policy(("deny", '"write" in scopes'), ("require", '"s099" in scopes'))
+    assert decide(deny_writers, many, tool("echo")).rule == "rules[0]"
     assert caller_of(None, "1.2.3.4", "http").key != caller_of(None, "1.2.3.5", "http").key
 
 
@@ -175,6 +179,30 @@ def test_a_decision_is_kept_per_caller_and_target_until_the_rules_change() -> No
     assert gate.decisions == {("tools/call", "allow"): 2, ("tools/call", "deny"): 1}  # each one counted
     gate.swap(policy(("deny", "true")))
     assert not gate.decide(ALICE, tool("echo")).allowed  # the new rules alone
+
+
+def test_decisions_on_long_uris_are_made_each_time_not_kept() -> None:
+    """A client may name any URI of up to 8192 characters behind a backend's prefix: kept, 8192 of them were
+    a quarter of a GiB. A long one is judged each time (rightly), and nothing of it stays."""
+    gate = PolicyGate(policy(("deny", 'mcp.resource.uri.startsWith("notes+secret")')))
+
+    def read(uri: str) -> Target:
+        return Target("resources/read", "notes", uri=uri)
+
+    tracing = tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):
+            assert gate.decide(ALICE, read(f"notes+{n}" + "\U0001f600" * 8000)).allowed
+        kept_bytes = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    assert kept_bytes < 1 << 20, kept_bytes  # 200 of them kept: over 6 MiB
+    assert not gate.decide(ALICE, read("notes+secret" + "x" * 8000)).allowed
+    short = gate.decide(ALICE, read("notes+a"))
+    assert gate.decide(ALICE, read("notes+a")) is short  # a short one is kept as before
 
 
 @pytest.mark.parametrize("rules", ['"x" ', "[" + ", ".join(["{ when = 'true' }"] * 257) + "]"])
