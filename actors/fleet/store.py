@@ -22,6 +22,10 @@ from actors.fleet.redis_client import link_failure, open_redis
 
 CHECK_UP_S: Final = 1.0  # a ping while Redis answers: notices a loss (or a restart, empty) between requests
 CHECK_DOWN_S: Final = 0.5  # a ping while it does not: how soon a replica catches up once it is back
+# A replica's marker outlives it by this much at most (each check sets it again): a replica name that never
+# comes back (the default names one process: host-pid) leaves no key behind. A replica away from Redis
+# longer than this finds its marker gone and writes what it keeps again, as after a Redis restart.
+MARKER_TTL_S: Final = 3600
 _T = TypeVar("_T")
 
 
@@ -135,8 +139,8 @@ class FleetStore:
             with trio.fail_after(self.settings.redis_timeout_s):
                 await self._client.ping()
                 if mark:
-                    await self._client.set(marker, b"1")
-                self._emptied = not await self._client.exists([marker])
+                    await self._client.set(marker, b"1", ex=MARKER_TTL_S)
+                self._emptied = not await self._client.expire(marker, MARKER_TTL_S)  # held, kept on
         except (*link_errors(), trio.TooSlowError) as exc:
             self._mark_down(link_failure(exc, self.settings.redis_tls))
         else:

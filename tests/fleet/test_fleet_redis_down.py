@@ -12,6 +12,8 @@ import trio
 from fleet_support import HEADERS, RedisServer, echo, open_on, replica_config
 from support import DEADLINE_S, running
 
+from actors.fleet.store import MARKER_TTL_S
+
 
 async def test_replicas_serve_alone_while_redis_is_down_and_catch_up_when_it_returns(
     tmp_path: Path, redis_server: RedisServer
@@ -52,3 +54,13 @@ async def test_replicas_serve_alone_while_redis_is_down_and_catch_up_when_it_ret
             response = await http.post(beta.http_url, json=echo(number, "taken up"), headers=own)
             assert response.status_code == 200, response.text
             assert response.json()["result"]["content"][0]["text"] == "taken up"
+
+
+async def test_a_replicas_marker_expires_so_a_name_that_never_returns_leaves_no_key(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha:
+        assert alpha.fleet is not None and alpha.fleet.store.available
+        marker = f"{alpha.fleet.store.settings.key_prefix}:marker:alpha"
+        ttl = await alpha.fleet.store.command(lambda client: client.ttl(marker))
+        assert 0 < ttl <= MARKER_TTL_S  # -1 (no expiry) before: one key per process start, for good
