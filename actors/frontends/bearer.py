@@ -12,6 +12,7 @@ as an expired token and loop on refreshing it. The token is never logged; only w
 
 from __future__ import annotations
 
+import math
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -149,6 +150,16 @@ class BearerRules:
         logger.info("a call of {!r} needs the scopes {}", tool, " ".join(sorted(missing)))
         reason = f"calling {tool} needs the scopes {' '.join(sorted(needed))}"
         raise Refused(403, reason, self.challenge("insufficient_scope", needed))
+
+    def expires_at(self, principal: Principal | None) -> float | None:
+        """When the principal's token stops being good here, as Unix time: its `exp` and the issuer's
+        leeway (a listener's own key: none, as PyJWT checks it); None when it names no expiry."""
+        exp = principal.claims.get("exp") if principal is not None else None
+        if type(exp) not in (int, float) or not math.isfinite(exp):  # type: ignore[arg-type]
+            return None
+        assert principal is not None
+        trusted = self.verifier.issuers.get(principal.issuer) if principal.issuer is not None else None
+        return float(exp) + (trusted[0].leeway_s if trusted is not None else 0.0)  # type: ignore[arg-type]
 
     def session_settings(self, principal: Principal | None, settings: SessionSettings) -> SessionSettings:
         """A session's settings: with its scope gate first when tools need scopes."""

@@ -11,6 +11,8 @@ Whatever the WebSocket library raises on a peer's bytes ends that connection alo
 from __future__ import annotations
 
 import itertools
+import math
+import time
 from typing import ClassVar, Final
 
 import attrs
@@ -137,6 +139,9 @@ class WebSocketListener(Listener[WebSocketSettings]):
     ) -> None:
         bearer = self.endpoint.admission.bearer
         settings = self.session_settings
+        # A WebSocket carries its token once, in the handshake: the session ends when the token does (its
+        # calls in flight answered), and the client connects again with a fresh one.
+        expires = bearer.expires_at(principal) if bearer is not None else None
         session = Session(
             id=session_id,
             transport=transport,
@@ -144,6 +149,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
             settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
             subject=principal.subject if principal else None,
             caller=caller,
+            expires_at=math.inf if expires is None else trio.current_time() + (expires - time.time()),
         )
         self._sessions[session] = transport
         try:

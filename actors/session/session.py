@@ -18,7 +18,7 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.framing.lines import LineStream
 from actors.framing.transport import Transport
-from actors.framing.websocket import WebSocketTransport
+from actors.framing.websocket import CLOSE_POLICY_VIOLATION, WebSocketTransport
 from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
 from actors.protocol.envelopes import Mail
@@ -49,6 +49,7 @@ class Session:
     catalog: Watch[CatalogView]
     settings: SessionSettings
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
+    expires_at: float = math.inf  # when its token expires (trio's clock): it then ends as a client's close
     caller: Caller = STDIO_CALLER  # who asks, for [policy] and [limits]
     done: trio.Event = attrs.field(factory=trio.Event)
     crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
@@ -185,11 +186,18 @@ class Session:
             logger.info("answered {} message(s) queued or owed before closing", len(frames))
 
     async def _read(self, reader: Reader) -> None:
-        """The reader, until the client's stream ends, stop(), or the client has not finished initialize
-        within initialize_within_s: then the session ends as if the client had closed its stream."""
-        with self._reader_scope:
-            await reader.run()
-        if self._reader_scope.cancelled_caught and trio.current_time() >= self._reader_scope.deadline:
+        """The reader, until the client's stream ends, stop(), the client has not finished initialize
+        within initialize_within_s, or its token expires: then the session ends as if the client had
+        closed its stream (what it has in flight is still answered)."""
+        with trio.move_on_at(self.expires_at) as expiry:
+            with self._reader_scope:
+                await reader.run()
+        if expiry.cancelled_caught:
+            logger.info("closing: the client's access token has expired")
+            if isinstance(self.transport, WebSocketTransport):
+                self.transport.close_code = CLOSE_POLICY_VIOLATION
+                self.transport.close_reason = "the access token has expired"
+        elif self._reader_scope.cancelled_caught and trio.current_time() >= self._reader_scope.deadline:
             logger.warning(
                 "closing: the client did not finish initialize within {}s", self.settings.initialize_within_s
             )

@@ -462,3 +462,30 @@ async def test_subscriptions_are_renewed_when_the_backend_restarts(tmp_path: Pat
                     if "result" in answer:
                         break
             assert answer["result"]["structuredContent"] == {"notified": True}
+
+
+async def test_a_session_ends_when_its_token_expires_and_its_call_in_flight_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEWAY_JWT_SECRET", SECRET)
+    config = with_websocket(
+        write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo,sleep")]),
+        auth={"jwt_secret_env": "GATEWAY_JWT_SECRET"},
+    )
+    async with running(config) as gateway:
+        url = gateway.websocket_url
+        assert url is not None
+        with trio.fail_after(DEADLINE_S):
+            async with connect(url, extra_headers=token(exp=int(time.time()) + 600)) as lasting:
+                async with connect(url, extra_headers=token(exp=int(time.time()) + 2)) as expiring:
+                    await expiring.call(1, "sleep", seconds=3)  # in flight when the token expires (1-2 s)
+                    await expiring.call(2, "echo", text="before")
+                    assert (await expiring.answer_to(2))["result"]["structuredContent"] == {"text": "before"}
+                    assert "result" in await expiring.answer_to(1)  # answered, though the token ran out
+                    with pytest.raises(ConnectionClosed) as closed:
+                        while True:  # nothing more: the gateway closes it once the token has expired
+                            await expiring.connection.get_message()
+                    assert closed.value.reason.code == 1008
+                    assert closed.value.reason.reason == "the access token has expired"
+                await lasting.call(3, "echo", text="still here")  # a token good for longer: served
+                assert (await lasting.answer_to(3))["result"]["structuredContent"] == {"text": "still here"}
