@@ -19,6 +19,8 @@ from actors.limits.inflight import InFlightCaps
 MAX_KEYS_DEFAULT: Final = 10_000  # callers tracked at once by each table
 
 
+MIN_RATE_PER_S: Final = 1 / 86400  # the slowest rate [limits] takes: one call a day
+
 class LimitKey(enum.StrEnum):
     """[limits] per: what one bucket counts."""
 
@@ -32,6 +34,13 @@ def _not_negative(_instance: object, _attribute: object, value: float) -> None:
         raise ValueError("must be 0 (no limit) or more")
 
 
+def _rate(_instance: object, _attribute: object, value: float) -> None:
+    """0 (no limit), or a rate a bucket can keep: one call a day or more (a rate of 1e-310 made its interval
+    infinite, which admitted every call, and its Retry-After hundreds of digits long)."""
+    if value != 0 and not value >= MIN_RATE_PER_S:
+        raise ValueError(f"must be 0 (no limit) or at least {MIN_RATE_PER_S:.7f} (one a day)")
+
+
 def _at_least_one(_instance: object, _attribute: object, value: int) -> None:
     if value < 1:
         raise ValueError("must be 1 or more")
@@ -41,12 +50,12 @@ def _at_least_one(_instance: object, _attribute: object, value: int) -> None:
 class LimitSettings:
     """[limits]."""
 
-    calls_per_s: float = attrs.field(default=0.0, validator=_not_negative)  # sustained rate; 0: none
+    calls_per_s: float = attrs.field(default=0.0, validator=_rate)  # sustained rate; 0: none
     burst: int = attrs.field(default=10, validator=_at_least_one)  # calls at once after a quiet spell
     max_inflight: int = attrs.field(default=0, validator=_not_negative)  # calls in flight per key; 0: no cap
     per: LimitKey = LimitKey.PRINCIPAL
     # the HTTP listener's requests (every POST, GET and DELETE) per caller; over it: 429 with Retry-After
-    http_requests_per_s: float = attrs.field(default=0.0, validator=_not_negative)  # 0: no limit
+    http_requests_per_s: float = attrs.field(default=0.0, validator=_rate)  # 0: no limit
     http_burst: int = attrs.field(default=20, validator=_at_least_one)
     max_keys: int = attrs.field(default=MAX_KEYS_DEFAULT, validator=_at_least_one)
 

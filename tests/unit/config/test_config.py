@@ -635,3 +635,16 @@ def test_the_byte_budgets_have_defaults_and_rules(tmp_path: Path) -> None:
     }
     for keys, expected in cases.items():
         assert problems_of(tmp_path, f"[gateway]\n{keys}\n{MINIMAL_BACKEND}") == expected, keys
+
+
+def test_a_rate_limit_is_none_or_one_a_day_or_more(tmp_path: Path) -> None:
+    """A rate of 1e-310 made its bucket's interval infinite: every call was admitted."""
+    reason = "must be 0 (no limit) or at least 0.0000116 (one a day)"
+    for key in ("calls_per_s", "http_requests_per_s"):
+        for value in ("1e-310", "0.00001", "-1"):
+            assert problems_of(tmp_path, f"{MINIMAL_BACKEND}\n[limits]\n{key} = {value}\n") == {
+                f"limits.{key}": reason
+            }, (key, value)
+        path = tmp_path / "gateway.toml"
+        path.write_text(f"{MINIMAL_BACKEND}\n[limits]\n{key} = 0.0000116\n")
+        assert load_config(path).limits is not None
