@@ -23,10 +23,12 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_strea
 from actors.config import Config, WebSocketSettings
 from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, WebSocketTransport
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.param_headers import request_headers
 from actors.frontends.listener import Listener
 from actors.frontends.listening import peer_host, peer_of
 from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_request, read_head
 from actors.policy import Caller, caller_of
+from actors.protocol.codec import clip
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -104,10 +106,12 @@ class WebSocketListener(Listener[WebSocketSettings]):
 
     async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
         peer, address = peer_of(stream), peer_host(stream)
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
+        headers, repeated = request_headers(request.headers)
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
         admission = self.endpoint.admission
         try:
+            if repeated is not None:
+                raise Refused(400, f"the {clip(repeated)} header comes more than once; send it once")
             principal = await admission.check(path, _host_of(request), headers)
             client = admission.open_session(principal, address, len(self._sessions))
         except Refused as refused:

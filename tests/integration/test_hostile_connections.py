@@ -247,6 +247,31 @@ async def test_both_listeners_check_host_and_origin_alike_and_allow_their_own_po
                 assert status_of(await send_raw(port, request)) == status, (listener, host, origin)
 
 
+@pytest.mark.parametrize(
+    "twice",
+    [
+        (b"Authorization: Bearer first", b"Authorization: Bearer second"),
+        (b"Origin: http://127.0.0.1", b"origin: http://evil.example"),
+    ],
+)
+async def test_an_authorization_or_origin_header_sent_twice_is_refused_by_both_listeners(
+    tmp_path: Path, twice: tuple[bytes, bytes]
+) -> None:
+    """A proxy in front may judge one copy while the gateway would read the other: 400 on either listener,
+    before any token or origin is looked at."""
+    async with attacked(tmp_path) as (gateway, _):
+        for listener, request in (
+            ("websocket", upgrade()),
+            ("http", initialize_post(b"127.0.0.1", None)),
+        ):
+            head, _, body = request.partition(b"\r\n\r\n")
+            doubled = head + b"\r\n" + b"\r\n".join(twice) + b"\r\n\r\n" + body
+            port = port_of(gateway.websocket_url if listener == "websocket" else gateway.http_url)
+            assert status_of(await send_raw(port, doubled)) == 400, listener
+            once = head + b"\r\n" + twice[0] + b"\r\n\r\n" + body  # one copy: past this check
+            assert status_of(await send_raw(port, once)) != 400, listener
+
+
 # --- random bytes at a gateway process --------------------------------------------------------------------
 
 

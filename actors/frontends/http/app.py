@@ -99,9 +99,7 @@ class HttpApp:
         self._requests += 1
         try:
             if repeated is not None:
-                raise Refused(
-                    400, f"the {clip(repeated)} header comes more than once; send each MCP header once"
-                )
+                raise Refused(400, f"the {clip(repeated)} header comes more than once; send it once")
             await self._serve(scope, headers, receive, send)
         except Refused as refused:
             client = scope.get("client")

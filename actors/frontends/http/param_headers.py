@@ -36,6 +36,9 @@ PARAM_PREFIX: Final = "Mcp-Param-"
 PARAM_PREFIX_LOWER: Final = PARAM_PREFIX.lower()
 # MCP headers a request may carry once: routing, the session, the era, and what mirrors the body
 ONCE_HEADERS: Final = frozenset({"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name"})
+# Read by the gateway's checks too (the token, the browser's origin): one copy, or a proxy in front may
+# judge another copy than the gateway does. Both listeners (the WebSocket handshake's headers as well).
+SINGLE_HEADERS: Final = frozenset({"authorization", "origin"})
 X_MCP_HEADER: Final = "x-mcp-header"
 HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 MAX_PROPERTY_DEPTH: Final = 16  # nested `properties` followed; deeper declarations are ignored
@@ -66,9 +69,10 @@ def header_value(raw: str) -> str | None:
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
-    """An HTTP request's headers by lower-case name, and the name of the first MCP header that comes more
-    than once (None when none does). A proxy in front may check one copy while the gateway would read
-    another, so a request that repeats one is refused rather than read by the last copy."""
+    """An HTTP request's headers by lower-case name, and the name of the first MCP header (or Authorization,
+    or Origin) that comes more than once (None when none does). A proxy in front may check one copy while
+    the gateway would read another, so a request that repeats one is refused rather than read by the last
+    copy."""
     headers: dict[str, str] = {}
     repeated = None
     for name_bytes, value in raw:
@@ -76,7 +80,7 @@ def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str],
         if (
             repeated is None
             and name in headers
-            and (name in ONCE_HEADERS or name.startswith(PARAM_PREFIX_LOWER))
+            and (name in ONCE_HEADERS or name in SINGLE_HEADERS or name.startswith(PARAM_PREFIX_LOWER))
         ):
             repeated = name
         headers[name] = value.decode("latin-1")
