@@ -96,7 +96,7 @@ def other_gateways(config_path: str, shown: object) -> str:
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.url:
-        return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE) or None
+        return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE, "").strip() or None
     path = config_of(args)
     missing = missing_config(path, "status")
     if missing is not None:

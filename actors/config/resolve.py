@@ -220,7 +220,9 @@ def resolve_admin(table: AdminTable, problems: list[Problem]) -> AdminSettings |
             problems.append(("admin.token_env", NEEDS_TOKEN))
             return None
         return AdminSettings(host=table.host, port=table.port)
-    token = os.environ.get(table.token_env)
+    # As the listener reads a client's token: without the spaces or line break around it (a secret mounted
+    # into the environment often ends with one, and would otherwise lock everyone out)
+    token = os.environ.get(table.token_env, "").strip()
     if not token:
         problems.append(("admin.token_env", f"environment variable {table.token_env} is not set or empty"))
         return None

@@ -46,7 +46,11 @@ def test_the_token_comes_from_its_variable_and_is_withheld_from_backends(
     assert problems(tmp_path, text) == [
         "admin.token_env: environment variable GW_ADMIN_TOKEN is not set or empty"
     ]
-    monkeypatch.setenv("GW_ADMIN_TOKEN", "s3cret")
+    monkeypatch.setenv("GW_ADMIN_TOKEN", " \n")
+    assert problems(tmp_path, text) == [
+        "admin.token_env: environment variable GW_ADMIN_TOKEN is not set or empty"
+    ]
+    monkeypatch.setenv("GW_ADMIN_TOKEN", "s3cret\n")  # as a mounted secret often ends: stripped
     config = load_config(tmp_path / "g.toml")
     assert config.admin is not None and config.admin.token == "s3cret" and "s3cret" not in repr(config.admin)
     assert "GW_ADMIN_TOKEN" in config.secret_variables()
