@@ -126,10 +126,16 @@ class Limiter:
         if release is None:
             self.refusals["inflight"] += 1
             assert self.caps is not None
-            message = (
-                f"rate limited: {self.caps.max_calls} calls already in flight for this caller; retry in 1 s,"
-                " once one of them has finished"
-            )
+            if self.caps.in_flight(key) or len(self.caps) < self.caps.max_keys:
+                message = (
+                    f"rate limited: {self.caps.max_calls} calls already in flight for this caller; retry in"
+                    " 1 s, once one of them has finished"
+                )
+            else:  # this caller has none in flight: the table of callers is full (max_keys)
+                message = (
+                    f"rate limited: the gateway has calls in flight for {self.caps.max_keys} callers, as many"
+                    " as it keeps count of; retry in 1 s"
+                )
             return Refusal("inflight", message, 1.0)
         wait_s = self.rates.admit(key) if self.rates is not None else 0.0
         if wait_s > 0:

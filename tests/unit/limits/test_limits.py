@@ -75,8 +75,17 @@ async def test_the_limiter_caps_calls_in_flight_and_frees_the_slot_of_a_refused_
     assert callable(release)
     refused = limiter.admit("alice", "beta", "add")
     assert isinstance(refused, Refusal) and refused.kind == "inflight"
+    assert "1 calls already in flight for this caller" in refused.message
     release()
     assert callable(limiter.admit("alice", "beta", "add"))
+
+
+async def test_a_caller_refused_because_the_table_of_callers_is_full_is_told_so() -> None:
+    limiter = Limiter(LimitSettings(max_inflight=5, max_keys=1))
+    assert callable(limiter.admit("alice", "alpha", "echo"))
+    refused = limiter.admit("bob", "alpha", "echo")  # bob has nothing in flight: not his own cap
+    assert isinstance(refused, Refusal) and "for this caller" not in refused.message
+    assert "calls in flight for 1 callers" in refused.message
 
 
 async def test_a_reload_keeps_the_same_limits_buckets_and_starts_changed_ones_afresh() -> None:
