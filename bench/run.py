@@ -159,7 +159,10 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             await stop_all()
         report["targets"] = targets(report["results"])
-        report["scenarios"] = await _scenarios(args, Path(folder))
+        try:
+            report["scenarios"] = await _scenarios(args, Path(folder))
+        finally:
+            await stop_all()  # the policy scenario's two gateways were left running after every run
     report["guard"] = guard_targets(report)
     print_report(report, args)
     if args.json:

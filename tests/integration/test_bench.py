@@ -38,10 +38,25 @@ def bench(*argv: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def bench_gateways() -> set[int]:
+    """The gateway processes a bench run started from its temporary folder's configs, running now."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and any(b"/bench-" in arg and arg.endswith(b".toml") for arg in argv):
+            found.add(int(entry.name))
+    return found
+
+
 def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     levels = ["--seconds", "0.1", "--rounds", "1", "--concurrency", "1,8,64"]
+    running_before = bench_gateways()
     done = bench(*levels, "--backends", "sdk,lean", "--clients", "lean,sdk", "--json", str(out), *SCENARIOS)
+    assert bench_gateways() <= running_before  # all it started are gone (the policy scenario's were left)
     report = orjson.loads(out.read_bytes())
     rows = {
         (entry["backend"], entry["client"], entry["path"], entry["concurrency"])
