@@ -21,6 +21,7 @@ MAX_KEYS_DEFAULT: Final = 10_000  # callers tracked at once by each table
 
 MIN_RATE_PER_S: Final = 1 / 86400  # the slowest rate [limits] takes: one call a day
 
+
 class LimitKey(enum.StrEnum):
     """[limits] per: what one bucket counts."""
 
