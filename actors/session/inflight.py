@@ -38,7 +38,7 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 @attrs.define(eq=False)
 class Answers:
     """Owns: answers that found the outbox full (`overflow`), in order, until the writer takes them, and
-        the count of the bytes of every answer waiting for the writer (`unread`).
+        the count of the bytes of every answer queued here until the writer has written it (`unread`).
     Receives: answers from entries, filled by backends' connections (`deliver`, never blocks).
     Sends: each answer to the client at once when the writer is idle (Writer.write_now), else, written as
         its frame (Encoded: a decoded result costs 1 to 24 times its JSON), to the outbox, or to the
@@ -53,7 +53,7 @@ class Answers:
     write_now: Callable[[Message], bool] | None = None  # the writer's, while it runs
     budget: ByteBudget | None = None  # its max_unread_bytes caps `unread`
     on_unread: Callable[[int], None] | None = None  # told the bytes unread when they pass the cap
-    unread: int = 0  # bytes of the Encoded answers queued for the writer, not yet taken by it
+    unread: int = 0  # bytes of the Encoded answers queued for the writer, not yet written by it
     _drained: trio.Event | None = None
     _over: bool = False
 
@@ -79,12 +79,10 @@ class Answers:
         self.overflow.append(queued)
         self._check_unread()
 
-    def taken(self, message: Message | Encoded) -> bytes:
-        """The writer's: the frame of a message it took (an answer queued here is no longer counted)."""
-        if type(message) is Encoded:
-            self.unread -= len(message.frame)
-            return message.frame
-        return codec.encode(message)  # type: ignore[arg-type]
+    def written(self, size: int) -> None:
+        """The writer's: `size` bytes of the answers queued here are out (counted until then, while the
+        writer holds them too: a client that reads nothing keeps the writer's batch in its hands)."""
+        self.unread -= size
 
     def _check_unread(self) -> None:
         budget = self.budget

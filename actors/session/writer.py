@@ -62,18 +62,20 @@ class Writer:
         return True
 
     async def _write(self, task_status: trio.TaskStatus[None]) -> None:
-        frame_of = self.answers.taken if self.answers is not None else _frame
         with self.outbox:
             task_status.started()
             async for message in self.outbox:
-                frames = [frame_of(message)]
-                while len(frames) < BATCH_MAX:  # what else is ready goes in the same write
+                batch = [message]
+                while len(batch) < BATCH_MAX:  # what else is ready goes in the same write
                     try:
-                        frames.append(frame_of(self.outbox.receive_nowait()))
+                        batch.append(self.outbox.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 if self.answers is not None and self.answers.overflow:
-                    frames += [frame_of(answer) for answer in self.answers.take_overflow()]
+                    batch += self.answers.take_overflow()
+                frames = [_frame(each) for each in batch]
+                queued = sum(len(each.frame) for each in batch if type(each) is Encoded)  # counted by Answers
+                del batch
                 self.traffic.bytes_out += sum(map(len, frames))
                 try:
                     await self.transport.send_many(frames)
@@ -82,6 +84,8 @@ class Writer:
                     logger.info("client is gone; closing the session")
                     self.on_peer_gone()
                     return
+                if self.answers is not None and queued:
+                    self.answers.written(queued)
 
 
 def _frame(message: Message | Encoded) -> bytes:
