@@ -155,11 +155,14 @@ class BearerRules:
         """When the principal's token stops being good here, as Unix time: its `exp` and the issuer's
         leeway (a listener's own key: none, as PyJWT checks it); None when it names no expiry."""
         exp = principal.claims.get("exp") if principal is not None else None
-        if type(exp) not in (int, float) or not math.isfinite(exp):  # type: ignore[arg-type]
+        try:
+            seconds = float(exp) if type(exp) in (int, float) else math.nan  # type: ignore[arg-type]
+        except OverflowError:  # an integer past any float (PyJWT takes it): as good as never
             return None
-        assert principal is not None
+        if principal is None or not math.isfinite(seconds):
+            return None
         trusted = self.verifier.issuers.get(principal.issuer) if principal.issuer is not None else None
-        return float(exp) + (trusted[0].leeway_s if trusted is not None else 0.0)  # type: ignore[arg-type]
+        return seconds + (trusted[0].leeway_s if trusted is not None else 0.0)
 
     def session_settings(self, principal: Principal | None, settings: SessionSettings) -> SessionSettings:
         """A session's settings: with its scope gate first when tools need scopes."""

@@ -133,6 +133,10 @@ class Session:
     def _not_reading(self, nursery: trio.Nursery, unread: int) -> None:
         """The client has left more answers unread than max_unread_bytes: its session ends, as for a client
         that is gone, rather than hold them without bound."""
+        try:
+            nursery.start_soon(self._drop_client, nursery.cancel_scope)
+        except RuntimeError:  # the session has ended already: an answer came for it late, in a backend's
+            return  # task, which must not fail on it
         limit = self.settings.budget.max_unread_bytes
         with logger.contextualize(session=self.id):
             logger.warning(
@@ -140,7 +144,6 @@ class Session:
                 unread,
                 limit,
             )
-        nursery.start_soon(self._drop_client, nursery.cancel_scope)
 
     async def _drop_client(self, scope: trio.CancelScope) -> None:
         """A WebSocket's TCP stream is dropped first: the writer is in the middle of a frame the client is

@@ -161,3 +161,25 @@ async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
         logger.remove(sink)
     assert session.done.is_set()
     assert any("session crashed" in line and "the stream exploded" in line for line in lines)
+
+
+async def test_answers_past_the_unread_cap_after_the_session_ended_are_let_be() -> None:
+    """An answer may come for a session after it ended (in a backend's task): past max_unread_bytes then,
+    nothing is started in its closed nursery and nothing is raised into the backend's task."""
+    _, events = trio.open_memory_channel[CatalogEvent](0)
+    catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
+    session = Session(
+        id="ended",
+        transport=_BrokenTransport(),
+        catalog=catalog.watch,
+        settings=SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
+    )
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING")
+    try:
+        async with trio.open_nursery() as nursery:
+            pass
+        session._not_reading(nursery, 1 << 30)  # the nursery is closed: no RuntimeError
+    finally:
+        logger.remove(sink)
+    assert not lines  # and no warning about a session that is gone
