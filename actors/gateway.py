@@ -56,7 +56,14 @@ from actors.runtime.control import ControlFiles
 from actors.runtime.file_watch import watch_file
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
 from actors.runtime.signals import watch_signals
-from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
+from actors.runtime.supervisor import (
+    ChildEvent,
+    ChildSpec,
+    Restart,
+    RestartPolicy,
+    discard_reports,
+    supervise,
+)
 from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
 from actors.session.session import Session
@@ -336,7 +343,7 @@ class Gateway:
                 specs.append(
                     ChildSpec("stdio", partial(self._serve_stdio, catalog), STDIO_POLICY, kind="child")
                 )
-            connections.start_soon(_discard, reports)
+            connections.start_soon(discard_reports, reports)
             await connections.start(supervise, specs, events)
             task_status.started()
 
@@ -414,9 +421,3 @@ class Gateway:
                 await session.done.wait()
             for listener in self.listeners:
                 await listener.wait_sessions_done()
-
-
-async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
-    """The frontends supervisor's reports: it logs every exit and restart itself; nobody else needs them."""
-    async for _ in reports:
-        pass

@@ -25,7 +25,14 @@ from actors.admin.status import FrontendInfo, StatusModel
 from actors.catalog import CatalogView
 from actors.config import Config
 from actors.config.admin_schema import AdminSettings
-from actors.runtime.supervisor import ChildEvent, ChildSpec, Restart, RestartPolicy, supervise
+from actors.runtime.supervisor import (
+    ChildEvent,
+    ChildSpec,
+    Restart,
+    RestartPolicy,
+    discard_reports,
+    supervise,
+)
 from actors.runtime.watch import Watch
 from actors.telemetry.meters import Meters
 
@@ -102,12 +109,6 @@ class Admin:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.history.run, self.catalog)
             await nursery.start(self.sampler.run)
-            nursery.start_soon(_discard, reports)
+            nursery.start_soon(discard_reports, reports)
             await nursery.start(supervise, [spec], events)
             task_status.started()
-
-
-async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
-    """The admin supervisor's reports: it logs every exit and restart itself."""
-    async for _ in reports:
-        pass

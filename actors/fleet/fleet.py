@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
@@ -19,6 +19,20 @@ from actors.fleet.store import FleetStore
 from actors.limits import Limiter
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
+from actors.runtime.supervisor import (
+    ChildEvent,
+    ChildSpec,
+    Restart,
+    RestartPolicy,
+    discard_reports,
+    supervise_child,
+)
+
+# A part of the fleet that fails is restarted with backoff, and given up (logged as failed) only when it
+# keeps failing: more than max_restarts within window_s.
+USER_POLICY: Final = RestartPolicy(
+    restart=Restart.PERMANENT, max_restarts=20, window_s=600.0, backoff_initial_s=0.5, backoff_max_s=30.0
+)
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -60,11 +74,19 @@ class Fleet:
         await self.store.run(self._users, task_status=task_status)
 
     async def _users(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """What uses the Redis link, started inside it (so each ends before the link closes)."""
+        """What uses the Redis link, started inside it (so each ends before the link closes), in order, each
+        under a supervisor of its own: one that fails is logged and restarted alone, as a backend is; the
+        gateway and its other parts go on (the replica serves with the rest meanwhile)."""
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.relay.run)
-            await nursery.start(self.limits.run)
-            await nursery.start(self.states.run)
+            for name, run in (
+                ("relay", self.relay.run),
+                ("limits", self.limits.run),
+                ("states", self.states.run),
+            ):
+                events, reports = trio.open_memory_channel[ChildEvent](0)
+                nursery.start_soon(supervise_child, ChildSpec(name, run, USER_POLICY, kind="fleet"), events)
+                await reports.receive()  # started (or failed at its start, and restarting): the next one
+                nursery.start_soon(discard_reports, reports)
             task_status.started()
 
     def status(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint
 from actors.identity.keys import IssuerKeys
-from actors.runtime.supervisor import ChildEvent, supervise
+from actors.runtime.supervisor import ChildEvent, discard_reports, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
@@ -91,7 +91,7 @@ class Listener(abc.ABC, Generic[SettingsT]):
             bearer = self.endpoint.admission.bearer
             if bearer is not None and (keepers := bearer.keepers()):
                 events, reports = trio.open_memory_channel[ChildEvent](0)
-                nursery.start_soon(_discard, reports)
+                nursery.start_soon(discard_reports, reports)
                 await nursery.start(supervise, keepers, events)
             nursery.start_soon(self._housekeeping, connections)
             nursery.start_soon(Acceptor(self.TABLE, self._connection).run, sockets, connections)
@@ -116,9 +116,3 @@ class Listener(abc.ABC, Generic[SettingsT]):
     @abc.abstractmethod
     async def wait_sessions_done(self) -> None:
         """Until every session stopped by `stop_sessions` has ended and its last words are written."""
-
-
-async def _discard(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
-    """The issuers' keepers' reports: their supervisor logs every exit and restart itself."""
-    async for _ in reports:
-        pass
