@@ -297,3 +297,33 @@ async def test_a_session_whose_facts_are_being_written_is_not_ended_to_make_room
                 await initialize("second")
                 gate.set()
         assert statuses == {"first": 200, "second": 429}
+
+
+@pytest.mark.parametrize("landing", ["on its owner", "elsewhere"])
+async def test_a_retry_that_is_not_the_states_request_leaves_the_state_good_for_the_one_that_is(
+    tmp_path: Path, redis_server: RedisServer, landing: str
+) -> None:
+    """A retry with other arguments than the state was sealed for is refused as not this request's, as on a
+    gateway alone, and the right retry after it is served: the fleet claimed the state first, so the
+    mistaken retry spent it and the right one got 'used already'."""
+    async with (
+        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url
+        url = alpha.http_url if landing == "on its owner" else beta.http_url
+        first = (await http.post(alpha.http_url, json=modern_call(1), headers=MODERN_HEADERS)).json()[
+            "result"
+        ]
+        ((key, _),) = first["inputRequests"].items()
+        answers = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        state = first["requestState"]
+        wrong = modern_call(2, arguments={"other": 1}, inputResponses=answers, requestState=state)
+        refused = (await http.post(url, json=wrong, headers=MODERN_HEADERS)).json()["error"]
+        assert refused["code"] == -32602 and "not this request's" in refused["message"]
+        right = modern_call(3, inputResponses=answers, requestState=state)
+        served = await http.post(url, json=right, headers=MODERN_HEADERS)
+        assert served.json().get("result", {}).get("content") == [{"type": "text", "text": "Hello, Ada"}], (
+            served.text
+        )

@@ -18,6 +18,7 @@ from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, respond
 from actors.frontends.http.sse import Send
 from actors.protocol.messages import Request
 from actors.protocol.request_state import RequestStateError
+from actors.session.parked import digest_of, subject_of
 
 if TYPE_CHECKING:
     from actors.fleet.states import FleetStates
@@ -37,9 +38,15 @@ class Retry(enum.Enum):
 
 
 async def served_by_fleet(
-    states: FleetStates, headers: Mapping[str, str], frame: bytes, request: Request, send: Send
+    states: FleetStates,
+    headers: Mapping[str, str],
+    frame: bytes,
+    request: Request,
+    send: Send,
+    principal: str | None = None,
 ) -> Retry:
-    """The retry answered here (refused, or forwarded and relayed), or to be served locally."""
+    """The retry answered here (refused, or forwarded and relayed), or to be served locally; `principal`:
+    the subject of the request's token, which a state names."""
     from actors.fleet.states import FORWARDED_HEADER
 
     state = _state_of(request)
@@ -48,6 +55,10 @@ async def served_by_fleet(
     payload = states.payload_of(state)
     if payload is None or states.forwarded(headers.get(FORWARDED_HEADER), frame):
         # not the fleet's (the session refuses it), or claimed already by the replica that sent it
+        return Retry.NOT_CLAIMED
+    if not _made_for(payload, request, principal):
+        # not this request's (other arguments, another principal, a session's): the session refuses it as
+        # a gateway alone does, and the state stays good for the retry it was made for
         return Retry.NOT_CLAIMED
     if not await states.claim(state):
         await _start_over(send, request, "used already")
@@ -71,6 +82,16 @@ async def release(states: FleetStates, request: Request) -> None:
     state = _state_of(request)
     if state is not None:
         await states.release(state)
+
+
+def _made_for(payload: Mapping[str, object], request: Request, principal: str | None) -> bool:
+    """Whether a state was sealed for this very request (method, tool or URI, arguments) and principal, and
+    for no session: what the parked call's table checks before it continues one (session/parked.py)."""
+    params = request.params if isinstance(request.params, dict) else {}
+    expected = (request.method, subject_of(request.method, params), digest_of(params), principal)
+    return (payload.get("m"), payload.get("n"), payload.get("a"), payload.get("p")) == expected and (
+        payload.get("s") is None
+    )
 
 
 def _state_of(request: Request) -> str | None:

@@ -79,7 +79,8 @@ class ModernPosts:
         states = self.sessions.fleet_states
         retry = Retry.NOT_CLAIMED
         if states is not None:
-            retry = await served_by_fleet(states, headers, frame, message, send)
+            subject = client[0].subject if client[0] is not None else None
+            retry = await served_by_fleet(states, headers, frame, message, send, subject)
             if retry is Retry.ANSWERED:
                 return
         try:
