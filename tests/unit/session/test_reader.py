@@ -143,17 +143,22 @@ class _BrokenTransport:
         pass
 
 
-async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
-    lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="ERROR")
+def _broken_session(session_id: str) -> Session:
+    """A session over a transport that explodes, with an empty catalog."""
     _, events = trio.open_memory_channel[CatalogEvent](0)
     catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
-    session = Session(
-        id="doomed",
+    return Session(
+        id=session_id,
         transport=_BrokenTransport(),
         catalog=catalog.watch,
         settings=SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
     )
+
+
+async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="ERROR")
+    session = _broken_session("doomed")
     try:
         with trio.fail_after(5):
             await session.run_temporary()  # returns instead of raising into its parent
@@ -166,14 +171,7 @@ async def test_a_crashing_session_ends_alone_and_is_logged() -> None:
 async def test_answers_past_the_unread_cap_after_the_session_ended_are_let_be() -> None:
     """An answer may come for a session after it ended (in a backend's task): past max_unread_bytes then,
     nothing is started in its closed nursery and nothing is raised into the backend's task."""
-    _, events = trio.open_memory_channel[CatalogEvent](0)
-    catalog = Catalog(order=[], request_timeouts_s={}, rule=PREFIX_ON_COLLISION, inbox=events)
-    session = Session(
-        id="ended",
-        transport=_BrokenTransport(),
-        catalog=catalog.watch,
-        settings=SessionSettings(server_name="g", settle_timeout_s=1.0, drain_s=1.0),
-    )
+    session = _broken_session("ended")
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(str(m)), level="WARNING")
     try:
