@@ -63,6 +63,7 @@ from actors.runtime.supervisor import (
     RestartPolicy,
     discard_reports,
     supervise,
+    supervise_alone,
 )
 from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
@@ -82,6 +83,9 @@ STDIN_END_SHARE: Final = 0.25
 # A listener whose accept loop fails is restarted on the sockets it holds; past the intensity it stays down
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
+# A middleware's run (the audit's writer) is never left down: calls wait on a full audit queue, so a writer
+# that stayed down would hold every call. It is restarted after each fault, at most every 30 s.
+MIDDLEWARE_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=2**62, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
 if TYPE_CHECKING:
     from actors.fleet.fleet import Fleet
@@ -218,7 +222,9 @@ class Gateway:
         await root.start(catalog.run)
         root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
         for middleware in self.middleware:
-            await root.start(middleware.run)
+            await middleware.open()  # GatewayStartError: nothing has started yet
+            spec = ChildSpec(type(middleware).__name__, middleware.run, MIDDLEWARE_POLICY, kind="middleware")
+            await root.start(supervise_alone, spec)
         if config.fleet is not None:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 

@@ -169,6 +169,19 @@ async def supervise_child(
             await trio.sleep(delay)
 
 
+async def supervise_alone(
+    spec: ChildSpec, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """One child under a supervisor of its own, whose reports nobody acts on: started once the child has
+    started (or has failed at its start and is restarting); returns when it has stopped for good."""
+    events, reports = trio.open_memory_channel[ChildEvent](0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(supervise_child, spec, events)
+        await reports.receive()
+        task_status.started()
+        await discard_reports(reports)
+
+
 async def discard_reports(reports: trio.MemoryReceiveChannel[ChildEvent]) -> None:
     """A supervisor's reports nobody acts on: each child's exits and restarts are logged where they happen."""
     async for _ in reports:

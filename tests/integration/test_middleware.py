@@ -9,10 +9,18 @@ from typing import Any
 
 import pytest
 import trio
-from example_middleware import REFUSED
+from example_middleware import REFUSED, BrokenRun
 from mcp import MCPError
 from sdk_websocket import websocket_client
-from support import backend_entry, running, toml_value, tool_names, with_websocket, write_config
+from support import (
+    backend_entry,
+    captured_logs,
+    running,
+    toml_value,
+    tool_names,
+    with_websocket,
+    write_config,
+)
 
 from actors.cli import main
 from actors.config import AuditSettings, ConfigError, load_config
@@ -181,3 +189,48 @@ def test_read_only_for_guests_shows_guests_only_read_only_tools() -> None:
     assert guests.filter_tools(ClientInfo("ws-1", "alice"), tools) == tools
     for client in (ClientInfo("ws-2", "bob"), ClientInfo("stdio")):
         assert [tool["name"] for tool in guests.filter_tools(client, tools)] == ["look"]
+
+
+async def test_a_backend_error_code_no_column_holds_is_audited_and_the_gateway_goes_on(
+    tmp_path: Path,
+) -> None:
+    # The codec accepts any 64-bit integer as a code; SQLite's INTEGER holds only the signed ones: 2**63 once
+    # raised OverflowError in the writer, which ended the whole gateway.
+    backends = [backend_entry("alpha", "--only=echo,rpc_error")]
+    config = with_websocket(write_config(tmp_path / "g.toml", backends))
+    append(config, '[audit]\npath = "audit.sqlite3"\n')
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        async with websocket_client(gateway.websocket_url) as client:
+            for code in (2**63, 2**64 - 1, -(2**63)):
+                with pytest.raises(MCPError) as answered:
+                    await client.call_tool("rpc_error", {"code": code, "message": "odd"})
+                assert answered.value.error.code == code  # passed on as the backend sent it
+            await client.call_tool("echo", {"text": "after"})  # the writer has written the batch by now
+            await client.call_tool("echo", {"text": "still serving"})
+    rows = audit_rows(tmp_path / "audit.sqlite3")
+    assert [(r["tool"], r["outcome"], r["error_code"], r["cut"]) for r in rows] == [
+        ("rpc_error", "error", None, "error_code"),
+        ("rpc_error", "error", None, "error_code"),
+        ("rpc_error", "error", -(2**63), None),
+        ("echo", "ok", None, None),
+        ("echo", "ok", None, None),
+    ]
+
+
+async def test_a_middleware_whose_background_work_fails_is_restarted_and_the_gateway_goes_on(
+    tmp_path: Path,
+) -> None:
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", TOOLS)]))
+    append(config, middleware_table("example_middleware:BrokenRun"))
+    with captured_logs("INFO") as lines:
+        async with running(config) as gateway:
+            assert gateway.websocket_url is not None
+            (broken,) = gateway.middleware
+            assert isinstance(broken, BrokenRun)
+            async with websocket_client(gateway.websocket_url) as client:
+                assert (await client.call_tool("echo", {"text": "x"})).content[0].text == "x"  # type: ignore[union-attr]
+                with trio.fail_after(10):
+                    await broken.restarted.wait()
+                assert (await client.call_tool("echo", {"text": "y"})).content[0].text == "y"  # type: ignore[union-attr]
+    assert any("bug in the operator's background work; restarting in" in line for line in lines)

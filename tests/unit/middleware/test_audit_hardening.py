@@ -20,6 +20,7 @@ from support import captured_logs
 from actors.config import AuditSettings
 from actors.middleware.audit import NAME_BYTES, AuditMiddleware, AuditStore, Record, make_record
 from actors.middleware.base import CallOutcome, ClientInfo, ToolCall
+from actors.protocol.messages import RpcError
 
 MB = 1024 * 1024
 
@@ -208,3 +209,37 @@ async def test_a_record_the_writer_took_is_written_when_shutdown_cancels_it_befo
         await audit.after_call(call("last"), outcome)  # hands the record to the waiting writer...
         nursery.cancel_scope.cancel()  # ...which is cancelled before it reaches the disk
     assert [row["tool"] for row in rows(path)] == ["last"]
+
+
+def test_a_code_no_64_bit_column_holds_is_stored_as_null_and_named_cut(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    store = AuditStore(AuditSettings(path=path))
+    codes = [2**63, 2**64 - 1, -(2**63), 2**63 - 1, -32603]  # every code the codec takes: any 64-bit integer
+    store.write([refused_with(code) for code in codes])
+    store.close()
+    assert [(row["error_code"], row["cut"]) for row in rows(path)] == [
+        (None, "error_code"),
+        (None, "error_code"),
+        (-(2**63), None),
+        (2**63 - 1, None),
+        (-32603, None),
+    ]
+
+
+def refused_with(code: int) -> Record:
+    outcome = CallOutcome(error=RpcError(code, "odd"), duration_s=0.01)
+    return make_record(call("odd"), outcome, False, 4096)
+
+
+async def test_a_record_the_store_refuses_costs_that_record_alone(
+    tmp_path: Path, log_lines: list[str]
+) -> None:
+    path = tmp_path / "audit.sqlite3"
+    audit = AuditMiddleware(AuditSettings(path=path))
+    await audit.open()
+    unstorable = (*record("bad")[:9], 2**64, *record("bad")[10:])  # as no make_record makes it: OverflowError
+    await audit._write([record("before"), unstorable, record("after")])
+    await audit._write([record("later")])
+    assert [row["tool"] for row in rows(path)] == ["before", "after", "later"]
+    assert any("refused a batch of 3 records (OverflowError" in line for line in log_lines)
+    assert any(line.startswith("ERROR audit log: could not write the record of bad") for line in log_lines)
