@@ -234,3 +234,15 @@ async def test_a_middleware_whose_background_work_fails_is_restarted_and_the_gat
                     await broken.restarted.wait()
                 assert (await client.call_tool("echo", {"text": "y"})).content[0].text == "y"  # type: ignore[union-attr]
     assert any("bug in the operator's background work; restarting in" in line for line in lines)
+
+
+def test_an_audit_log_that_cannot_be_opened_fails_the_start_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha")]))
+    append(config, '[audit]\npath = "a-file/audit.sqlite3"\n')
+    assert main(["serve", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert f"mcp-gateway: cannot open the audit log {tmp_path / 'a-file' / 'audit.sqlite3'}: " in err
+    assert "Traceback" not in err
