@@ -118,11 +118,11 @@ def configure_logging(level: str = "INFO", file: str | None = None, log_format: 
 _json_lines = False  # set by configure_logging: `report` then writes a log line, not plain text
 
 
-def report(line: str) -> None:
-    """A one-line message for the operator on stderr (a config problem, a start failure): plain text, or an
-    ERROR log line when the log is JSON, so a shipper reading stderr sees it too."""
+def report(line: str, level: str = "ERROR") -> None:
+    """A one-line message for the operator on stderr (a config problem, a start failure): plain text, or a
+    log line of `level` when the log is JSON, so a shipper reading stderr sees it too."""
     if _json_lines:
-        logger.opt(depth=1).error("{}", line)
+        logger.opt(depth=1).log(level, "{}", line)
     else:
         print(line, file=sys.stderr)
 
