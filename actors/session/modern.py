@@ -48,7 +48,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import PRIVATE, cache_hint_of, merge_cache_hints, modern_result
 from actors.protocol.request_state import RequestStateError
-from actors.session.bridge import Target
+from actors.session.bridge import MAX_INPUT_RESPONSES, Target, too_many_responses
 from actors.session.discover import undeclared
 from actors.session.fields import invalid_field, meta_error
 from actors.session.forward import Forward
@@ -174,6 +174,8 @@ def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
             responses = {}
         if not isinstance(responses, dict):
             return invalid_field("inputResponses", "an object")
+        if len(responses) > MAX_INPUT_RESPONSES:
+            return too_many_responses(len(responses))
         if "requestState" in request.params and not isinstance(state, str):  # type: ignore[operator]
             return invalid_field("requestState", "a string")
     if d.on_ready is not None and not d.spoke:
