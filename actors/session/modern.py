@@ -280,7 +280,12 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
 def unwrap(d: Dispatcher, call: ModernCall) -> Unwrapped | RpcError | None:
     """A retry's state opened and spent (see Bridges.unwrap); the call learns which call and round it is."""
     unwrapped = d.settings.bridges.unwrap(
-        method=call.method, params=call.params, state=call.state, principal=d.subject, bound=d.bound
+        method=call.method,
+        params=call.params,
+        state=call.state,
+        principal=d.subject,
+        client=d.caller.key,  # a principal on all its sessions, else an address: no one fills the table
+        bound=d.bound,
     )
     if isinstance(unwrapped, Unwrapped) and unwrapped.backend:
         call.round.call_id, call.round.number = unwrapped.round.call_id, unwrapped.round.number
