@@ -28,3 +28,8 @@ class BackendStartError(BackendError):
 
 class BackendHungError(BackendError):
     """The backend stopped answering health pings: alive, perhaps, but of no use."""
+
+
+class BackendLaneError(BackendError):
+    """The backend's legacy lane (its second process or connection, for legacy clients) died or hung once
+    open: the run ends, as it would for the death of its only process, and the supervisor restarts both."""

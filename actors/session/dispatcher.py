@@ -69,8 +69,9 @@ class Dispatcher:
     """Owns: the session's protocol state, its in-flight request table, and its outbox send end.
     Receives: messages from the reader on `inbox`.
     Sends: responses and notifications to the writer on `outbox`; Calls and Cancels to backends.
-    Stops when: the inbox ends and every request in flight is answered (after `drain_s`, or at once when
-        `halt()` is called, the rest are answered with an error).
+    Stops when: the inbox ends and every request in flight is answered (after `drain_s`, counted from the
+        first settle when requests wait for it, or at once when `halt()` is called, the rest are answered
+        with an error).
     Errors: none of its own; every request gets exactly one answer unless the client cancelled it. Whatever a
         client sends, a bad field is answered with -32602 naming it (a bad notification is dropped, logged at
         a bounded rate); past `max_inflight` unanswered requests, a request is refused at once. Should the
@@ -151,7 +152,7 @@ class Dispatcher:
                                 self.queued.taken()
                                 await self._receive(message, requests)
                         listen.end_all(self)  # nothing more will be asked: they end now, gracefully
-                        background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
+                        background.start_soon(self._halt_after, partial(lifecycle.drain_time, self))
                         await self.inflight.wait_empty()
                     background.cancel_scope.cancel()
         finally:
