@@ -158,7 +158,7 @@ class HttpSessions(Mapping[str, HttpSession]):
         session_id = headers.get(SESSION_HEADER)
         if self.fleet is None or not session_id:
             return self.find(headers, principal)
-        if session_id not in self._by_id:
+        if session_id not in self._by_id or session_id in self.taking_up:  # waits for the replayed initialize
             await take_up(self, self.fleet, session_id, principal, address)
         await self.fleet.touch(session_id)
         return self.find(headers, principal)
