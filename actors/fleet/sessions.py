@@ -13,6 +13,9 @@ once it answers); else their TTL frees them (a replica that crashed, a copy ende
 
 Beside the facts, what the client set since (its log level, its resource subscriptions: session_state.py),
 noted by whichever replica answered it, read back by a replica that takes the session up.
+
+A client's answer to a request of the gateway needs no copy where it lands (fleet_messages.py in the HTTP
+front): it goes to the replica that asked, named in the id it was sent (ask_ids.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.ask_ids import AskIdSeal, SessionAskIds
 from actors.fleet.session_ids import SessionIds
 from actors.fleet.session_state import LEVEL, MAX_KEPT_URIS, SUB, SessionState, change_of
 from actors.fleet.store import FleetStore, StoreUnavailableError
@@ -58,6 +62,7 @@ class FleetSessions:
     settings: FleetSettings
     ids: SessionIds
     store: FleetStore
+    asks: AskIdSeal  # the ids of the gateway's requests to its legacy HTTP clients
     _owned: dict[str, bytes] = attrs.field(factory=dict)  # the facts of the sessions opened here, alive
     _local: dict[str, str] = attrs.field(factory=dict)  # digest -> id of each session with a copy here
     end_local: Callable[[str], None] | None = None  # ends this replica's copy of a session (the HTTP side)
@@ -74,6 +79,19 @@ class FleetSessions:
 
     def owner(self, session_id: str) -> str | None:
         return self.ids.owner(session_id)
+
+    @property
+    def replica(self) -> str:
+        return self.settings.replica
+
+    def ask_ids(self, session_id: str) -> SessionAskIds:
+        """The ids the client of `session_id` sees on the requests this replica sends it."""
+        return self.asks.for_session(session_id)
+
+    def asker(self, session_id: str, request_id: object) -> str | None:
+        """The replica that sent the request a client's answer names (None: no replica of this fleet sent
+        `request_id` to this session)."""
+        return self.asks.asker(session_id, request_id)
 
     def opened_here(self, session_id: str) -> bool:
         """Whether this replica minted the id: a session it ends to make room then ends fleet-wide (`forget`),

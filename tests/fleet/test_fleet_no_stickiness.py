@@ -1,26 +1,145 @@
-"""A fleet behind a balancer with no stickiness: whatever a client sends may land on any replica. Two
-gateways share a real redis-server: two requests arriving together at a replica without a copy, and a
-Redis that comes back empty."""
+"""A legacy HTTP session behind a balancer with no stickiness: whatever its client sends may land on any
+replica. Two gateways share a real redis-server; the official SDK client (raw HTTP where an id or a status
+is the point) sends each message to the replica the test picks, never the one that needs it: an answer to a
+backend's elicitation or sampling away from the replica that asked. And two requests arriving together at a
+replica without a copy, and a Redis that comes back empty."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx2
+import mcp_types as types
+import orjson
 import pytest
 import trio
-from fleet_support import HEADERS, RedisServer, echo, open_on, two_replicas
-from support import DEADLINE_S
+from fleet_support import (
+    HEADERS,
+    ByMessage,
+    RedisServer,
+    echo,
+    kind_of,
+    open_on,
+    port_of,
+    two_replicas,
+)
+from mcp import Client
+from mcp.client import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from support import DEADLINE_S, INITIALIZE, sampler, sse_events
 
 import actors.fleet.states
 from actors.frontends.http import fleet_sessions
 from actors.gateway import Gateway
 
+ELICITING: Final = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {}}}}
+INITIALIZED: Final = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+async def ada(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
 
 def sessions_of(gateway: Gateway) -> Any:
     assert gateway.http_listener is not None
     return gateway.http_listener._sessions
+
+
+def call(request_id: int, tool: str, arguments: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": tool, "arguments": arguments}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+@pytest.mark.parametrize(("calls_on", "answers_on"), [("alpha", "beta"), ("beta", "alpha")])
+async def test_an_elicitation_answered_on_another_replica_reaches_the_replica_that_asked(
+    tmp_path: Path, redis_server: RedisServer, calls_on: str, answers_on: str
+) -> None:
+    """The session is opened on alpha; its calls land on `calls_on` (beta: a copy taken up there asks), the
+    client's answers to the backend's elicitation on `answers_on`."""
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
+        assert alpha.http_url is not None
+        by_name = {"alpha": port_of(alpha), "beta": port_of(beta)}
+        ports = {"initialize": by_name["alpha"], "answer": by_name[answers_on]}
+        balancer = ByMessage(lambda message: ports.get(kind_of(message), by_name[calls_on]))
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(transport=balancer, timeout=DEADLINE_S) as http,
+                Client(
+                    streamable_http_client(alpha.http_url, http_client=http),
+                    mode="legacy",
+                    elicitation_callback=ada,
+                ) as client,
+            ):
+                for _ in range(2):  # the second: ids unique, nothing left of the first
+                    result = await client.call_tool("ask_name", {})  # hung before: the answer was dropped
+                    assert not result.is_error, result
+                    assert result.content[0].text == "Hello, Ada"  # type: ignore[union-attr]
+
+
+async def test_a_sampling_answered_on_another_replica_reaches_the_replica_that_asked(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
+        assert alpha.http_url is not None
+        balancer = ByMessage(lambda m: port_of(alpha) if kind_of(m) == "answer" else port_of(beta))
+        prompt = {"role": "user", "content": {"type": "text", "text": "hello"}}
+        asked = {"method": "sampling/createMessage", "params": {"messages": [prompt], "maxTokens": 5}}
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(transport=balancer, timeout=DEADLINE_S) as http,
+                Client(
+                    streamable_http_client(beta.http_url or "", http_client=http),
+                    mode="legacy",
+                    sampling_callback=sampler("model"),
+                ) as client,
+            ):
+                answer = await client.call_tool("ask_client", asked)
+                assert answer.structured_content["result"]["content"]["text"] == "model answers hello"  # type: ignore[index]
+
+
+async def test_an_answer_no_replica_asked_of_its_session_is_refused_and_reaches_no_session(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A backend asks the client of session `asked`; the answer's id, sent under another session, altered,
+    or a bare number, is refused 400 on the other replica; the right one, there too, completes the call."""
+    async with (
+        two_replicas(tmp_path, redis_server) as (alpha, beta),
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url and beta.http_url
+        sessions = []
+        for _ in range(2):
+            response = await http.post(alpha.http_url, json=ELICITING, headers=HEADERS)
+            own = {**HEADERS, "mcp-session-id": response.headers["mcp-session-id"]}
+            assert (await http.post(alpha.http_url, json=INITIALIZED, headers=own)).status_code == 202
+            sessions.append(own)
+        asked, other = sessions
+        results: list[Any] = []
+        with trio.fail_after(DEADLINE_S):
+            body = orjson.dumps(call(7, "ask_name", {}))
+            async with http.stream("POST", alpha.http_url, content=body, headers=asked) as stream:
+                async for event in sse_events(stream):
+                    message = orjson.loads(event["data"]) if event.get("data") else {}
+                    if message.get("method") == "elicitation/create":
+                        ask_id = message["id"]
+                        assert isinstance(ask_id, str) and ask_id.isascii()
+                        content = {"action": "accept", "content": {"name": "Eve"}}
+                        flipped = ask_id[:12] + ("A" if ask_id[12] != "A" else "B") + ask_id[13:]
+                        for headers, wrong_id in ((other, ask_id), (asked, flipped), (asked, 1)):
+                            wrong = {"jsonrpc": "2.0", "id": wrong_id, "result": content}
+                            refused = await http.post(beta.http_url, json=wrong, headers=headers)
+                            assert refused.status_code == 400, refused.text
+                            assert "answers no request" in refused.json()["error"]["message"]
+                        right = {"jsonrpc": "2.0", "id": ask_id, "result": content}
+                        taken = await http.post(beta.http_url, json=right, headers=asked)
+                        assert taken.status_code == 202, taken.text
+                    elif "result" in message:
+                        results.append(message["result"])
+        assert [result["content"][0]["text"] for result in results] == ["Hello, Eve"]
+        assert not sessions_of(beta)  # no copy was made to take an answer
 
 
 async def test_requests_arriving_together_at_a_replica_without_a_copy_wait_for_its_replayed_initialize(

@@ -33,6 +33,7 @@ from loguru import logger
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission, client_key
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.fleet_messages import served_in_fleet
 from actors.frontends.http.fleet_sessions import note_answered
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
@@ -199,6 +200,8 @@ class HttpApp:
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
+        if await served_in_fleet(self.sessions, headers, principal, message, body, send):
+            return  # [fleet]: an answer to a request another replica sent
         if isinstance(message, Request) and message.method == "initialize":
             try:
                 session_id, entry = self.sessions.open(principal, address)

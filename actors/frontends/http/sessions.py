@@ -41,6 +41,7 @@ from actors.policy import caller_of
 from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
+from actors.session.client_asks import PLAIN_ASK_IDS
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
 
@@ -223,6 +224,8 @@ class HttpSessions(Mapping[str, HttpSession]):
             settings=self._settings_for(principal, self.session_settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
+            # [fleet]: its client's answers find the replica that asked, wherever they land
+            ask_ids=self.fleet.ask_ids(session_id) if self.fleet is not None else PLAIN_ASK_IDS,
         )
         entry = HttpSession(
             session_id=session_id,
