@@ -60,8 +60,14 @@ class Fleet:
         seal = FleetSeal.of(settings.keys)
         ids, asks = SessionIds(seal, settings.replica), AskIdSeal(seal, settings.replica)
         sessions = FleetSessions(settings=settings, ids=ids, store=store, asks=asks)
-        relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
-        sessions.announce_end = relay.publish_ended
+        relay = FleetRelay(
+            settings=settings,
+            store=store,
+            events=events,
+            on_ended=sessions.ended_elsewhere,
+            on_told=sessions.told_elsewhere,
+        )
+        sessions.announce_end, sessions.announce_told = relay.publish_ended, relay.publish_told
         if list_news is not None:  # the backends' list changes, both ways, and caught up after Redis was away
             list_news.announced, relay.on_list_changed = relay.publish_list_changed, list_news.elsewhere
             relay.on_rejoined = list_news.check_all

@@ -1,11 +1,13 @@
 """A legacy HTTP session behind a balancer with no stickiness: whatever its client sends may land on any
 replica. Two gateways share a real redis-server; the official SDK client (raw HTTP where an id or a status
-is the point) sends each message to the replica the test picks, never the one that needs it: an answer to a
-backend's elicitation or sampling away from the replica that asked. And two requests arriving together at a
-replica without a copy, and a Redis that comes back empty."""
+is the point) sends each message to the replica the test picks, never the one that needs it:
+notifications/initialized away from the owner that waits for it, an answer to a backend's elicitation or
+sampling away from the replica that asked, a cancel away from the replica running the call. And two
+requests arriving together at a replica without a copy, and a Redis that comes back empty."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +53,29 @@ def call(request_id: int, tool: str, arguments: dict[str, Any], token: str | Non
     if token is not None:
         params["_meta"] = {"progressToken": token}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def test_initialized_sent_to_another_replica_reaches_the_owner_that_waits_for_it(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The owner's copy ends a session whose client has not said initialized within
+    initialize_timeout_s: the notification landing elsewhere must reach it (and make no copy there)."""
+    async with two_replicas(tmp_path, redis_server) as (alpha, beta):
+        assert alpha.http_url is not None
+        ports = {"notification": port_of(beta)}
+        balancer = ByMessage(lambda message: ports.get(kind_of(message), port_of(alpha)))
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(transport=balancer, timeout=DEADLINE_S) as http,
+                Client(streamable_http_client(alpha.http_url, http_client=http), mode="legacy") as client,
+            ):
+                result = await client.call_tool("echo", {"text": "served"})
+                assert result.content[0].text == "served"  # type: ignore[union-attr]
+                (entry,) = sessions_of(alpha).values()
+                assert entry.session._dispatcher is not None
+                await entry.session._dispatcher.client_ready.wait()  # never, before: it closed at 30 s
+                assert entry.session.initialize_deadline() == math.inf
+                assert not sessions_of(beta)  # a notification makes no copy of its session
 
 
 @pytest.mark.parametrize(("calls_on", "answers_on"), [("alpha", "beta"), ("beta", "alpha")])
@@ -140,6 +165,41 @@ async def test_an_answer_no_replica_asked_of_its_session_is_refused_and_reaches_
                         results.append(message["result"])
         assert [result["content"][0]["text"] for result in results] == ["Hello, Eve"]
         assert not sessions_of(beta)  # no copy was made to take an answer
+
+
+@pytest.mark.parametrize(("call_on", "cancel_on"), [("alpha", "beta"), ("beta", "alpha")])
+async def test_a_cancel_sent_to_another_replica_reaches_the_call_where_it_runs(
+    tmp_path: Path, redis_server: RedisServer, call_on: str, cancel_on: str
+) -> None:
+    """The session is alpha's; the call runs on `call_on` (beta: a copy), the cancel lands on `cancel_on`
+    (beta without a copy; alpha with its own): the call's POST ends unanswered and its backend hears it."""
+    async with (
+        two_replicas(tmp_path, redis_server) as (alpha, beta),
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        url = {"alpha": alpha.http_url or "", "beta": beta.http_url or ""}
+        own = {**HEADERS, "mcp-session-id": await open_on(http, url["alpha"])}
+        assert (await http.post(url["alpha"], json=INITIALIZED, headers=own)).status_code == 202
+        statuses: list[int] = []
+        with trio.fail_after(DEADLINE_S):
+            body = orjson.dumps(call(5, "progress", {"steps": 2, "delay": 60}, token="c"))
+            async with http.stream("POST", url[call_on], content=body, headers=own) as response:
+                async for event in sse_events(response):
+                    if event.get("data"):  # running at the backend: cancel it elsewhere
+                        cancel = {"requestId": 5, "reason": "changed my mind"}
+                        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                        statuses.append(
+                            (await http.post(url[cancel_on], json=notice, headers=own)).status_code
+                        )
+            statuses.append(response.status_code)  # the stream ended, with no answer on it
+            assert statuses == [202, 200]
+            cancelled: list[Any] = []
+            while not cancelled:  # the backend is a process of its own: asked until it has heard
+                answer = await http.post(url[call_on], json=call(8, "cancelled_requests", {}), headers=own)
+                cancelled = answer.json()["result"]["structuredContent"]["cancelled"]
+                if not cancelled:
+                    await trio.sleep(0.05)
+        assert len(cancelled) == 1
 
 
 async def test_requests_arriving_together_at_a_replica_without_a_copy_wait_for_its_replayed_initialize(

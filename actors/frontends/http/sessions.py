@@ -66,6 +66,7 @@ class HttpSession:
     client: str  # whom it counts against in max_sessions_per_client
     last_active: float
     busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
+    told_waiting: int = 0  # [fleet]: notifications its client sent to other replicas, waiting to go in here
 
     def idle(self) -> bool:
         """Nothing for its client is under way: no HTTP request open, no request unanswered or unread."""
