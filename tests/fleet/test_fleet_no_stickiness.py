@@ -24,12 +24,13 @@ from fleet_support import (
     kind_of,
     open_on,
     port_of,
+    replica_config,
     two_replicas,
 )
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from support import DEADLINE_S, INITIALIZE, sampler, sse_events
+from support import DEADLINE_S, INITIALIZE, running, sampler, sse_events
 
 import actors.fleet.states
 from actors.frontends.http import fleet_sessions
@@ -270,3 +271,27 @@ async def test_a_replica_registers_again_as_soon_as_redis_is_seen_empty(
         with trio.fail_after(DEADLINE_S):
             await caught_up.wait()
         assert await beta.fleet.states.owner_url("alpha") == alpha.http_url  # None for up to 5 s before
+
+
+async def test_an_answer_for_a_replica_gone_or_reached_in_a_loop_is_refused_502(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The replica that asked has stopped (its calls and asks ended with it): 502 naming it, not 202 and a
+    silent loss. And an answer already forwarded once by a replica is never forwarded again (a registered
+    URL that reaches the wrong replica would loop)."""
+    async with (
+        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert beta.http_url and beta.fleet
+        async with running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha:
+            assert alpha.http_url and alpha.fleet
+            session_id = await open_on(http, alpha.http_url)
+            ask_id = alpha.fleet.sessions.ask_ids(session_id).outward(1)
+        own = {**HEADERS, "mcp-session-id": session_id}
+        answer = orjson.dumps({"jsonrpc": "2.0", "id": ask_id, "result": {"action": "decline"}})
+        gone = await http.post(beta.http_url, content=answer, headers=own)
+        assert gone.status_code == 502 and "alpha" in gone.json()["error"]["message"], gone.text
+        hopped = {**own, "mcp-gateway-forwarded": beta.fleet.states.sign(answer)}
+        looped = await http.post(beta.http_url, content=answer, headers=hopped)
+        assert looped.status_code == 502 and "forwarded once" in looped.json()["error"]["message"]
