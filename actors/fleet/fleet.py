@@ -9,6 +9,7 @@ import trio
 
 from actors.backends.list_news import ListNews
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.ask_ids import AskIdSeal
 from actors.fleet.limits import FleetLimits
 from actors.fleet.relay import FleetRelay
 from actors.fleet.seal import FleetSeal
@@ -56,10 +57,17 @@ class Fleet:
         list_news: ListNews | None = None,
     ) -> Fleet:
         store = FleetStore(settings=settings)
-        ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
-        sessions = FleetSessions(settings=settings, ids=ids, store=store)
-        relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
-        sessions.announce_end = relay.publish_ended
+        seal = FleetSeal.of(settings.keys)
+        ids, asks = SessionIds(seal, settings.replica), AskIdSeal(seal, settings.replica)
+        sessions = FleetSessions(settings=settings, ids=ids, store=store, asks=asks)
+        relay = FleetRelay(
+            settings=settings,
+            store=store,
+            events=events,
+            on_ended=sessions.ended_elsewhere,
+            on_told=sessions.told_elsewhere,
+        )
+        sessions.announce_end, sessions.announce_told = relay.publish_ended, relay.publish_told
         if list_news is not None:  # the backends' list changes, both ways, and caught up after Redis was away
             list_news.announced, relay.on_list_changed = relay.publish_list_changed, list_news.elsewhere
             relay.on_rejoined = list_news.check_all

@@ -46,7 +46,7 @@ from actors.runtime.watch import Watch
 from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
 from actors.session.batches import receive_batch
 from actors.session.budget import QueuedBytes, client_of, request_bytes
-from actors.session.client_asks import ClientAsks
+from actors.session.client_asks import PLAIN_ASK_IDS, AskIds, ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
 from actors.session.handlers import LATER, MODERN_LATER, NOW, Later, Resume
@@ -93,6 +93,7 @@ class Dispatcher:
         default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
     )
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
+    ask_ids: AskIds = PLAIN_ASK_IDS  # the ids its client sees on backends' requests
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
     version: str | None = None  # the negotiated protocol version
@@ -125,7 +126,7 @@ class Dispatcher:
             budget=self.settings.budget,
             client=client_of(self.subject, self.session),
         )
-        self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing)
+        self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing, ask_ids=self.ask_ids)
         self.forwarder = Forwarder(
             session=self.session,
             catalog=self.catalog,
