@@ -29,6 +29,7 @@ from loguru import logger
 
 from actors.catalog import BackendStatus
 from actors.protocol.capabilities import missing_capability
+from actors.protocol.codec import compact
 from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw, answer
 from actors.protocol.eras import missing_capability_error
 from actors.protocol.errors import (
@@ -316,13 +317,6 @@ class BridgedCall:
         for ask in self.pending.values():
             self._answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
         self.pending.clear()
-
-
-def compact(raw: bytes) -> bytes:
-    """`raw` copied into a bytes object of its own size. orjson (3.x) returns its write buffer without
-    shrinking it: at least 4 KiB, and about ten times the text past that (measured: `{}` holds 4 KiB, 100 kB
-    of text 1 MB), so each answer kept as it came held that much (278k empty ones: 1.2 GB)."""
-    return bytes(memoryview(raw))
 
 
 def held_bytes(kept: dict[str, bytes]) -> int:
