@@ -20,14 +20,7 @@ from actors.fleet.store import FleetStore
 from actors.limits import Limiter
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
-from actors.runtime.supervisor import (
-    ChildEvent,
-    ChildSpec,
-    Restart,
-    RestartPolicy,
-    discard_reports,
-    supervise_child,
-)
+from actors.runtime.supervisor import ChildSpec, Restart, RestartPolicy, supervise_alone
 
 # A part of the fleet that fails is restarted with backoff, and given up (logged as failed) only when it
 # keeps failing: more than max_restarts within window_s.
@@ -90,11 +83,8 @@ class Fleet:
                 ("relay", self.relay.run),
                 ("limits", self.limits.run),
                 ("states", self.states.run),
-            ):
-                events, reports = trio.open_memory_channel[ChildEvent](0)
-                nursery.start_soon(supervise_child, ChildSpec(name, run, USER_POLICY, kind="fleet"), events)
-                await reports.receive()  # started (or failed at its start, and restarting): the next one
-                nursery.start_soon(discard_reports, reports)
+            ):  # each started (or failed at its start, and restarting) before the next
+                await nursery.start(supervise_alone, ChildSpec(name, run, USER_POLICY, kind="fleet"))
             task_status.started()
 
     def status(self) -> dict[str, Any]:
