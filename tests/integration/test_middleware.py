@@ -116,7 +116,7 @@ async def test_the_audit_log_has_one_record_per_call_and_no_argument_values(tmp_
     assert all(r["arguments"] is None for r in rows)  # sizes only, unless include_arguments
     assert rows[0]["argument_bytes"] == len('{"text":"secret value"}')
     assert rows[0]["result_bytes"] > 0 and rows[0]["duration_ms"] > 0
-    assert rows[4]["duration_ms"] >= 500
+    assert rows[4]["duration_ms"] >= 400  # the wait until the client's cancel (0.5 s after it sent the call)
 
 
 async def test_the_audit_log_keeps_argument_values_when_told(tmp_path: Path) -> None:
