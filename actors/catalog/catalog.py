@@ -7,7 +7,8 @@ changes. The naming rule is in naming.py, the building of a view in view_builder
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 import attrs
 import trio
@@ -15,12 +16,17 @@ from loguru import logger
 
 from actors.catalog.entry import BackendEntry
 from actors.catalog.status import BackendState, BackendStatus
-from actors.catalog.view import CatalogView
+from actors.catalog.trust_keeper import TrustDecided, TrustLoaded
+from actors.catalog.view import CatalogView, TrustView
 from actors.catalog.view_builder import ViewBuilder
 from actors.config.tool_policy import ToolPolicy
 from actors.protocol.envelopes import BackendLost, BackendReady, ListChanged
 from actors.runtime.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped
 from actors.runtime.watch import Watch
+from actors.trust import Ledger, TrustMode, Writes
+from actors.trust.definitions import KIND_OF_LIST
+
+LISTS: Final = ("tools", "prompts", "templates")  # the kinds of list whose definitions trust judges
 
 
 @attrs.frozen(kw_only=True)
@@ -35,9 +41,12 @@ class Reconfigured:
     rule: str
     expose_stderr: bool
     fresh: frozenset[str]
+    trust_modes: Mapping[str, TrustMode] = attrs.field(factory=dict)  # absent: off
 
 
-CatalogEvent = BackendReady | BackendLost | ListChanged | ChildEvent | Reconfigured
+CatalogEvent = (
+    BackendReady | BackendLost | ListChanged | ChildEvent | Reconfigured | TrustLoaded | TrustDecided
+)
 
 
 @attrs.define(kw_only=True)
@@ -46,9 +55,11 @@ class Catalog:
 
     Owns: every backend's state and last tool list, and the Watch it publishes to.
     Receives: BackendReady, BackendLost, ListChanged (from backends), ChildEvents (from the backends
-        supervisor) and Reconfigured (from the gateway, at a reload).
+        supervisor), Reconfigured (from the gateway, at a reload), TrustLoaded and TrustDecided (from the
+        trust keeper).
     Sends: a new CatalogView through the Watch after each event; a BackendLost's `published` once its view
-        is out (the backend answers its calls only then).
+        is out (the backend answers its calls only then), a TrustDecided's `applied` likewise; what its
+        trust ledger decided to keep, to the keeper (`trust_writes`).
     Stops when: its inbox ends.
     Errors: none expected; an unknown backend name in an event is ignored.
     """
@@ -59,6 +70,10 @@ class Catalog:
     inbox: trio.MemoryReceiveChannel[CatalogEvent]
     policies: Mapping[str, ToolPolicy] = attrs.field(factory=dict)
     expose_stderr: bool = False  # [gateway] expose_backend_stderr
+    trust_modes: Mapping[str, TrustMode] = attrs.field(factory=dict)  # each backend's trust; absent: off
+    ledger: Ledger = attrs.field(factory=Ledger)  # the definitions trust lets clients see (trust/ledger.py)
+    trust_writes: Callable[[Writes], None] | None = None  # the keeper's `note`
+    trust_load: Callable[[Sequence[str]], None] | None = None  # the keeper's `load_later`
     watch: Watch[CatalogView] = attrs.field(init=False)
     _entries: dict[str, BackendEntry] = attrs.field(init=False)
     _builder: ViewBuilder = attrs.field(init=False)
@@ -83,6 +98,12 @@ class Catalog:
         self.order, self.rule = event.order, event.rule
         self.request_timeouts_s, self.policies = event.request_timeouts_s, event.policies
         self.expose_stderr = event.expose_stderr
+        self.trust_modes = event.trust_modes
+        for gone in set(self._entries) - set(event.order):
+            self.ledger.forget(gone)
+        unloaded = [name for name in event.order if name not in self.ledger.loaded and self._trusting(name)]
+        if unloaded and self.trust_load is not None:
+            self.trust_load(unloaded)
         kept = {
             name: entry
             for name, entry in self._entries.items()
@@ -92,6 +113,22 @@ class Catalog:
             entry.status = attrs.evolve(entry.status, expose_stderr=event.expose_stderr)
         self._entries = {name: kept.get(name) or self._new_entry(name) for name in event.order}
         self._builder.order, self._builder.rule = event.order, event.rule
+        for entry in self._entries.values():
+            self._judge(entry, LISTS)
+
+    def _trusting(self, backend: str) -> bool:
+        return self.trust_modes.get(backend, TrustMode.OFF) is not TrustMode.OFF
+
+    def _judge(self, entry: BackendEntry, kinds: Sequence[str]) -> None:
+        """Which of these lists' definitions its trust holds from clients (trust/ledger.py)."""
+        backend = entry.status.name
+        mode = self.trust_modes.get(backend, TrustMode.OFF)
+        for kind in kinds:
+            if kind == "tools":
+                held = self.ledger.judge(backend, mode, "tool", entry.judged_tools())
+                entry.held[kind] = {entry.shown_name(own): why for own, why in held.items()}
+            else:
+                entry.held[kind] = self.ledger.judge(backend, mode, KIND_OF_LIST[kind], entry.listed(kind))  # type: ignore[arg-type]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self.inbox:
@@ -101,12 +138,19 @@ class Catalog:
                     self.watch.publish(self.view())
                 if isinstance(event, BackendLost):
                     event.published.set()
+                elif isinstance(event, TrustDecided):
+                    event.applied.set()
+                writes = self.ledger.take_writes()
+                if writes is not None and self.trust_writes is not None:
+                    self.trust_writes(writes)
 
     def apply(self, event: CatalogEvent) -> bool:
         """Update state from one event; True when the view changed."""
         if isinstance(event, Reconfigured):
             self.reconfigure(event)
             return True
+        if isinstance(event, TrustLoaded | TrustDecided):
+            return self._trust_news(event)
         entry = self._entries.get(event.id if isinstance(event, ChildEvent) else event.name)
         if entry is None:
             return False
@@ -115,6 +159,7 @@ class Catalog:
             case BackendReady(tools=tools, calls=calls, instructions=instructions, prompts=prompts):
                 entry.take(tools)
                 entry.prompts, entry.resources, entry.templates = prompts, event.resources, event.templates
+                self._judge(entry, LISTS)
                 entry.status = attrs.evolve(
                     status,
                     state=BackendState.READY,
@@ -129,15 +174,18 @@ class Catalog:
                 )
                 logger.bind(backend=status.name).info("ready with {} tools", len(tools))
             case ListChanged(kind="tools", items=tools):
-                if event.announced:  # else news only if the list differs (view_builder)
-                    self._announced.add("tools")
+                if event.announced and not self._trusting(status.name):  # else news only if the list
+                    self._announced.add("tools")  # clients see differs (view_builder)
                 entry.take(tools)
+                self._judge(entry, LISTS[:1])
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, "tools": event.hint})
                 logger.bind(backend=status.name).info("tools changed: now {} tools", len(tools))
             case ListChanged(kind=kind, items=items) if kind in ("prompts", "resources", "templates"):
-                if event.announced:
+                if event.announced and not self._trusting(status.name):
                     self._announced.add(kind)
                 setattr(entry, kind, items)
+                if kind != "resources":
+                    self._judge(entry, (kind,))
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, kind: event.hint})
                 logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
             case BackendLost(error=error):
@@ -152,7 +200,21 @@ class Catalog:
                 entry.status = status.down(BackendState.STOPPED, error)
         return True
 
+    def _trust_news(self, event: TrustLoaded | TrustDecided) -> bool:
+        """What the trust keeper says the store holds now: the backend's lists judged again."""
+        if isinstance(event, TrustLoaded):
+            self.ledger.merge(event.backend, event.trust.baselines, event.trust.held)
+            backend = event.backend
+        else:
+            self.ledger.decide(event.key, event.digest, event.approved, event.by)
+            backend = event.key.backend
+        entry = self._entries.get(backend)
+        if entry is not None:
+            self._judge(entry, LISTS)
+        return True
+
     def view(self) -> CatalogView:
         """The catalog as it stands, as a new snapshot."""
         announced, self._announced = frozenset(self._announced), set()
-        return self._builder.build(self._entries, announced)
+        trust = TrustView(modes=dict(self.trust_modes), held=self.ledger.held())
+        return self._builder.build(self._entries, announced, trust)

@@ -40,6 +40,7 @@ class TemplateRoute:
     backend: str
     prefix: str  # "" or "backend+" when the template collided
     template: str  # the backend's own form of the template
+    held: str | None = None  # why its trust holds it: it routes, so a read under it is refused by name
 
     def owns(self, uri: str) -> str | None:
         """The backend's own URI when `uri` is one this template expands to, else None."""

@@ -11,6 +11,18 @@ from actors.catalog.naming import Route
 from actors.catalog.status import BackendStatus
 from actors.catalog.uris import TemplateRoute
 from actors.protocol.messages import Tool
+from actors.trust import DefinitionKey, Held, TrustMode
+
+
+@attrs.frozen(kw_only=True)
+class TrustView:
+    """What trust holds now, for the operator (the admin listener): each backend's mode, every held record,
+    and the definitions hidden from clients now, each with its public name (held records of forms no
+    longer listed are not hidden: the backend lists another form, shown or held)."""
+
+    modes: Mapping[str, TrustMode] = attrs.field(factory=dict)
+    held: tuple[Held, ...] = ()
+    hidden: Mapping[DefinitionKey, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +44,12 @@ class CatalogView:
     template_routes: tuple[TemplateRoute, ...] = ()  # in config order
     always_prefix: bool = False  # the naming rule is "always-prefix": every URI's public form is prefixed
     resources_version: int = 0  # resources and templates together
+    # held for review by their backends' trust (kept in the routes, so a call is refused by name and no
+    # other backend's name moves): public name (of a tool, of a prompt) -> why, and the held templates
+    held: Mapping[str, str] = attrs.field(factory=dict)
+    held_prompts: Mapping[str, str] = attrs.field(factory=dict)
+    held_templates: tuple[TemplateRoute, ...] = ()
+    trust: TrustView = attrs.field(factory=TrustView)
     # per kind ("tools", "prompts", "resources"): its changes and the changes its backends announced; what
     # list_changed follows (the versions above are what cursors and cached filtered lists follow)
     news: Mapping[str, int] = attrs.field(factory=lambda: dict.fromkeys(("tools", "prompts", "resources"), 0))

@@ -23,8 +23,9 @@ from actors.catalog.naming import (
 )
 from actors.catalog.status import BackendState
 from actors.catalog.uris import TemplateRoute, assign_public_uris, prefixed
-from actors.catalog.view import CatalogView
+from actors.catalog.view import CatalogView, TrustView
 from actors.protocol.messages import Tool
+from actors.trust import DefinitionKey
 
 Value = TypeVar("Value")
 
@@ -64,10 +65,13 @@ class ViewBuilder:
     )
 
     def build(
-        self, entries: Mapping[str, BackendEntry], announced: frozenset[str] = frozenset()
+        self,
+        entries: Mapping[str, BackendEntry],
+        announced: frozenset[str] = frozenset(),
+        trust: TrustView | None = None,
     ) -> CatalogView:
         """The view of these entries (every backend's, in config order); `announced`: the kinds of list a
-        backend has just said changed."""
+        backend has just said changed; `trust`: the modes and held records (the hidden ones are added)."""
         names = assign_public_names(self.order, _lists(entries, "tools"), self.rule)
         routes = _tool_routes(entries, names)
         self._warn_about_names(routes)
@@ -79,6 +83,18 @@ class ViewBuilder:
         patterns = assign_public_uris(self.order, _lists(entries, "templates"), "uriTemplate", always)
         resources = _published(entries, uris, "resources", "uri")
         templates = _published(entries, patterns, "templates", "uriTemplate")
+        template_routes = tuple(
+            TemplateRoute(
+                backend,
+                "" if public == template else prefixed(backend, ""),
+                template,
+                entries[backend].held.get("templates", {}).get(template),
+            )
+            for backend, mine in patterns.items()
+            for template, public in mine.items()
+        )
+        held = _held(entries, names, "tools", "tool")
+        held_prompts = _held(entries, prompt_names, "prompts", "prompt")
         return CatalogView(
             backends={name: entry.status for name, entry in entries.items()},
             tools=tools,
@@ -90,11 +106,7 @@ class ViewBuilder:
             resources=resources,
             templates=templates,
             resource_routes=_routes(uris),
-            template_routes=tuple(
-                TemplateRoute(backend, "" if public == template else prefixed(backend, ""), template)
-                for backend, mine in patterns.items()
-                for template, public in mine.items()
-            ),
+            template_routes=template_routes,
             always_prefix=always,
             resources_version=self._resources.update(
                 (resources, templates), bool(announced & {"resources", "templates"})
@@ -104,6 +116,10 @@ class ViewBuilder:
                 "prompts": self._prompts.news,
                 "resources": self._resources.news,
             },
+            held={public: why for public, (_, why) in held.items()},
+            held_prompts={public: why for public, (_, why) in held_prompts.items()},
+            held_templates=tuple(route for route in template_routes if route.held is not None),
+            trust=_trust_view(trust, entries, held, held_prompts, template_routes),
         )
 
     def _warn_about_names(self, routes: Mapping[str, Route]) -> None:
@@ -130,13 +146,44 @@ def _lists(entries: Mapping[str, BackendEntry], kind: ListKind) -> dict[str, tup
 def _published(
     entries: Mapping[str, BackendEntry], names: PublicNames, kind: ListKind, key: str = "name"
 ) -> tuple[Tool, ...]:
-    """What ready backends offer, under their public names (or URIs)."""
+    """What ready backends offer, under their public names (or URIs), less what their trust holds."""
     published: list[Tool] = []
     for backend, entry in entries.items():
         if entry.status.state is BackendState.READY:
-            mine, listed = names[backend], entry.listed(kind)
+            mine, listed = entry.shown(kind, names[backend]), entry.listed(kind)
             published += entry.memo(kind, listed, mine, partial(renamed, listed, mine, key))
     return tuple(published)
+
+
+def _held(
+    entries: Mapping[str, BackendEntry], names: PublicNames, kind: ListKind, noun: str
+) -> dict[str, tuple[DefinitionKey, str]]:
+    """public name -> the held definition and what a call to it is told, for each held tool or prompt."""
+    held: dict[str, tuple[DefinitionKey, str]] = {}
+    for backend, entry in entries.items():
+        for shown, why in entry.held.get(kind, {}).items():
+            public = names[backend].get(shown)
+            if public is not None:
+                own = entry.originals.get(shown, shown) if kind == "tools" else shown
+                message = f"{noun} '{public}' of backend '{backend}' is held for review: {why}"
+                held[public] = (DefinitionKey(backend, noun, own), message)  # type: ignore[arg-type]
+    return held
+
+
+def _trust_view(
+    trust: TrustView | None,
+    entries: Mapping[str, BackendEntry],
+    held: Mapping[str, tuple[DefinitionKey, str]],
+    held_prompts: Mapping[str, tuple[DefinitionKey, str]],
+    template_routes: tuple[TemplateRoute, ...],
+) -> TrustView:
+    if trust is None:
+        return TrustView()
+    hidden = {key: public for public, (key, _) in (*held.items(), *held_prompts.items())}
+    for route in template_routes:
+        if route.held is not None:
+            hidden[DefinitionKey(route.backend, "template", route.template)] = route.prefix + route.template
+    return attrs.evolve(trust, hidden=hidden)
 
 
 def _tool_routes(entries: Mapping[str, BackendEntry], names: PublicNames) -> dict[str, Route]:

@@ -17,7 +17,7 @@ ACTORS: Final = Path(actors.__file__).parent
 # Bottom first. Packages on one line are peers: neither imports the other.
 LAYERS: Final = (
     ("runtime", "protocol"),  # the runtime knows no MCP; the wire knows no supervisor
-    ("policy", "limits"),  # pure rules and buckets, compiled when the config loads
+    ("policy", "limits", "trust"),  # pure rules, buckets and digests, compiled or judged above
     ("config",),
     ("framing",),
     ("telemetry",),  # meters and traces: written by everything above, read by admin and exporters
