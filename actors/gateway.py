@@ -37,6 +37,7 @@ from actors.backends.list_news import ListNews
 from actors.catalog import Catalog, CatalogEvent, CatalogView
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
+from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
 from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
@@ -48,6 +49,7 @@ from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
+from actors.protocol.errors import GatewayStartError
 from actors.reload import ReloadOutcome
 from actors.reload import reload as reload_config
 from actors.runtime.broadcast import Broadcast
@@ -71,6 +73,9 @@ from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
 from actors.telemetry.meters import Meters
 from actors.telemetry.tracing_switch import open_tracing, tracing_wanted
+from actors.trust import TrustMode
+from actors.trust.sqlite_store import SqliteTrustStore
+from actors.trust.store import TrustStore, TrustStoreUnavailableError
 
 if TYPE_CHECKING:
     from actors.telemetry.tracing import Tracing
@@ -120,6 +125,9 @@ class Gateway:
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
+    trust: TrustKeeper | None = attrs.field(
+        init=False, default=None
+    )  # the trust store's keeper, once started
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
     traced: bool = attrs.field(init=False, default=False)  # [tracing] or OTEL_EXPORTER_OTLP_*ENDPOINT
     tracing: Tracing | None = attrs.field(init=False, default=None)  # while it runs, when traced
@@ -173,6 +181,7 @@ class Gateway:
             inbox=inbox,
             policies={b.name: b.tools for b in config.backends},
             expose_stderr=settings.expose_backend_stderr,
+            trust_modes=config.trust_modes(),
         )
         self.tracing = open_tracing(config) if self.traced else None  # ended (flushed) with the run
         if self.tracing is not None:  # its duration histograms on /metrics too
@@ -231,6 +240,7 @@ class Gateway:
             self.fleet = Fleet.of(config.fleet, self.events, self.limiter, self.list_news)
             self.bridges.key = self.fleet.states.key  # requestStates any replica opens, naming their owner
             await root.start(self.fleet.run)
+        await self._start_trust(root, catalog, events)
         if websocket:
             await self._bind_listeners(catalog.watch)  # ListenError: nothing has started yet
             await self._bind_admin(catalog.watch, stdio)
@@ -247,6 +257,41 @@ class Gateway:
             self.children = await root.start(self._backends, events.clone(), specs)
         if config.gateway.watch_config:
             root.start_soon(watch_file, config.path, partial(self.reload, "the config file changed"))
+
+    async def _start_trust(
+        self, root: trio.Nursery, catalog: Catalog, events: trio.MemorySendChannel[CatalogEvent]
+    ) -> None:
+        """The trust keeper, with the baselines of every backend whose trust is on handed to the catalog
+        before any backend starts. An SQLite store that cannot be opened stops the start (as the audit's
+        does); Redis that does not answer holds those backends' definitions until it does."""
+        store: TrustStore
+        if self.fleet is not None:
+            from actors.fleet.trust_store import RedisTrustStore  # imports coredis: only with [fleet]
+
+            store = RedisTrustStore(self.fleet.settings, self.fleet.store)
+        else:
+            assert self.config.trust.path is not None
+            store = SqliteTrustStore(self.config.trust.path)
+        on_written = self.fleet.relay.publish_trust if self.fleet is not None else None
+        keeper = TrustKeeper(
+            store=store,
+            catalog=events.clone(),  # type: ignore[arg-type]
+            on_written=on_written,
+            flush_s=self.config.gateway.shutdown_s,
+        )
+        catalog.trust_writes, catalog.trust_load = keeper.note, keeper.load_later
+        if self.fleet is not None:
+            self.fleet.relay.on_trust = keeper.load_later
+            self.fleet.store.on_back.append(keeper.retry)
+        trusting = [name for name, mode in self.config.trust_modes().items() if mode is not TrustMode.OFF]
+        try:
+            await keeper.open(trusting)
+        except TrustStoreUnavailableError as exc:
+            if self.fleet is None:
+                raise GatewayStartError(f"cannot open the trust store: {exc}") from None
+        spec = ChildSpec("trust", keeper.run, MIDDLEWARE_POLICY, kind="middleware")
+        await root.start(supervise_alone, spec)
+        self.trust = keeper
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [
@@ -265,7 +310,7 @@ class Gateway:
         editors' gateways on one config all serve, and the first holds the admin port."""
         if self.config.admin is None:
             return
-        admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends)
+        admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends, self.trust)
         try:
             await admin.bind()
         except ListenError as exc:

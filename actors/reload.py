@@ -75,6 +75,7 @@ async def apply(gateway: Gateway, new: Config, change: ConfigDiff) -> None:
             rule=new.gateway.tool_names,
             expose_stderr=new.gateway.expose_backend_stderr,
             fresh=fresh,
+            trust_modes=new.trust_modes(),
         )
     )
     for spec in gateway.backend_specs(name for name in (b.name for b in new.backends) if name in fresh):

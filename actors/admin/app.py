@@ -10,9 +10,13 @@
                    once and then whenever something changes (a backend's state, or a sample each second);
                    at most MAX_EVENT_READERS at once (then 503), and a reader that has not taken an event
                    within SLOW_READER_S is dropped. Each change is encoded once for every reader.
+    GET /trust, GET /trust/diff, POST /trust/approve, POST /trust/reject
+                   the review of held definitions (trust_routes.py); the token is required, and an admin
+                   listener without one answers them 403
 
-Refusals come first: a method other than GET 405; on a loopback host, a Host header that does not name a
-loopback address 421 (a page elsewhere must not read the status through DNS rebinding); with a token
+Refusals come first: a method other than GET 405 (the two trust decisions: other than POST); on a loopback
+host, a Host header that does not name a loopback address 421 (a page elsewhere must not read the status
+through DNS rebinding); with a token
 configured, a request without `Authorization: Bearer <token>` 401, except the page's static files (the page
 itself then sends the token, which it takes from the URL's #token=... or asks for).
 
@@ -36,6 +40,7 @@ from prometheus_client.registry import CollectorRegistry
 from actors.admin.exposition import CONTENT_TYPE, render
 from actors.admin.rates import RateSampler
 from actors.admin.status import StatusModel
+from actors.admin.trust_routes import MAX_BODY_BYTES, TrustRoutes
 from actors.frontends.admission import LOOPBACK_NAMES, parse_host
 from actors.frontends.auth import Refused
 from actors.frontends.http.sse import SSE_HEADERS, Receive, Scope, Send, until_disconnect
@@ -57,6 +62,8 @@ SECURITY_HEADERS: Final = [
 ]
 JSON: Final = b"application/json"
 CHALLENGE: Final = [(b"www-authenticate", b'Bearer realm="mcp-gateway-admin"')]
+DECISIONS: Final = {"/trust/approve": True, "/trust/reject": False}  # POST routes: approve or not
+NEEDS_TOKEN: Final = "the trust routes need the admin token: set [admin] token_env"
 
 
 def _static(name: str) -> bytes:
@@ -78,6 +85,7 @@ class AdminApp:
     registry: CollectorRegistry  # the gateway's own (exposition.py)
     token: str | None = attrs.field(default=None, repr=False)
     loopback: bool = True
+    trust: TrustRoutes | None = None
     _files: dict[str, tuple[bytes, bytes]] = attrs.field(init=False)
     _readers: int = attrs.field(init=False, default=0)  # /events streams open now
     _latest: tuple[int, bytes] = attrs.field(init=False, default=(-1, b""))  # (version, its event)
@@ -108,12 +116,32 @@ class AdminApp:
             await _respond(send, 200, JSON, _json(self.model.status(stderr=self.stderr)))
         elif path == "/events":
             await self._events(receive, send)
+        elif path.startswith("/trust") and self.trust is not None:
+            status, answer = await self._trust(scope, receive, path)
+            await _respond(send, status, JSON, _json(answer))
         else:
             await _respond(send, 404, JSON, _json({"error": f"no such page: {path}"}))
 
+    async def _trust(self, scope: Scope, receive: Receive, path: str) -> tuple[int, dict[str, Any]]:
+        assert self.trust is not None
+        if self.token is None:
+            return 403, {"error": NEEDS_TOKEN}
+        if path == "/trust":
+            return await self.trust.listing()
+        if path == "/trust/diff":
+            return await self.trust.diff(scope.get("query_string", b""))
+        if path in DECISIONS:
+            body = await _body(receive, MAX_BODY_BYTES)
+            if body is None:
+                return 413, {"error": f"a decision's body is at most {MAX_BODY_BYTES} bytes"}
+            client = scope.get("client") or ("?", 0)
+            return await self.trust.decide(body, DECISIONS[path], str(client[0]))
+        return 404, {"error": f"no such page: {path}"}
+
     def _admit(self, scope: Scope, path: str) -> None:
-        if scope["method"] not in ("GET", "HEAD"):
-            raise Refused(405, "only GET", [(b"allow", b"GET")])
+        allowed = ("POST",) if path in DECISIONS else ("GET", "HEAD")
+        if scope["method"] not in allowed:
+            raise Refused(405, f"only {allowed[0]}", [(b"allow", allowed[0].encode())])
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }
@@ -172,6 +200,22 @@ class AdminApp:
         if not whole:
             samples = {name: series[-1:] for name, series in samples.items()}
         return {"status": status, "samples": samples}
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """A request's body, or None past `limit` bytes (then no more of it is read)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _event(data: dict[str, Any]) -> bytes:

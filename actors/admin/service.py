@@ -22,7 +22,9 @@ from actors.admin.history import StateHistory
 from actors.admin.listener import AdminListener
 from actors.admin.rates import RateSampler
 from actors.admin.status import FrontendInfo, StatusModel
+from actors.admin.trust_routes import TrustRoutes
 from actors.catalog import CatalogView
+from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
 from actors.config.admin_schema import AdminSettings
 from actors.runtime.supervisor import (
@@ -64,6 +66,7 @@ class Admin:
         meters: Meters,
         catalog: Watch[CatalogView],
         frontends: Callable[[], Sequence[FrontendInfo]],
+        trust: TrustKeeper | None = None,
     ) -> Admin:
         changed = Watch(0.0)
         history = StateHistory(changed)
@@ -85,6 +88,7 @@ class Admin:
             registry=make_registry(model),
             token=settings.token,
             loopback=settings.loopback,
+            trust=TrustRoutes(catalog=catalog, keeper=trust),
         )
         listener = AdminListener(settings, app)
         return cls(settings=settings, catalog=catalog, history=history, sampler=sampler, listener=listener)

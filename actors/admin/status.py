@@ -26,6 +26,13 @@ from actors.telemetry.meters import BackendMeter, Meters
 SESSIONS_LISTED: Final = 100  # session ids listed per frontend; the count is always whole
 
 
+def view_trust(view: CatalogView, backend: str) -> dict[str, Any]:
+    """A backend's trust mode and how many of its definitions are hidden now."""
+    mode = view.trust.modes.get(backend)
+    hidden = sum(1 for key in view.trust.hidden if key.backend == backend)
+    return {"mode": mode.value if mode is not None else "off", "hidden": hidden}
+
+
 @attrs.frozen
 class FrontendInfo:
     """One frontend as the gateway sees it now: its name, its URL (none for stdio), its sessions' ids."""
@@ -107,12 +114,32 @@ class StatusModel:
             },
             **({"fleet": self.fleet()} if self.fleet is not None else {}),
             "frontends": [frontend.as_json() for frontend in self.frontends()],
+            "trust": self._trust(view),
             "backends": [
                 self._backend(
                     status, self.meters.backend(name), tools[name], now, stderr or status.expose_stderr
                 )
                 for name, status in view.backends.items()
             ],
+        }
+
+    @staticmethod
+    def _trust(view: CatalogView) -> dict[str, Any]:
+        """What trust holds, in brief (definitions and diffs: `mcp-gateway trust`, with the token)."""
+        trust = view.trust
+        return {
+            "held": [
+                {
+                    "id": held.key.shown,
+                    "kind": held.key.kind,
+                    "reason": held.reason.value,
+                    "hidden": held.key in trust.hidden,
+                    "rejected": held.rejected_by is not None,
+                    "digest": held.digest[:12],
+                }
+                for held in trust.held
+            ],
+            "hidden": len(trust.hidden),
         }
 
     def _backend(
@@ -130,6 +157,7 @@ class StatusModel:
             "restarts": meter.restarts,
             "last_error": last_error.as_json(stderr=stderr) if last_error is not None else None,
             "tools": tools,
+            "trust": view_trust(self.catalog.value, status.name),
             "inflight": meter.inflight(),
             "listening": meter.listening(),
             "calls": calls,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from actors.catalog.naming import Route
+from actors.catalog.uri_templates import fits
 from actors.catalog.uris import prefixed, unprefixed
 from actors.catalog.view import CatalogView
+from actors.protocol.codec import clip
 
 
 def resource_route(view: CatalogView, uri: str) -> Route | None:
@@ -33,6 +35,21 @@ def public_uri(view: CatalogView, route: Route, spelled: str | None = None) -> s
         if bare is None or bare == route:
             return route.own
     return prefixed(route.backend, route.own)
+
+
+def held_template(view: CatalogView, route: Route, template: bool = False) -> str | None:
+    """Why a request reaching `route` is refused when it reaches it under a resource template its backend's
+    trust holds (however the URI was spelled: the backend's own URI is what is matched), unless the
+    backend lists that URI itself; with `template`, `route.own` is a template (a completion's ref)."""
+    for held in view.held_templates:
+        if held.backend != route.backend:
+            continue
+        if held.template == route.own if template else fits(held.template, route.own):
+            if not template and route in view.resource_routes.values():
+                return None
+            name = clip(held.prefix + held.template)
+            return f"resource template '{name}' of backend '{route.backend}' is held for review: {held.held}"
+    return None
 
 
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:

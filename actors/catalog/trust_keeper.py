@@ -98,10 +98,22 @@ class TrustKeeper:
 
     async def open(self, backends: Sequence[str]) -> None:
         """At start, before any backend: the store opened and these backends' baselines handed to the
-        catalog; one not loaded now is loaded once the store answers (held as UNKNOWN meanwhile)."""
+        catalog. TrustStoreUnavailableError when the store does not answer: `run` then tries again until it
+        does (their definitions are held as UNKNOWN meanwhile)."""
+        if not backends:
+            return
         self._unloaded.update(backends)
-        if backends:
-            await self._load()
+        self._wake.set()
+        async with self._lock:
+            await self._ensure_open()
+            loaded = await self.store.load(backends)
+        self._unloaded.difference_update(backends)
+        for backend in backends:
+            await self.catalog.send(TrustLoaded(backend, loaded.get(backend, BackendTrust())))
+
+    async def retry(self) -> None:
+        """The store answers again (the fleet's Redis): what waits for it is tried now."""
+        self._wake.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -109,10 +121,9 @@ class TrustKeeper:
             while True:
                 await self._wake.wait()
                 self._wake = trio.Event()
-                written = await self._write() and await self._load()
-                if not written:
-                    with trio.move_on_after(RETRY_S):
-                        await trio.sleep_forever()
+                if not (await self._write() and await self._load()):
+                    with trio.move_on_after(RETRY_S):  # or sooner, when the store says it is back
+                        await self._wake.wait()
                     self._wake.set()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(self.flush_s):

@@ -24,6 +24,7 @@ from actors.catalog.naming import (
 from actors.catalog.status import BackendState
 from actors.catalog.uris import TemplateRoute, assign_public_uris, prefixed
 from actors.catalog.view import CatalogView, TrustView
+from actors.protocol.codec import clip
 from actors.protocol.messages import Tool
 from actors.trust import DefinitionKey
 
@@ -165,7 +166,7 @@ def _held(
             public = names[backend].get(shown)
             if public is not None:
                 own = entry.originals.get(shown, shown) if kind == "tools" else shown
-                message = f"{noun} '{public}' of backend '{backend}' is held for review: {why}"
+                message = f"{noun} '{clip(public)}' of backend '{backend}' is held for review: {why}"
                 held[public] = (DefinitionKey(backend, noun, own), message)  # type: ignore[arg-type]
     return held
 

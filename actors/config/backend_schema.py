@@ -27,6 +27,7 @@ from actors.config.checks import (
     rule,
 )
 from actors.config.tool_policy import ToolPolicy
+from actors.trust import TrustMode
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -112,6 +113,7 @@ class BaseBackend:
     required: bool = False  # the admin listener's /readyz answers 503 while this backend is not ready
     health: HealthConfig = attrs.field(factory=HealthConfig)
     tools: ToolPolicy = attrs.field(factory=ToolPolicy)  # [backends.tools]: allow, deny, rename, annotations
+    trust: TrustMode | None = None  # off, pin, scan or manual; None: [trust] mode (actors/trust/)
     # Roots the backend sees: "none", "client", or a fixed tuple of file:// URIs from the operator. None:
     # "client" when the gateway has no network listener, else "none" (see Config.roots_of).
     roots: RootsMode | tuple[str, ...] | None = None

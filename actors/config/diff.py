@@ -27,7 +27,7 @@ class ConfigDiff:
     changed: tuple[str, ...] = ()  # backends to stop and start again with their new settings
     unchanged: tuple[str, ...] = ()  # backends left running, untouched
     reordered: bool = False  # the backends' order (which the naming rule reads) is new
-    catalog_changed: bool = False  # the naming rule or expose_backend_stderr is new
+    catalog_changed: bool = False  # the naming rule, expose_backend_stderr or [trust] mode is new
     listeners: tuple[str, ...] = ()  # listener tables whose settings changed (new connections get them)
     sessions_changed: bool = False  # what new sessions are built with ([gateway] keys) is new
     guards_changed: tuple[str, ...] = ()  # "[policy]", "[limits]": in force for every session's next request
@@ -92,6 +92,7 @@ def diff(old: Config, new: Config) -> ConfigDiff:
     catalog_changed = (
         old.gateway.tool_names != new.gateway.tool_names
         or old.gateway.expose_backend_stderr != new.gateway.expose_backend_stderr
+        or old.trust.mode != new.trust.mode
     )
     listeners, needs_restart = [], []
     for table in ("websocket", "http"):
@@ -118,6 +119,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         needs_restart.append("[fleet]")
     if old.tracing != new.tracing:
         needs_restart.append("[tracing]")
+    if old.trust.path != new.trust.path:
+        needs_restart.append("[trust] path")
     return ConfigDiff(
         added=added,
         removed=removed,

@@ -42,6 +42,7 @@ from actors.config.resolve import (
 from actors.config.resolve_fleet import resolve_fleet
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.config.tracing_schema import TracingSettings
+from actors.config.trust_schema import TrustSettings, resolve_trust
 from actors.limits import LimitSettings
 from actors.policy.rules import MAX_RULES, Policy
 
@@ -60,6 +61,7 @@ TOP_LEVEL: Final = {
     "stdio": "[stdio]",
     "fleet": "[fleet]",
     "tracing": "[tracing]",
+    "trust": "[trust]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -172,6 +174,14 @@ def _structure(
     tracing = None
     if "tracing" in document:
         tracing = _convert(document["tracing"], TracingSettings, "tracing", problems)
+    trust = TrustSettings()
+    if "trust" in document:
+        trust = _convert(document["trust"], TrustSettings, "trust", problems) or trust
+    trust = resolve_trust(
+        trust, folder, audit.path if audit is not None and audit.postgres_url is None else None
+    )
+    if trust.path is not None and trust.path.is_dir():
+        problems.append(("trust.path", f"{trust.path} is a directory; name a file"))
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -193,6 +203,7 @@ def _structure(
         stdio=stdio,
         fleet=fleet,
         tracing=tracing,
+        trust=trust,
     )
 
 

@@ -30,8 +30,10 @@ from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
 from actors.config.tracing_schema import TracingSettings
+from actors.config.trust_schema import TrustSettings
 from actors.limits import LimitSettings
 from actors.policy.rules import Policy
+from actors.trust import TrustMode
 
 MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
 MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
@@ -129,6 +131,14 @@ class Config:
     stdio: StdioPrincipal | None = None  # [stdio]: the stdio session's principal
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
     tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
+    trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
+
+    def trust_mode(self, backend: BackendConfig) -> TrustMode:
+        """The backend's own `trust`, else [trust] mode."""
+        return backend.trust if backend.trust is not None else self.trust.mode
+
+    def trust_modes(self) -> dict[str, TrustMode]:
+        return {backend.name: self.trust_mode(backend) for backend in self.backends}
 
     def tool_scopes(self) -> dict[str, frozenset[str]]:
         """The scopes each tool needs, as the listeners' [NAME.auth] tables say (both merged)."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actors.catalog import Route
-from actors.catalog.resource_routes import template_owner
+from actors.catalog.resource_routes import held_template, template_owner
 from actors.policy import Target
 from actors.protocol.errors import INVALID_PARAMS, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId
 from actors.session import guard
-from actors.session.fields import backend_down, invalid_field
+from actors.session.fields import backend_down, held_error, invalid_field
 from actors.session.forward import Forward
 
 if TYPE_CHECKING:
@@ -51,6 +51,15 @@ def complete(d: Dispatcher, request_id: RequestId, params: Params) -> Message | 
     refused = guard.refuse_completion(d, request_id, target)
     if refused is not None:
         return refused
+    why = (
+        view.held_prompts.get(str(name))
+        if kind == "ref/prompt"
+        else held_template(view, route, template=True)
+        if view.held_templates
+        else None
+    )
+    if why is not None:
+        return ErrorResponse(request_id, held_error(why, route.backend, "ref", str(name or uri)))
     if not status.ready:
         return ErrorResponse(request_id, backend_down(str(name or uri), status, "ref"))
     return Forward(status, "completion/complete", {**params, "ref": own_ref})

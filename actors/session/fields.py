@@ -68,6 +68,11 @@ def backend_down(name: str, status: BackendStatus, kind: str = "tool") -> Any:
     )
 
 
+def held_error(why: str, backend: str, kind: str, name: str) -> RpcError:
+    """What a call to a definition its backend's trust holds gets: never sent to the backend."""
+    return rpc_error(INVALID_PARAMS, why, backend=backend, held=True, **{kind: clip(name)})
+
+
 def too_many(max_inflight: int) -> RpcError:
     """What a request past the session's max_inflight unanswered ones gets."""
     limit = max_inflight

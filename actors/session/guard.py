@@ -29,6 +29,7 @@ from actors.policy import Decision, Target
 from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, RequestId
+from actors.session.fields import held_error
 
 if TYPE_CHECKING:
     from actors.session.dispatcher import Dispatcher
@@ -135,12 +136,23 @@ def refuse_round(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorR
     refused as the first round would have been."""
     decision = decide(d, target)
     if not denied(d, request_id, decision):
-        return None
+        return held_round(d, request_id, target)
     if target.tool or target.prompt:
         kind = "tool" if target.tool else "prompt"
         return unknown(request_id, kind, target.tool or target.prompt)
     message = f"Resource not found: {clip(target.uri)}"
     return ErrorResponse(request_id, rpc_error(RESOURCE_NOT_FOUND, message, uri=target.uri))
+
+
+def held_round(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
+    """A later round of a call whose tool or prompt its backend's trust holds now (it changed mid-call):
+    refused as the first round would be."""
+    view = d.catalog.value
+    kind, name = ("tool", target.tool) if target.tool else ("prompt", target.prompt)
+    held = view.held if kind == "tool" else view.held_prompts
+    if not (held and name and name in held):
+        return None
+    return ErrorResponse(request_id, held_error(held[name], target.backend, kind, name))
 
 
 def visible(d: Dispatcher, key: str, items: tuple[Item, ...], version: int) -> tuple[tuple[Item, ...], int]:

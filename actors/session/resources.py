@@ -9,13 +9,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from actors.catalog import BackendStatus, Route
-from actors.catalog.resource_routes import resource_route, with_public_uri
+from actors.catalog.resource_routes import held_template, resource_route, with_public_uri
 from actors.protocol.codec import clip
 from actors.protocol.errors import RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
 from actors.protocol.pages import page
 from actors.session import guard
-from actors.session.fields import backend_down, invalid_field
+from actors.session.fields import backend_down, held_error, invalid_field
 from actors.session.forward import Forward
 from actors.session.settings import TOO_MANY_REQUESTS
 
@@ -119,6 +119,9 @@ def owner(
     refused = guard.refuse_uri(d, request_id, method, route, uri) if method else None
     if refused is not None:
         return refused
+    why = held_template(view, route) if view.held_templates and method else None
+    if why is not None:
+        return ErrorResponse(request_id, held_error(why, route.backend, "uri", uri))
     if not status.ready:
         return ErrorResponse(request_id, backend_down(uri, status, "resource"))
     return status, route.own, uri

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from actors.catalog import Route
 from actors.protocol.messages import ErrorResponse, Params, RequestId
 from actors.session import guard
-from actors.session.fields import backend_down, named_error
+from actors.session.fields import backend_down, held_error, named_error
 from actors.session.forward import Forward
 
 if TYPE_CHECKING:
@@ -26,19 +26,23 @@ def forward_named(
     policy_checked: bool = False,
 ) -> Forward | ErrorResponse:
     """A request naming a tool or prompt by its public name: to the owner, under the owner's name, when
-    the [policy] lets this caller (unless `policy_checked` already)."""
+    the [policy] lets this caller (unless `policy_checked` already) and its trust does not hold it."""
     error = named_error(params)
     if error is not None:
         return ErrorResponse(request_id, error)
     name: str = params["name"]
     route = routes.get(name)
-    status = d.catalog.value.backends.get(route.backend) if route is not None else None
+    view = d.catalog.value
+    status = view.backends.get(route.backend) if route is not None else None
     if route is None or status is None:
         return guard.unknown(request_id, kind, name)
     target = guard.named_target(method, kind, name, route)  # each later round of the call is judged by it
     refused = None if policy_checked else guard.refuse_target(d, request_id, kind, name, target)
     if refused is not None:
         return refused
+    held = view.held if kind == "tool" else view.held_prompts
+    if held and name in held:  # held for review: one look-up, and only while anything is held
+        return ErrorResponse(request_id, held_error(held[name], route.backend, kind, name))
     if not status.ready:
         return ErrorResponse(request_id, backend_down(name, status, kind))
     return Forward(
