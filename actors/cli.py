@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, token."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, trust, token."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import trio
 from loguru import logger
 
 from actors import __version__, cli_token
-from actors.admin import status_command
+from actors.admin import status_command, trust_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
 from actors.config.advice import advice
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
     status_command.add_parser(commands, default_config)
+    trust_command.add_parser(commands, default_config)
     cli_token.add_parser(commands, default_config)
     for command in (serve, check, tools, reload):
         command.add_argument(
@@ -79,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "status":  # a client of a running gateway: no logging, no gateway of its own
         return status_command.run(args)
+    if args.command == "trust":  # the same, for the review of held definitions
+        return trust_command.run(args)
     if args.command == "token":  # reads the listeners' [NAME.auth] only; stdout is the token alone
         return cli_token.run(args)
     _check_log_options(parser, args)

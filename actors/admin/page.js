@@ -106,6 +106,7 @@ function renderBackend(backend) {
     ["pid", backend.pid ?? "–"], ["eras", backend.eras ?? "–"], ["uptime", duration(backend.uptime_s)],
     ["restarts", backend.restarts], ["tools", backend.tools],
     ["in flight", backend.inflight + (backend.listening ? " · listening" : "")], ["calls", backend.calls],
+    ["trust", backend.trust.mode + (backend.trust.hidden ? ` · ${backend.trust.hidden} held` : "")],
   ];
   article.querySelector(".facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
   const error = backend.reason || (backend.last_error ? `last error (${clock(backend.last_error.at)}): ${backend.last_error.reason}` : "");
@@ -178,10 +179,22 @@ function takeSamples(samples) {
   }
 }
 
+function renderTrust(trust) {
+  const held = trust.held.map((entry) => {
+    const state = entry.rejected ? "rejected" : entry.hidden ? "hidden" : "not listed now";
+    const item = el("li", `${entry.kind} ${entry.id}: ${entry.reason}, ${state} (digest ${entry.digest})`);
+    item.dataset.held = entry.id;
+    return item;
+  });
+  document.getElementById("held").replaceChildren(...held);
+  document.getElementById("trust").hidden = held.length === 0;
+}
+
 function render(snapshot) {
   takeSamples(snapshot.samples);
   renderHeader(snapshot.status.gateway);
   renderTree(snapshot.status);
+  renderTrust(snapshot.status.trust);
   const names = new Set(snapshot.status.backends.map((b) => b.name));
   for (const article of document.querySelectorAll("article[data-backend]")) {
     if (!names.has(article.dataset.backend)) article.remove();

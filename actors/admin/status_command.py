@@ -95,12 +95,18 @@ def other_gateways(config_path: str, shown: object) -> str:
 
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None]:
+    return admin_address(args, "status")
+
+
+def admin_address(args: argparse.Namespace, command: str) -> tuple[str, str | None]:
+    """The admin listener's URL and token, from --url (and $MCP_GATEWAY_ADMIN_TOKEN) or the config's
+    [admin] table; StatusError when the config cannot say."""
     if args.url:
         return args.url.rstrip("/"), os.environ.get(TOKEN_VARIABLE, "").strip() or None
     path = config_of(args)
-    missing = missing_config(path, "status")
+    missing = missing_config(path, command)
     if missing is not None:
-        raise StatusError(missing.removeprefix("mcp-gateway status: "), EXIT_CONFIG_ERROR)
+        raise StatusError(missing.removeprefix(f"mcp-gateway {command}: "), EXIT_CONFIG_ERROR)
     try:
         config = load_config(path)
     except ConfigError as exc:

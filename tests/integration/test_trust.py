@@ -4,12 +4,13 @@ approves or rejects it with `mcp-gateway trust` through the admin listener."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+import httpx2
 import orjson
 import pytest
 import trio
@@ -18,43 +19,17 @@ from mcp.client.streamable_http import streamable_http_client
 from sdk_websocket import websocket_client
 from support import (
     DEADLINE_S,
-    ROOT,
     Notifications,
     running,
     sdk_client,
-    toml_value,
     tool_names,
     with_http,
     with_websocket,
 )
+from trust_support import rugpull_config
 
-RUGPULL: Final = ROOT / "tests" / "backends" / "rugpull.py"
 MODERN: Final = "2026-07-28"
 CHANGED: Final = "notifications/tools/list_changed"
-
-
-def rugpull_config(tmp_path: Path, *flags: str, trust: str = "pin", **gateway: Any) -> Path:
-    """A gateway of the rug-pull backend (its state in tmp_path), its trust and baselines in tmp_path."""
-    args = [str(RUGPULL), "--state-file", str(tmp_path / "rugpull.json"), *flags]
-    lines = [
-        "[gateway]",
-        *(f"{key} = {toml_value(value)}" for key, value in gateway.items()),
-        "[trust]",
-        f"mode = {toml_value(trust)}",
-        f"path = {toml_value(str(tmp_path / 'trust.sqlite3'))}",
-        "[[backends]]",
-        'name = "rugpull"',
-        f"command = {toml_value(sys.executable)}",
-        f"args = {toml_value(args)}",
-        "[backends.restart]",
-        "backoff_initial_s = 0.05",
-        "backoff_max_s = 0.2",
-        "[backends.health]",
-        "interval_s = 0",
-    ]
-    path = tmp_path / "gateway.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 async def fetched(client: Client) -> int:
@@ -165,14 +140,112 @@ async def test_a_flapping_definition_keeps_one_held_record_and_a_bounded_log(tmp
         assert events == 8  # its pin and seven holds: a definition's events between two decisions
 
 
-def trust_command(*args: str, token: str | None = "sekrit") -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", **({"MCP_GATEWAY_ADMIN_TOKEN": token} if token else {})}
-    return subprocess.run(
-        [sys.executable, "-m", "actors", "trust", *args],
-        capture_output=True,
-        text=True,
-        cwd=str(ROOT),
-        env=env,
-        timeout=DEADLINE_S,
-        check=False,
+TOKEN_ENV: Final = "TRUST_TEST_ADMIN_TOKEN"
+TOKEN: Final = "trust-test-token-0123456789"
+
+
+def with_admin_token(config: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    config.write_text(config.read_text() + f'\n[admin]\nport = 0\ntoken_env = "{TOKEN_ENV}"\n')
+    return config
+
+
+async def trust(url: str, *args: str, token: str | None = TOKEN) -> tuple[int, str]:
+    """`mcp-gateway trust --url URL ARGS`, run as a process (the gateway answers in this one)."""
+    env = {key: value for key, value in os.environ.items() if key != "MCP_GATEWAY_ADMIN_TOKEN"}
+    env |= {"MCP_GATEWAY_ADMIN_TOKEN": token} if token else {}
+    argv = [sys.executable, "-m", "actors", "trust", "--url", url, *args]
+    with trio.fail_after(DEADLINE_S):
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False, env=env)
+    return done.returncode, (done.stdout + done.stderr).decode()
+
+
+async def test_operators_review_with_the_trust_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = with_admin_token(
+        with_websocket(rugpull_config(tmp_path, "--change-after", "1", "--rename-after", "2")), monkeypatch
     )
+    async with running(config) as gateway:
+        assert gateway.admin is not None and gateway.websocket_url is not None
+        url = gateway.admin.url
+        heard = Notifications()
+        async with websocket_client(gateway.websocket_url, message_handler=heard.handle) as client:
+            code, said = await trust(url, "list")
+            assert code == 0 and "nothing is held" in said and "rugpull pin" in said
+            await client.call_tool("fetch", {"url": "https://example.com"})
+            await heard.wait_for(CHANGED, 1)
+            code, said = await trust(url, "list", token=None)
+            assert code == 1 and "needs its bearer token" in said
+            code, said = await trust(url, "list")
+            assert code == 0 and "rugpull/fetch  tool  changed  hidden  digest " in said, said
+            code, diff = await trust(url, "diff", "rugpull/fetch")
+            assert code == 0, diff
+            assert "findings: 2" in diff and "instruction at description" in diff
+            assert "sensitive-path at description" in diff and "html-comment" not in diff
+            assert '-  "description": "Fetch a URL and return its text.",' in diff
+            assert '+  "description": "Fetch a URL and return its text. <IMPORTANT>' in diff
+            digest = diff.split(" -> held ")[1].split()[0]
+            code, said = await trust(url, "approve", "rugpull/fetch", "--digest", "0" * 12)
+            assert code == 1 and "changed since it was reviewed" in said
+            code, said = await trust(url, "approve", "rugpull/nothing")
+            assert code == 1 and "nothing is held under rugpull/nothing" in said
+            code, said = await trust(url, "approve", "rugpull/fetch", "--digest", digest[:12], "--by", "ana")
+            assert code == 0 and f"approved tool rugpull/fetch (digest {digest[:12]})" in said
+            await heard.wait_for(CHANGED, 2)
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert "<IMPORTANT>" in (listed["fetch"].description or "")  # approved as it is now
+            await client.call_tool("fetch", {"url": "https://example.com"})  # the second call: a rename
+            await heard.wait_for(CHANGED, 3)
+            assert {"fetch", "fetch_v2"}.isdisjoint(await tool_names(client))
+            code, said = await trust(url, "list")
+            assert "rugpull/fetch_v2  tool  renamed from fetch  hidden" in said
+            code, said = await trust(url, "reject", "rugpull/fetch_v2", "--by", "ana")
+            assert code == 0 and "rejected tool rugpull/fetch_v2" in said
+            code, said = await trust(url, "list")
+            assert "rugpull/fetch_v2  tool  renamed from fetch  rejected" in said
+            await refused_as_held(client, "fetch_v2")
+            assert heard.count(CHANGED) == 3  # a rejection changes nothing a client sees
+            assert await fetched(client) == 2
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}) as http:
+            log = (await http.get(f"{url}/trust")).json()["events"]
+            approved = next(event for event in log if event["event"] == "approved")
+            assert approved["by"] == "ana (127.0.0.1)" and approved["new"] == digest
+            assert approved["old"] is not None and approved["old"] != digest
+            status = (await http.get(f"{url}/status")).json()
+            held = {entry["id"] for entry in status["trust"]["held"]}
+            assert held == {"rugpull/fetch_v2", "rugpull/summarize", "rugpull/pages://{id}"}
+            assert status["backends"][0]["trust"] == {"mode": "pin", "hidden": 3}
+
+
+async def test_the_trust_routes_need_the_admin_token_and_refuse_bad_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_config = rugpull_config(tmp_path)
+    open_config.write_text(open_config.read_text() + "\n[admin]\nport = 0\n")
+    async with running(open_config) as gateway, httpx2.AsyncClient() as http:
+        assert gateway.admin is not None
+        for method, path in (("GET", "/trust"), ("GET", "/trust/diff?name=a/b"), ("POST", "/trust/approve")):
+            answer = await http.request(method, gateway.admin.url + path, json={})
+            assert answer.status_code == 403 and "token_env" in answer.json()["error"]
+    config = with_admin_token(rugpull_config(tmp_path), monkeypatch)
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    async with running(config) as gateway, httpx2.AsyncClient(headers=bearer) as http:
+        assert gateway.admin is not None
+        approve = gateway.admin.url + "/trust/approve"
+        assert (await http.get(approve)).status_code == 405
+        assert (await http.post(gateway.admin.url + "/trust")).status_code == 405
+        for body, status in (
+            (b"not json", 400),
+            (b"[1]", 400),
+            (orjson.dumps({"name": 7}), 400),
+            (orjson.dumps({"name": "no-slash"}), 400),
+            (orjson.dumps({"name": "a/b", "kind": "widget"}), 400),
+            (orjson.dumps({"name": "a/b", "digest": "xyz"}), 400),
+            (orjson.dumps({"name": "a/b", "by": ["x"]}), 400),
+            (orjson.dumps({"name": "a/b\x1b[2J"}), 404),
+            (b"{" + b" " * 20_000 + b"}", 413),
+        ):
+            answer = await http.post(approve, content=body)
+            assert answer.status_code == status, (body[:40], answer.text)
+            assert "\x1b" not in answer.text

@@ -12,6 +12,7 @@ import trio
 from admin_support import admin_gateway, backend_of, with_admin
 from headless import DevToolsError, Page, chromium_or_skip, open_page
 from support import backend_entry, write_config
+from trust_support import rugpull_config
 
 SLOW_RESTART = {"backoff_initial_s": 30.0, "backoff_max_s": 30.0}  # restarting for the rest of the test
 
@@ -92,3 +93,23 @@ async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path)
                 "document.querySelector('article[data-backend=\"alpha\"] .error').textContent"
             )
             assert "signal" in error or "SIGKILL" in error or "-9" in error, error
+
+
+async def test_the_status_page_lists_held_definitions(tmp_path: Path) -> None:
+    """A rug pull: the backend's tool changes after its first call; the page shows it held (live)."""
+    chromium_or_skip()
+    config = with_admin(rugpull_config(tmp_path, "--change-after", "1"))
+    shot = tmp_path / "status-page.png"
+    async with admin_gateway(config, tmp_path / "gateway.log") as gateway:
+        await gateway.client.initialize()
+        async with open_page(gateway.url + "/", tmp_path / "profile") as page:
+            await expect(page, f'{card_state("rugpull")} === "ready"', "rugpull ready", shot)
+            assert await page.evaluate('document.getElementById("trust").hidden')
+            await gateway.client.call(1, "fetch", url="https://example.com")
+            assert "result" in await gateway.client.answer_to(1)
+            held = 'document.querySelector(\'#held li[data-held="rugpull/fetch"]\')?.textContent ?? ""'
+            await expect(page, f"{held}.includes('changed, hidden')", "fetch held", shot)
+            facts = await page.evaluate(
+                "document.querySelector('article[data-backend=\"rugpull\"] .facts').textContent"
+            )
+            assert "trustpin · 3 held" in facts, facts
