@@ -78,6 +78,7 @@ class TrustKeeper:
     _events: list[TrustEvent] = attrs.field(factory=list)
     _dropped: int = 0  # events past MAX_PENDING_EVENTS since the last write
     _unloaded: set[str] = attrs.field(factory=set)
+    _known: set[str] = attrs.field(factory=set)  # backends loaded or asked for: loaded again by `retry`
     _wake: trio.Event = attrs.field(factory=trio.Event)
     _lock: trio.Lock = attrs.field(factory=trio.Lock)  # one store operation at a time
     _opened: bool = False
@@ -94,6 +95,7 @@ class TrustKeeper:
     def load_later(self, backends: Sequence[str]) -> None:
         """Backends whose baselines the catalog needs (new in the config, or changed on another replica)."""
         self._unloaded.update(backends)
+        self._known.update(backends)
         self._wake.set()
 
     async def open(self, backends: Sequence[str]) -> None:
@@ -103,6 +105,7 @@ class TrustKeeper:
         if not backends:
             return
         self._unloaded.update(backends)
+        self._known.update(backends)
         self._wake.set()
         async with self._lock:
             await self._ensure_open()
@@ -112,7 +115,9 @@ class TrustKeeper:
             await self.catalog.send(TrustLoaded(backend, loaded.get(backend, BackendTrust())))
 
     async def retry(self) -> None:
-        """The store answers again (the fleet's Redis): what waits for it is tried now."""
+        """The store answers again (the fleet's Redis): what waits for it is tried now, and every backend's
+        trust is loaded again (another replica's notices may have been lost meanwhile)."""
+        self._unloaded.update(self._known)
         self._wake.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -9,6 +9,8 @@ Channels (under `key_prefix`):
                       {"from", "backend", "changed"}: a backend's own server announced a list change (the
                       list_changed method), which every other replica's actor of it lists again (and never
                       announces again); one per backend and method waits in the outbox at most. And
+                      {"from", "trust": backend}: a replica wrote that backend's trust (baselines, held
+                      definitions, a decision), which every other replica loads again. And
                       {"from", "told", "method", "params"}: a notification a legacy session's client sent
                       to this replica (initialized, cancelled, roots/list_changed) for the copies of the
                       session (named by its digest) on the others: where a request it cancels runs, the
@@ -67,6 +69,7 @@ class Outgoing:
     payload: bytes
     unheard: Deliver | None = None  # called with the payload when no replica subscribed to the channel
     change: tuple[str, str] | None = None  # a list change's (backend, method): waiting until published
+    trust: str | None = None  # a trust notice's backend: waiting until published
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -87,10 +90,12 @@ class FleetRelay:
     # by a session's client to another replica
     on_list_changed: Callable[[str, str], object] | None = None  # (backend, method) announced elsewhere
     on_rejoined: Callable[[], object] | None = None  # Redis answers again: this replica's lists are checked
+    on_trust: Callable[[list[str]], object] | None = None  # another replica wrote these backends' trust
     _changes: set[tuple[str, str]] = attrs.field(factory=set)  # list changes in the outbox: coalesced
     # list changes of backends here not published (Redis away): published when it answers again; one per
     # backend and method, so bounded by the config
     _missed: set[tuple[str, str]] = attrs.field(factory=set)
+    _trusts: set[str] = attrs.field(factory=set)  # trust notices in the outbox: one per backend
     _receivers: dict[str, list[Deliver]] = attrs.field(factory=dict)  # channel -> the GET streams here
     _pubsub: Any = None
     _outbox_send: trio.MemorySendChannel[Outgoing] = attrs.field(init=False)
@@ -146,6 +151,16 @@ class FleetRelay:
             self._changes.add(change)
         else:
             self._missed.add(change)
+
+    def publish_trust(self, backend: str) -> None:
+        """This replica wrote `backend`'s trust: the other replicas load it again. One per backend waits in
+        the outbox; a notice that cannot be sent is made up for when Redis answers again (every replica then
+        loads every backend's trust: catalog/trust_keeper.py `retry`)."""
+        if backend in self._trusts:
+            return
+        payload = {"from": self.settings.replica, "trust": backend}
+        if self._send(Outgoing(self.notices, orjson.dumps(payload), trust=backend)):
+            self._trusts.add(backend)
 
     async def catch_up(self) -> None:
         """Redis answers again (FleetStore.on_back): news may have been lost both ways while it was away.
@@ -207,6 +222,8 @@ class FleetRelay:
         async for outgoing in self._outbox:
             if outgoing.change is not None:  # announced again from here on: published again
                 self._changes.discard(outgoing.change)
+            if outgoing.trust is not None:
+                self._trusts.discard(outgoing.trust)
             try:
                 heard = await self.store.command(
                     lambda client, o=outgoing: client.publish(o.channel, o.payload)  # type: ignore[misc]
@@ -278,6 +295,11 @@ class FleetRelay:
             return
         if "told" in notice:
             self._told(notice)
+            return
+        trust = notice.get("trust")
+        if isinstance(trust, str):
+            if self.on_trust is not None and len(trust) <= MAX_NAME_CHARS:
+                self.on_trust([trust])
             return
         backend, uri, changed = notice.get("backend"), notice.get("uri"), notice.get("changed")
         if isinstance(backend, str) and isinstance(changed, str) and changed in CHANGES:
