@@ -67,6 +67,26 @@ EMBEDDED: Final = re.compile(
 )
 
 
+# Where each alternative of PHRASES begins (lowercase): it is tried only where one of these is.
+PHRASE_STARTS: Final = (
+    "ignore", "disregard", "do", "never", "without", "the user", "before", "prior", "<", "[", "new",
+    "updated", "override", "you are now", "this", "these",
+)  # fmt: skip
+# What PATHS and URLS cannot match without: only the text around these is searched.
+AROUND: Final = (
+    (
+        "sensitive-path",
+        PATHS,
+        (".ssh", "id_", ".env", ".aws", ".netrc", ".npmrc", ".pgpass", ".git-credentials", ".kube",
+         ".docker", "keychain", "find-", "/etc/", ".gnupg", "mcp.json", "gcloud", "credentials.json"),
+    ),
+    ("url-data", URLS, ("://", "data:")),
+)  # fmt: skip
+WINDOW_MARGIN: Final = 160  # characters searched either side of a trigger: longer than any path or URL start
+MAX_WINDOW_CHARS: Final = 128 * 1024  # searched per pattern at most (a flood of triggers: a bounded cost)
+MAX_TRIGGERS: Final = 4096  # trigger positions tried per word at most
+
+
 @attrs.frozen(slots=True)
 class Finding:
     kind: str  # hidden, control, html-comment, instruction, sensitive-path, url-data, too-large
@@ -121,20 +141,57 @@ def scan(definition: dict[str, Any]) -> tuple[Finding, ...]:
         around = text[max(field_start, start - 24) : min(field_end, end + 40)]
         findings.append(Finding(kind, where, reveal(around)[:EXCERPT_CHARS]))
 
-    for kind, pattern in (
-        ("hidden", HIDDEN),
-        ("control", CONTROLS),
-        ("html-comment", HTML_COMMENT),
-        ("instruction", PHRASES),
-        ("sensitive-path", PATHS),
-    ):
-        for match in pattern.finditer(text):
+    for kind, pattern in (("hidden", HIDDEN), ("control", CONTROLS), ("html-comment", HTML_COMMENT)):
+        for match in pattern.finditer(text):  # character classes and a literal: fast over any length
             found(kind, match.start(), match.end())
-    for match in URLS.finditer(text):
-        url = match.group(0)
-        if EMBEDDED.search(url) is not None:
-            found("url-data", match.start(), match.end())
+            if len(findings) >= MAX_FINDINGS:
+                return tuple(findings)
+    lower = text.lower()
+    if len(lower) != len(text):  # a character whose lowercase is longer: positions would not line up
+        lower = "".join(char if len(char.lower()) != 1 else char.lower() for char in text)
+    for at in _positions(lower, PHRASE_STARTS):
+        match = PHRASES.match(text, at)  # tried where a phrase can start: a few us each, not per character
+        if match is not None:
+            found("instruction", match.start(), match.end())
+    for kind, pattern, triggers in AROUND:
+        for start, end in _windows(_positions(lower, triggers), len(text)):
+            for match in pattern.finditer(text, start, end):
+                if kind != "url-data" or EMBEDDED.search(match.group(0)) is not None:
+                    found(kind, match.start(), match.end())
+        if len(findings) >= MAX_FINDINGS:
+            break
     return tuple(findings)
+
+
+def _positions(lower: str, triggers: tuple[str, ...]) -> list[int]:
+    """Where each trigger is, in order (at most MAX_TRIGGERS of each)."""
+    hits: list[int] = []
+    for trigger in triggers:
+        at, count = lower.find(trigger), 0
+        while at >= 0 and count < MAX_TRIGGERS:
+            hits.append(at)
+            count += 1
+            at = lower.find(trigger, at + 1)
+    return sorted(hits)
+
+
+def _windows(hits: list[int], size: int) -> list[tuple[int, int]]:
+    """The stretches around `hits` (merged, at most MAX_WINDOW_CHARS in all) where a pattern that needs a
+    trigger may match: its alternatives cost ~0.5 us per character tried, so a megabyte is read only where
+    a trigger is."""
+    windows: list[tuple[int, int]] = []
+    total = 0
+    for at in hits:
+        start, end = max(at - WINDOW_MARGIN, 0), min(at + WINDOW_MARGIN, size)
+        if windows and start <= windows[-1][1]:
+            total += max(end - windows[-1][1], 0)
+            windows[-1] = (windows[-1][0], max(end, windows[-1][1]))
+        else:
+            total += end - start
+            windows.append((start, end))
+        if total >= MAX_WINDOW_CHARS:
+            break
+    return windows
 
 
 Path = tuple[Any, str] | None  # (parent, segment): built into text only for a finding

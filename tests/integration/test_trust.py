@@ -20,6 +20,7 @@ from sdk_websocket import websocket_client
 from support import (
     DEADLINE_S,
     Notifications,
+    connect,
     running,
     sdk_client,
     tool_names,
@@ -249,3 +250,40 @@ async def test_the_trust_routes_need_the_admin_token_and_refuse_bad_requests(
             answer = await http.post(approve, content=body)
             assert answer.status_code == status, (body[:40], answer.text)
             assert "\x1b" not in answer.text
+
+
+async def test_hostile_definitions_are_scanned_held_and_kept_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1 MB description, a schema 240 JSON levels deep and hidden and control characters, under trust =
+    "scan": the too-large and the hidden are held with their findings, the deep one (nothing to find) is
+    listed and called, and what is kept of the 1 MB one is its 64 KiB review text. (Raw frames: the SDK's
+    client does not take a schema that deep.)"""
+    flags = ("--huge", str(1 << 20), "--deep", "120", "--controls")
+    config = with_admin_token(with_websocket(rugpull_config(tmp_path, *flags, trust="scan")), monkeypatch)
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None and gateway.admin is not None
+        async with connect(gateway.websocket_url) as client:
+            await client.request(2, "tools/list", {})
+            names = [tool["name"] for tool in (await client.answer_to(2))["result"]["tools"]]
+            assert {"fetch", "add", "deep"} <= set(names) and {"huge", "controls"}.isdisjoint(names)
+            await client.call(3, "deep")
+            assert (await client.answer_to(3))["result"]["content"][0]["text"] == "deep called"
+            for number, tool in enumerate(("huge", "controls"), start=4):
+                await client.call(number, tool)
+                error = (await client.answer_to(number))["error"]
+                assert "the scan of its definition found something" in error["message"]
+        bearer = {"authorization": f"Bearer {TOKEN}"}
+        async with httpx2.AsyncClient(headers=bearer, timeout=DEADLINE_S) as http:
+            diff_of = gateway.admin.url + "/trust/diff"
+            diff = (await http.get(diff_of, params={"name": "rugpull/controls"})).json()
+            kinds = {finding["kind"] for finding in diff["findings"]}
+            assert {"hidden", "control", "html-comment", "instruction", "sensitive-path"} <= kinds
+            assert "\\u200b" in diff["diff"] and "\\u001b" in diff["diff"] and "\u200b" not in diff["diff"]
+            huge = (await http.get(diff_of, params={"name": "rugpull/huge"})).json()
+            assert huge["findings"][0]["kind"] == "too-large"
+    with sqlite3.connect(tmp_path / "trust.sqlite3") as db:
+        sizes = dict(db.execute("SELECT name, LENGTH(record) FROM held"))
+        assert set(sizes) == {"huge", "controls"} and sizes["huge"] < 80_000
+        (largest,) = db.execute("SELECT MAX(LENGTH(text)) FROM baselines").fetchone()
+        assert largest < 80_000
