@@ -23,6 +23,7 @@ from actors.gateway import SETTLE_MARGIN_S, Gateway
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.control import ControlFiles
 from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, escape_controls, report
+from actors.runtime.supervisor import leaves
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 CONFIG_VARIABLE: Final = "MCP_GATEWAY_CONFIG"  # the default of --config where it is set (the container image)
@@ -131,9 +132,10 @@ def _run(main: Callable[..., Awaitable[int]], *args: object) -> int:
     try:
         code = trio.run(main, *args)
     except* GatewayStartError as failed:
-        for error in failed.exceptions:
+        errors = leaves(failed)  # `tools` runs the gateway in a nursery of its own: a group within a group
+        for error in errors:
             report(f"mcp-gateway: {error}")
-        if all(isinstance(error, ListenError) for error in failed.exceptions):
+        if all(isinstance(error, ListenError) for error in errors):
             code = EXIT_CONFIG_ERROR  # the config names an address this machine cannot give it
     return code
 

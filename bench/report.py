@@ -13,6 +13,7 @@ from clients import Sample
 from policy_cost import print_policy
 from tracing_cost import TARGET as TRACING_TARGET
 from tracing_cost import TRACED, tracing_table
+from trust_cost import print_trust
 
 GATEWAY: Final = "gateway stdio"
 RELAY: Final = "floor: trio relay"
@@ -202,6 +203,8 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
         )
     if "policy" in scenarios:
         print_policy(scenarios["policy"])
+    if "trust" in scenarios:
+        print_trust(scenarios["trust"])
     if "scale" in scenarios:
         for c in scenarios["scale"]["catalogs"]:
             print(

@@ -51,6 +51,7 @@ from scenarios import (
     idle_websocket_sessions,
 )
 from tracing_cost import COMPARED_TRACED, TRACED, otlp_sink, traced
+from trust_cost import trust_cost
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BACKENDS: Final = {
@@ -246,6 +247,8 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["kill"] = await backend_kill(folder, args.kills, args.kill_in_flight)
     if "policy" in chosen:
         results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
+    if "trust" in chosen:
+        results["trust"] = await trust_cost(folder, args.rounds, args.seconds * 2)
     if "scale" in chosen:
         sizes = [tuple(int(n) for n in size.split("x")) for size in args.scale_sizes.split(",")]
         results["scale"] = await catalog_scale(
@@ -278,8 +281,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--scenarios",
-        default="catalog,memory,sessions,kill,policy,scale,rss",
-        help="extra scenarios, comma-separated, or none (default: all seven)",
+        default="catalog,memory,sessions,kill,policy,trust,scale,rss",
+        help="extra scenarios, comma-separated, or none (default: all eight)",
     )
     parser.add_argument(
         "--scale-sizes",

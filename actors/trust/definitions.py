@@ -13,7 +13,7 @@ are joined from those pieces as RFC 8785 orders an object's members, so the two 
 An integer beyond I-JSON's range (which RFC 8785 refuses and a 64-bit schema bound may hold) is written as
 {"$integer": "<digits>"}. A definition whose selected fields take more than MAX_CANONICAL_BYTES as JSON is
 not canonicalized (the pure-Python scheme takes ~100 ms per MB): its digest is that of its bytes as orjson
-writes them with sorted keys, and its finding `too-large` holds it for review in every mode but off.
+writes them with sorted keys, and its finding `too-large` says so (under trust = "scan" it is held).
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ class SqliteTrustStore:
             self.path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
         except OSError as exc:
-            raise sqlite3.OperationalError(f"cannot create {self.path}: {exc.strerror or exc}") from None
+            where = exc.filename or self.path  # the folder, when it is what cannot be made
+            raise sqlite3.OperationalError(f"cannot create {where}: {exc.strerror or exc}") from None
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         for statement in SCHEMA:

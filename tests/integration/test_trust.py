@@ -287,3 +287,18 @@ async def test_hostile_definitions_are_scanned_held_and_kept_small(
         assert set(sizes) == {"huge", "controls"} and sizes["huge"] < 80_000
         (largest,) = db.execute("SELECT MAX(LENGTH(text)) FROM baselines").fetchone()
         assert largest < 80_000
+
+
+async def test_a_trust_store_that_cannot_be_opened_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file where the store's folder should be")
+    config = rugpull_config(tmp_path)
+    config.write_text(
+        config.read_text().replace(str(tmp_path / "trust.sqlite3"), str(tmp_path / "taken" / "t.db"))
+    )
+    argv = [sys.executable, "-m", "actors", "tools", "--config", str(config)]
+    with trio.fail_after(DEADLINE_S):
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    said = done.stderr.decode()
+    (line,) = [line for line in said.splitlines() if "trust store" in line]
+    assert done.returncode == 1 and "Traceback" not in said, said
+    assert line.startswith("mcp-gateway: cannot open the trust store: ") and "taken: File exists" in line
