@@ -6,6 +6,7 @@ from __future__ import annotations
 from actors.config.errors import ConfigProblem
 from actors.config.listener_schema import LOOPBACK_HOSTS
 from actors.config.schema import Config
+from actors.trust import TrustMode
 
 
 def advice(config: Config) -> list[ConfigProblem]:
@@ -19,4 +20,11 @@ def advice(config: Config) -> list[ConfigProblem]:
                 " config/auth.toml) or listen on 127.0.0.1"
             ).replace("{table}", table)
             found.append(ConfigProblem(str(config.path), f"{table}.host", reason))
+    trusting = [name for name, mode in config.trust_modes().items() if mode is not TrustMode.OFF]
+    if trusting and (config.admin is None or config.admin.token is None):
+        reason = (
+            f"warning: [trust] holds changed definitions of {', '.join(trusting)}, but without [admin]"
+            " token_env nobody can review them (`mcp-gateway trust` needs the admin listener's token)"
+        )
+        found.append(ConfigProblem(str(config.path), "admin.token_env", reason))
     return found

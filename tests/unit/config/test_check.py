@@ -204,3 +204,17 @@ def test_check_warns_of_a_listener_open_to_other_machines_without_auth_and_still
     (warning,) = lines
     assert warning.startswith(f"{path}: websocket.host: warning: 0.0.0.0 is reachable from other machines")
     assert "add [websocket.auth] (see config/auth.toml) or listen on 127.0.0.1" in warning
+
+
+def test_check_warns_of_trust_nobody_can_review_and_still_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path.resolve() / "g.toml"
+    path.write_text('[trust]\nmode = "pin"\n[[backends]]\nname = "a"\ncommand = "python"\n')
+    code, lines = check(path, capsys)
+    assert code == 0
+    (warning,) = lines
+    assert warning.startswith(f"{path}: admin.token_env: warning: [trust] holds changed definitions of a,")
+    monkeypatch.setenv("CHECK_ADMIN_TOKEN", "a-token")
+    path.write_text(path.read_text() + '[admin]\nport = 0\ntoken_env = "CHECK_ADMIN_TOKEN"\n')
+    assert check(path, capsys) == (0, [])
