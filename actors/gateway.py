@@ -281,7 +281,7 @@ class Gateway:
         )
         catalog.trust_writes, catalog.trust_load = keeper.note, keeper.load_later
         if self.fleet is not None:
-            self.fleet.relay.on_trust = keeper.load_later
+            self.fleet.relay.on_trust = partial(self._trust_elsewhere, keeper)
             self.fleet.store.on_back.append(keeper.retry)
         trusting = [name for name, mode in self.config.trust_modes().items() if mode is not TrustMode.OFF]
         try:
@@ -292,6 +292,11 @@ class Gateway:
         spec = ChildSpec("trust", keeper.run, MIDDLEWARE_POLICY, kind="middleware")
         await root.start(supervise_alone, spec)
         self.trust = keeper
+
+    def _trust_elsewhere(self, keeper: TrustKeeper, backends: list[str]) -> None:
+        """Another replica wrote these backends' trust: those this gateway serves are loaded again."""
+        served = {backend.name for backend in self.config.backends}
+        keeper.load_later([name for name in backends if name in served])
 
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [

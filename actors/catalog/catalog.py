@@ -201,7 +201,10 @@ class Catalog:
         return True
 
     def _trust_news(self, event: TrustLoaded | TrustDecided) -> bool:
-        """What the trust keeper says the store holds now: the backend's lists judged again."""
+        """What the trust keeper says the store holds now: the backend's lists judged again (a backend no
+        longer configured is not kept)."""
+        if (event.backend if isinstance(event, TrustLoaded) else event.key.backend) not in self._entries:
+            return False
         if isinstance(event, TrustLoaded):
             self.ledger.merge(event.backend, event.trust.baselines, event.trust.held)
             backend = event.backend
