@@ -11,24 +11,23 @@ address when there is no auth, every loopback address as one), so one client can
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Final
 
 import attrs
-import orjson
 
 from actors.config import HttpSettings, WebSocketSettings
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.bearer import BearerRules
+from actors.policy.context import LOOPBACK_CLIENT as LOOPBACK_CLIENT
+from actors.policy.context import client_key as key_of_client
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
 _ORIGIN: Final = re.compile(r"(?P<scheme>https?)://" + _HOST.pattern, re.ASCII)
 LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
-LOOPBACK_CLIENT: Final = "loopback"  # 127.0.0.0/8, ::1 and their IPv4-mapped forms: one host, one client
 # A refused client may try again after this long: a busy session's call or stream usually ends by then,
 # and a client that retries sooner only adds load to a full listener.
 RETRY_AFTER_S: Final = 5
@@ -163,14 +162,8 @@ def _refusal(status: int, reason: str) -> Refused:
 
 
 def client_key(principal: Principal | None, address: str) -> str:
-    """Whom a session is counted against: its token's principal (issuer and subject), else the address it
-    comes from, with every loopback address (127.0.0.0/8, ::1, IPv4-mapped or not) as one client."""
-    if principal is not None:
-        return "token:" + orjson.dumps([principal.issuer, principal.subject]).decode()
-    try:
-        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
-    except ValueError:
-        return f"address:{address}"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return LOOPBACK_CLIENT if ip.is_loopback else f"address:{ip.compressed}"
+    """Whom a session is counted against: policy.context.client_key, the one key of a client (its token's
+    issuer and subject, else its address, every loopback address as one), which [limits] count by too."""
+    if principal is None:
+        return key_of_client(None, None, address)
+    return key_of_client(principal.issuer, principal.subject, address)
