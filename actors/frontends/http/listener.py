@@ -23,6 +23,7 @@ from actors.config import Config, HttpSettings
 from actors.frontends.http.app import HttpApp
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
+from actors.frontends.http.whole_body import whole_bodies
 from actors.frontends.listener import Listener
 from actors.session.session import Session
 
@@ -100,7 +101,8 @@ class HttpListener(Listener[HttpSettings]):
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         """hypercorn's server for one connection; what it raises on a peer's bytes ends this one alone."""
-        app = wrap_app(self.app, self._server.wsgi_max_body_size, "asgi")
+        whole = whole_bodies(self.app, lambda: self.settings.max_message_bytes)
+        app = wrap_app(whole, self._server.wsgi_max_body_size, "asgi")
         await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
 
