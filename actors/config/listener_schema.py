@@ -16,6 +16,7 @@ from actors.config.checks import at_least, message_size, positive, rule
 from actors.config.oauth_schema import IssuerTable, OAuthSettings, ResourceServerKeys
 
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
+MAX_STREAMS_PER_SESSION: Final = 64  # calls open at once in one HTTP session: far more than clients make
 
 
 @attrs.frozen(kw_only=True)
@@ -94,3 +95,5 @@ class HttpSettings(ListenerSettings):
     resume_window_s: float = attrs.field(
         default=5.0, validator=at_least(0, "must be 0 (no resuming) or more")
     )
+    # a session's POSTs whose answers are awaited, being written or kept for resuming; past it, 429
+    max_streams_per_session: int = attrs.field(default=MAX_STREAMS_PER_SESSION, validator=at_least(1))

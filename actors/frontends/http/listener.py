@@ -21,9 +21,9 @@ from loguru import logger
 
 from actors.config import Config, HttpSettings
 from actors.frontends.http.app import HttpApp
+from actors.frontends.http.edge import per_connection
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
-from actors.frontends.http.whole_body import whole_bodies
 from actors.frontends.listener import Listener
 from actors.session.session import Session
 
@@ -101,8 +101,8 @@ class HttpListener(Listener[HttpSettings]):
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         """hypercorn's server for one connection; what it raises on a peer's bytes ends this one alone."""
-        whole = whole_bodies(self.app, lambda: self.settings.max_message_bytes)
-        app = wrap_app(whole, self._server.wsgi_max_body_size, "asgi")
+        edge = per_connection(self.app, stream, lambda: self.settings.max_message_bytes)
+        app = wrap_app(edge, self._server.wsgi_max_body_size, "asgi")
         await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
 

@@ -38,8 +38,9 @@ class WholeBody:
         self._receive = receive
         self._send = send
         self._max_bytes = max_bytes
-        self._http1 = scope.get("http_version") in HTTP1
+        self.http1 = scope.get("http_version") in HTTP1
         self.complete = False  # the body's last chunk (or the client's going) has been received
+        self.started = False  # the answer's start has been sent
 
     async def receive(self) -> dict[str, Any]:
         message = await self._receive()
@@ -48,10 +49,12 @@ class WholeBody:
         return message
 
     async def send(self, message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start" and not self.complete:
-            await self._drain()
-            if not self.complete and self._http1:
+        if message["type"] == "http.response.start":
+            if not self.complete:
+                await self._drain()
+            if not self.complete and self.http1:
                 message = {**message, "headers": [*message.get("headers", []), CLOSE]}
+            self.started = True
         await self._send(message)
 
     async def _drain(self) -> None:
