@@ -6,7 +6,8 @@ session to make room (Streamable HTTP) is asked first; a refusal carries Retry-A
 
 Host and Origin are parsed strictly: `127.0.0.1:1@evil.com` is no host, `http://localhost:3000` is not the
 listener's own origin. Sessions are counted per client (`client_key`: the token's principal, or the peer's
-address when there is no auth, every loopback address as one), so one client cannot take every slot.
+address when there is no auth, every loopback address as one), so one client cannot take every slot. The
+address is the client's own, told by a trusted proxy only (`proxies`, client_address.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import attrs
 from actors.config import HttpSettings, WebSocketSettings
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.bearer import BearerRules
+from actors.frontends.client_address import TrustedProxies
 from actors.policy.context import LOOPBACK_CLIENT as LOOPBACK_CLIENT
 from actors.policy.context import client_key as key_of_client
 
@@ -71,6 +73,7 @@ class Admission:
     max_sessions: int
     per_client: int
     port: int = 0  # the listener's own port, once bound: pages it serves may call it
+    proxies: TrustedProxies = attrs.field(factory=TrustedProxies)  # whose word on a client's address counts
     _sessions: Counter[str] = attrs.field(factory=Counter)
 
     @classmethod
@@ -82,6 +85,7 @@ class Admission:
             allowed_origins=frozenset(settings.allowed_origins),
             max_sessions=settings.max_sessions,
             per_client=settings.max_sessions_per_client,
+            proxies=TrustedProxies.of(settings),
         )
 
     def update(self, settings: WebSocketSettings | HttpSettings) -> None:
@@ -94,6 +98,7 @@ class Admission:
         if self.bearer is not None:
             self.bearer.bound(url)
         self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins
+        self.proxies = rules.proxies
 
     async def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
         """Path, Host, Origin, then the bearer token: its principal when auth is on, else None; Refused for

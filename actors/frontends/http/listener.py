@@ -25,6 +25,7 @@ from actors.frontends.http.edge import per_connection
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.listener import Listener
+from actors.frontends.proxy_protocol import Peer
 from actors.session.session import Session
 
 if TYPE_CHECKING:
@@ -99,9 +100,10 @@ class HttpListener(Listener[HttpSettings]):
         self._sessions.serve_in(connections)
         await self._sessions.expire_idle()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
+    async def _connection(self, stream: trio.SocketStream, peer: Peer) -> None:
         """hypercorn's server for one connection; what it raises on a peer's bytes ends this one alone."""
-        edge = per_connection(self.app, stream, lambda: self.settings.max_message_bytes)
+        max_bytes = lambda: self.settings.max_message_bytes  # noqa: E731 (a reload's value counts)
+        edge = per_connection(self.app, stream, peer, self.endpoint.admission, max_bytes)
         app = wrap_app(edge, self._server.wsgi_max_body_size, "asgi")
         await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.config import JwtAuth
+from actors.config.listener_schema import ForwardedHeader
 from actors.frontends.admission import (
     LOOPBACK_CLIENT,
     RETRY_AFTER_S,
@@ -75,6 +76,9 @@ def admission(**overrides: object) -> Admission:
         "max_sessions": 3,
         "max_sessions_per_client": 2,
         "oauth": None,
+        "trusted_proxies": (),
+        "proxy_protocol": False,
+        "forwarded_header": ForwardedHeader.X_FORWARDED_FOR,
         **overrides,
     }
     settings["checks_tokens"] = settings["auth"] is not None or settings["oauth"] is not None
