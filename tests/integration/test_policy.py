@@ -33,6 +33,7 @@ from support import (
 )
 from ts_modern import modern_server_argv
 
+from actors.policy.context import client_key
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 
 SECRET: Final = "policy-test-secret-that-is-long-enough"
@@ -347,7 +348,7 @@ async def test_a_slot_in_flight_is_freed_when_its_call_is_cancelled_or_its_sessi
     config.write_text(config.read_text().replace(TOOLS, "--only=echo,sleep"))
     alice = token(config, "alice")
     monkeypatch.setenv(VARIABLE, SECRET)
-    key = '["token",null,"alice"]'
+    key = client_key(None, "alice", "")  # whom [limits] count: the principal, on every listener
     async with running(config) as gateway:
         assert gateway.websocket_url is not None and gateway.limiter.caps is not None
         caps = gateway.limiter.caps
