@@ -41,6 +41,14 @@ MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked
 MAX_UNREAD_BYTES: Final = 64 * 1024 * 1024  # answers one session's client has not read: 16 of the largest
 
 
+class BlockSecrets(enum.StrEnum):
+    """[gateway] block_secrets: what a known secret value in a tool's arguments or result does."""
+
+    OFF = "off"  # nothing looked for
+    WARN = "warn"  # the call goes on; the log and its audit row name the secret (never its value)
+    BLOCK = "block"  # the call is refused (arguments) or its result withheld (result), said the same way
+
+
 class ToolNaming(enum.StrEnum):
     """[gateway] tool_names: how tool names are published (see actors.catalog)."""
 
@@ -78,6 +86,7 @@ class GatewaySettings:
     )
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
     watch_config: bool = False  # reload when the config file changes (as on SIGHUP)
+    block_secrets: BlockSecrets = BlockSecrets.OFF  # a secret's value in a tool's arguments or result
 
 
 @attrs.frozen(kw_only=True)
