@@ -246,3 +246,25 @@ def test_the_secret_type_is_ready_for_any_table(tmp_path: Path) -> None:
     assert converter.structure({"env": "TOKEN"}, Secret) == Secret(SecretSource.ENV, "TOKEN")
     with pytest.raises(TypeError, match="expected a secret reference"):
         converter.structure("plain", Secret)
+
+
+def test_the_examples_commented_out_remote_backend_with_secret_headers_is_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_MCP_AUTH", "Bearer remote-token-1234")
+    monkeypatch.setenv("REMOTE_MCP_KEY", "remote-key-5678")
+    lines = (Path(__file__).resolve().parents[3] / "config" / "example.toml").read_text().splitlines()
+    start = lines.index('# name = "remote"') - 1
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line.removeprefix("# "))
+    (tmp_path / "remote.toml").write_text("\n".join(block) + "\n")
+    (remote,) = load_config(tmp_path / "remote.toml").backends
+    assert {name: repr(value) for name, value in remote.headers.items()} == {
+        "X-Team": "'tools'",
+        "Authorization": "Secret(env:REMOTE_MCP_AUTH)",
+        "X-Key": "Secret(env:REMOTE_MCP_KEY)",
+    }
+    assert revealed(remote.headers)["Authorization"] == "Bearer remote-token-1234"
