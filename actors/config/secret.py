@@ -101,7 +101,7 @@ def structure_secret(raw: Any) -> Secret:
         raise TypeError(f"{source}: expected a string")
     if not text:
         raise ValueError(f"{source}: must not be empty")
-    if source == SecretSource.ENV and not is_environment_name(text):
+    if source == SecretSource.ENV and not (is_environment_name(text) and text.isprintable()):
         raise ValueError(f"env: {text!r} is not a valid environment variable name")
     if source == SecretSource.VALUE:
         return Secret(SecretSource.VALUE, "", value=text)  # named by its key once resolved

@@ -158,7 +158,7 @@ def test_a_malformed_reference_is_named_by_its_key(tmp_path: Path) -> None:
         tmp_path,
         BACKEND + 'args = ["--token", { env = "X" }]\n'
         'env = { A = { env = "X", file = "y" }, B = {}, C = { vaule = "x" }, D = { env = 5 },'
-        ' E = { value = "" }, F = { env = "A=B" }, G = 7, "H=I" = "x" }\n',
+        ' E = { value = "" }, F = { env = "A=B" }, G = 7, "H=I" = "x", J = { env = "A\\nB" } }\n',
     )
     forms = '({ env = "NAME" }, { file = "/run/credentials/..." } or { value = "..." })'
     problems = problems_of(path)
@@ -173,6 +173,7 @@ def test_a_malformed_reference_is_named_by_its_key(tmp_path: Path) -> None:
         "backends[0].env.E": "value: must not be empty",
         "backends[0].env.F": "env: 'A=B' is not a valid environment variable name",
         "backends[0].env.G": f"expected a string or a secret {forms}, got an integer",
+        "backends[0].env.J": "env: 'A\\nB' is not a valid environment variable name",
     }
 
 
