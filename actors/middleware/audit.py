@@ -42,7 +42,7 @@ from actors.config import AuditSettings
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
-from actors.runtime.redact import redact
+from actors.runtime.redact import REDACTOR, redact
 
 if TYPE_CHECKING:
     from actors.middleware.audit_postgres import PostgresAuditStore
@@ -112,14 +112,21 @@ def _prefix(data: bytes, limit: int) -> str:
 
 
 def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
-    """A name as stored: redacted, control characters escaped, at most `limit` bytes; and whether it was
-    cut."""
+    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut. The
+    caller has redacted it (`redacted_names`)."""
     if value is None:
         return None, False
-    raw = redact(str(value)).encode("utf-8", "backslashreplace")
+    raw = str(value).encode("utf-8", "backslashreplace")
     text = escape_controls(_prefix(raw, limit))
     stored = _prefix(text.encode(), limit)
     return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def redacted_names(*values: object) -> list[str | None]:
+    """Names as the audit stores them, redacted (runtime/redact.py) in one pass; None stays None."""
+    texts = [str(value) for value in values if value is not None]
+    clean = iter(REDACTOR.redact_all(texts))
+    return [None if value is None else next(clean) for value in values]
 
 
 def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -136,10 +143,9 @@ def make_record(
     when = datetime.datetime.fromtimestamp(call.started_at, datetime.UTC).isoformat(timespec="milliseconds")
     body = outcome.error.to_wire() if outcome.error is not None else outcome.result
     client = call.client
-    names = [
-        cap_name(value)
-        for value in (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
-    ]
+    values = (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
+    names = [cap_name(value) for value in redacted_names(*values, call.call_id or None, call.rule)]
+    rule, call_id = names.pop()[0], names.pop()[0]  # the last two, in reverse
     cut = [field for field, (_, was_cut) in zip(NAME_FIELDS, names, strict=True) if was_cut]
     raw = orjson.dumps(call.arguments) if call.arguments is not None else None
     arguments = None
@@ -165,10 +171,10 @@ def make_record(
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
-        cap_name(call.call_id)[0] if call.call_id else None,
+        call_id,
         call.round if type(call.round) is int else 1,
         call.decision,
-        cap_name(call.rule)[0],
+        rule,
     )
 
 

@@ -7,20 +7,22 @@ What it looks for:
   OTLP exporter's header values. A value shorter than MIN_CHARS is not looked for: too many false hits
   (`mcp-gateway check` warns of such a secret). A value a group no longer holds is kept (RETIRED_MAX of
   them): a credential that was replaced may still be valid somewhere.
-- minted values (`mint`): tokens the gateway obtains at run time, each known until it expires, at most
-  MINTED_MAX at once (the one expiring first leaves to make room). Only their last MINTED_KEY_CHARS are
-  looked for, and a hit is widened back as far as the text agrees with the token: 4,096 JWTs of 1 KB would
-  otherwise be 4 MB of patterns.
+- minted values (`mint`): tokens the gateway obtains at run time, each known at least until it expires,
+  at most MINTED_MAX at once (when full, the expired ones leave, then the one expiring first). Adding
+  one must cost nothing on the path that mints it, so they are not in the automaton: each run of
+  token68 characters (RFC 6750) at least MINTED_KEY_CHARS long is looked up by its last ones (a JWT's:
+  its signature), and a run that ends as a minted token does is replaced up to there.
 - shapes (SHAPES): a JWT, a bearer token, GitHub and Slack tokens, an AWS access key id, a PEM block.
 
 How: one Aho-Corasick automaton (pyahocorasick, in C) holds every known value (and its JSON-escaped form,
 for what is searched as JSON text) and the literal start of each shape. A text it finds nothing in is
 returned as it is, after one pass (about 1 us for a log line, whatever the number of values): that is the
-cost on every sink when nothing matches. Where it finds something, the spans are replaced by a marker
-naming what was there (`[REDACTED:env:API_TOKEN]`, `[REDACTED:jwt]`), never any of its characters.
+cost on every sink when nothing matches; while tokens are minted, one more pass (a regular expression of
+one character class) looks for runs to look up. Where something is found, the spans are replaced by a
+marker naming what was there (`[REDACTED:env:API_TOKEN]`, `[REDACTED:jwt]`), never any of its characters.
 
-The automaton is rebuilt when what is known changes (a load, a reload, a token minted), at the next lookup,
-under a lock, and swapped whole: a reader in another thread (the OTLP exporter's) sees the old one or the
+The automaton is rebuilt when what is known changes (a load, a reload), at the next lookup, under a lock,
+and swapped whole: a reader in another thread (the OTLP exporter's) sees the old one or the
 new one. The runtime layer knows no MCP and no config: its owners hand it label -> value pairs.
 """
 
@@ -36,17 +38,20 @@ import ahocorasick
 import attrs
 import orjson
 
-MIN_CHARS: Final = 8  # a shorter value is not looked for: "password" may be one, but so is every "12345678"?
+MIN_CHARS: Final = 8  # a shorter value is not looked for: it would be found in too much that is not it
 RETIRED_MAX: Final = 256  # values a group no longer holds, still looked for (a reload's old secrets)
 MINTED_MAX: Final = 4096  # tokens minted at run time known at once: one per (caller, backend) in use
 MINTED_KEY_CHARS: Final = 32  # a minted token is found by its last characters (a JWT's: its signature)
+TRAILING_CHARS: Final = 3  # token characters a minted token may be followed by in its run: "TOKEN." "TOKEN=="
+_RUN: Final = re.compile(  # where a minted token may be: a run of token characters at least its key long
+    f"[A-Za-z0-9._~+/=-]{{{MINTED_KEY_CHARS},}}"
+)  # a token-shaped run: where a minted one may be
 LABEL_CHARS: Final = 80  # a marker's label is cut here
 MARKER: Final = "[REDACTED:{}]"
 _LABEL_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 
-# The shapes of credentials, each a named group (its name is the marker's label). No pattern can match a
-# double quote or a line break written as JSON writes it inside a string, so a match in JSON text never
-# spans two strings, and a redacted JSON document is still JSON.
+# The shapes of credentials, by name (the marker's label). No pattern can match a double quote, so a match
+# in JSON text never spans two strings, and a redacted JSON document is still JSON.
 _TOKEN68: Final = r"[A-Za-z0-9._~+/-]"
 SHAPES: Final[Mapping[str, str]] = {
     "jwt": r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
@@ -98,11 +103,10 @@ def json_form(value: str) -> str:
 
 @attrs.frozen(slots=True)
 class _Key:
-    """What the automaton found: a known value (whole), or a minted one by its tail, or a shape's start."""
+    """What the automaton found: a known value (whole), or a shape's start."""
 
     value: str  # the whole value ("" for a shape's start)
     label: str  # the value's label, or the shape's name
-    tail: bool = False  # found by its last characters: widened back as far as the text agrees
 
 
 class Redactor:
@@ -126,9 +130,10 @@ class Redactor:
         self._groups: dict[str, dict[str, str]] = {}  # group -> value -> label
         self._retired: dict[str, str] = {}  # value -> label, oldest first
         self._minted: dict[str, tuple[str, float]] = {}  # token -> (label, expires_at)
+        self._minted_keys: dict[str, str] = {}  # a token's last MINTED_KEY_CHARS -> the token
+        self._minted_short: dict[str, str] = {}  # token -> label: shorter than a key, in the automaton
         self._lock = threading.Lock()
         self._dirty = True
-        self._soonest = float("inf")  # the first minted expiry: past it, the next lookup rebuilds
         self._automaton: Any = None  # ahocorasick.Automaton, never changed once built; None: nothing to find
 
     # --- what it knows ------------------------------------------------------------------------------------
@@ -149,16 +154,30 @@ class Redactor:
             self._dirty = True
 
     def mint(self, label: str, value: str, expires_at: float) -> None:
-        """A token obtained at run time, looked for until `expires_at` (wall clock, time.time()). Past
-        MINTED_MAX, the token that expires first is forgotten to make room."""
+        """A token obtained at run time, looked for at least until `expires_at` (wall clock, time.time()).
+        At MINTED_MAX, the tokens that expired leave, then the one that expires first. Costs no rebuild
+        (unless the token is shorter than MINTED_KEY_CHARS)."""
         if len(value) < MIN_CHARS:
             return
         with self._lock:
+            if value not in self._minted and len(self._minted) >= self._minted_max:
+                now = self._clock()
+                for token in [token for token, (_, until) in self._minted.items() if until <= now]:
+                    self._forget(token)
+                if len(self._minted) >= self._minted_max:
+                    self._forget(min(self._minted, key=lambda token: self._minted[token][1]))
             self._minted[value] = (label, expires_at)
-            if len(self._minted) > self._minted_max:
-                first = min(self._minted, key=lambda token: self._minted[token][1])
-                del self._minted[first]
-            self._soonest = min(self._soonest, expires_at)
+            if len(value) >= MINTED_KEY_CHARS:
+                self._minted_keys[value[-MINTED_KEY_CHARS:]] = value
+            else:  # rare (OAuth tokens are long): looked for whole, as a known value is
+                self._minted_short[value] = label
+                self._dirty = True
+
+    def _forget(self, token: str) -> None:
+        del self._minted[token]
+        if self._minted_keys.get(token[-MINTED_KEY_CHARS:]) == token:
+            del self._minted_keys[token[-MINTED_KEY_CHARS:]]
+        if self._minted_short.pop(token, None) is not None:
             self._dirty = True
 
     @property
@@ -172,20 +191,46 @@ class Redactor:
     # --- looking ------------------------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
-        """`text` with every known value and every shape replaced by its marker; `text` itself when it
-        holds none (one pass of the automaton)."""
+        """`text` with every known value, minted token and shape replaced by its marker; `text` itself when
+        it holds none."""
         automaton = self._current()
-        if automaton is None or not text:
+        if not text:
             return text
-        hits = list(automaton.iter(text))
-        if not hits:
-            return text
-        spans, shapes = _spans(text, hits)
+        hits = list(automaton.iter(text)) if automaton is not None else []
+        if not hits and not self._minted_keys:
+            return text  # the common case: one pass of the automaton, nothing found
+        spans, shapes = _spans(hits)
+        if self._minted_keys:
+            spans += self._minted_spans(text)
         if spans:
             text = _replaced(text, spans)
         for shape in (name for name in SHAPES if name in shapes):  # in SHAPES' order: the same text each time
             text = _SHAPES[shape].sub(SHAPE_MARKERS[shape], text)
         return text
+
+    def _minted_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Each token-shaped run of `text` that holds a minted token's end (the whole token, or its end after
+        a cut), at the run's end or up to TRAILING_CHARS before it (a full stop, a padding): the run up to
+        the token's end."""
+        keys, minted, spans = self._minted_keys, self._minted, []
+        for run in _RUN.finditer(text):
+            found = run.group()
+            for end in range(len(found), max(len(found) - TRAILING_CHARS, MINTED_KEY_CHARS) - 1, -1):
+                token = keys.get(found[end - MINTED_KEY_CHARS : end])
+                held = minted.get(token) if token is not None else None  # None: gone in another thread
+                if held is not None:
+                    spans.append((run.start(), run.start() + end, held[0]))
+                    break
+        return spans
+
+    def redact_all(self, texts: list[str]) -> list[str]:
+        """Each of `texts` redacted, in one pass when none holds a NUL (no value, shape or token can span
+        one: they are joined by it, then split)."""
+        if any("\0" in text for text in texts):
+            return [self.redact(text) for text in texts]
+        joined = "\0".join(texts)
+        clean = self.redact(joined)
+        return texts if clean is joined else clean.split("\0")
 
     def redact_json(self, value: Any) -> Any:
         """A JSON value with every string in it (keys too) redacted; the same object when nothing was."""
@@ -205,36 +250,31 @@ class Redactor:
     def known_in(self, texts: Iterable[str]) -> str | None:
         """The label of a known (or minted) value one of `texts` holds, or None; shapes are not looked for."""
         automaton = self._current()
-        if automaton is None:
-            return None
         for text in texts:
-            for _, keys in automaton.iter(text):
+            for _, keys in automaton.iter(text) if automaton is not None else ():
                 for key in keys:
                     if key.value:
                         return key.label
+            if self._minted_keys and (spans := self._minted_spans(text)):
+                return spans[0][2]
         return None
 
     # --- the automaton -----------------------------------------------------------------------------------
 
     def _current(self) -> Any:
-        if self._dirty or (self._minted and self._clock() >= self._soonest):
+        if self._dirty:
             with self._lock:
-                if self._dirty or (self._minted and self._clock() >= self._soonest):
+                if self._dirty:
                     self._automaton = self._build()
                     self._dirty = False
         return self._automaton
 
     def _build(self) -> Any:
-        """A new automaton of what is known now (called under the lock); expired tokens are dropped."""
-        now = self._clock()
-        self._minted = {token: held for token, held in self._minted.items() if held[1] > now}
-        self._soonest = min((held[1] for held in self._minted.values()), default=float("inf"))
+        """A new automaton of the known values and the shapes' starts (called under the lock)."""
         keys: dict[str, list[_Key]] = {}
-        for value, label in _whole_values(self._groups, self._retired):
+        for value, label in [*_whole_values(self._groups, self._retired), *self._minted_short.items()]:
             for form in {value, json_form(value)}:
                 keys.setdefault(form, []).append(_Key(form, label))
-        for token, (label, _) in self._minted.items():
-            keys.setdefault(token[-MINTED_KEY_CHARS:], []).append(_Key(token, label, tail=True))
         if self._shapes:
             for start, shape in SHAPE_STARTS.items():
                 keys.setdefault(start, []).append(_Key("", shape))
@@ -255,33 +295,15 @@ def _whole_values(
     return current + [(value, label) for value, label in retired.items() if value not in held]
 
 
-def _widened(text: str, end: int, key: _Key) -> tuple[int, int]:
-    """A minted token found by its tail ending at `end` (inclusive): its span's start, and its length in
-    the text (the whole token, or as much of it as precedes the tail unchanged)."""
-    value = key.value
-    start = end + 1 - len(value)
-    if start >= 0 and text.startswith(value, start):
-        return start, len(value)
-    length = 0
-    while length < len(value) and end - length >= 0 and text[end - length] == value[-1 - length]:
-        length += 1
-    return end + 1 - length, length
-
-
-def _spans(
-    text: str, hits: list[tuple[int, tuple[_Key, ...]]]
-) -> tuple[list[tuple[int, int, str]], set[str]]:
+def _spans(hits: list[tuple[int, tuple[_Key, ...]]]) -> tuple[list[tuple[int, int, str]], set[str]]:
     """The (start, end, label) spans of the known values hit, and the shapes whose start was hit."""
     spans, shapes = [], set()
     for end, keys in hits:
         for key in keys:
-            if not key.value:
-                shapes.add(key.label)
-            elif key.tail:
-                start, length = _widened(text, end, key)
-                spans.append((start, start + length, key.label))
-            else:
+            if key.value:
                 spans.append((end + 1 - len(key.value), end + 1, key.label))
+            else:
+                shapes.add(key.label)
     return spans, shapes
 
 
