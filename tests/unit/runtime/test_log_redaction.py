@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +69,15 @@ def test_a_childs_exit_reason_and_stderr_are_redacted_where_they_are_made(known:
     assert (error.without_stderr, error.stderr) == (f"exited: {MARKER}", f"stderr {MARKER}")
     assert SECRET not in str(error)
     assert describe(ExceptionGroup("run", [ValueError(SECRET)])) == f"ValueError: {MARKER}"
+
+
+def test_a_token_minted_at_run_time_is_redacted_from_the_next_line_on(
+    known: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the outbound auth piece's broker does with each token it obtains: REDACTOR.mint."""
+    token = "opaque-" + "x1Y2z3" * 8
+    configure_logging("DEBUG", str(tmp_path / "gateway.log"))
+    REDACTOR.mint("token:tickets", token, expires_at=time.time() + 60)
+    logger.info("exchanged: {}", token)
+    text = capsys.readouterr().err + (tmp_path / "gateway.log").read_text()
+    assert token not in text and text.count("exchanged: [REDACTED:token:tickets]") == 2
