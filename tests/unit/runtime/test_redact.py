@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from actors.runtime.redact import (
@@ -217,6 +217,7 @@ def test_a_marker_label_holds_nothing_that_breaks_json_or_a_line() -> None:
     value=st.text(alphabet=st.characters(codec="utf-8"), min_size=MIN_CHARS, max_size=60),
 )
 def test_a_known_value_never_survives_whatever_surrounds_it(before: str, after: str, value: str) -> None:
+    assume(value not in marker("env:X"))  # a value the marker itself spells is "found" in the marker
     redactor = Redactor()
     redactor.know("config", {"env:X": value})
     assert value not in redactor.redact(before + value + after)
