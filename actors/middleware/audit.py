@@ -7,6 +7,9 @@ took, how it ended, and the sizes of its arguments and result; argument values o
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
 rather than lose records; shutdown writes what is queued before the gateway exits.
 
+Every stored text (names, arguments) is redacted first (runtime/redact.py): a secret the gateway knows, or
+text shaped like a credential, is stored as a marker naming it, never as its value.
+
 What a client can do to the trail: every stored name is cut to NAME_BYTES and the arguments to
 `max_argument_bytes` (the `cut` column names what was cut), and text is stored with its control
 characters escaped, so one record stays small and prints as one line. A number a peer chose (a backend's
@@ -39,6 +42,7 @@ from actors.config import AuditSettings
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
+from actors.runtime.redact import REDACTOR, redact
 
 if TYPE_CHECKING:
     from actors.middleware.audit_postgres import PostgresAuditStore
@@ -108,13 +112,21 @@ def _prefix(data: bytes, limit: int) -> str:
 
 
 def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
-    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut."""
+    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut. The
+    caller has redacted it (`redacted_names`)."""
     if value is None:
         return None, False
     raw = str(value).encode("utf-8", "backslashreplace")
     text = escape_controls(_prefix(raw, limit))
     stored = _prefix(text.encode(), limit)
     return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def redacted_names(*values: object) -> list[str | None]:
+    """Names as the audit stores them, redacted (runtime/redact.py) in one pass; None stays None."""
+    texts = [str(value) for value in values if value is not None]
+    clean = iter(REDACTOR.redact_all(texts))
+    return [None if value is None else next(clean) for value in values]
 
 
 def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -131,15 +143,15 @@ def make_record(
     when = datetime.datetime.fromtimestamp(call.started_at, datetime.UTC).isoformat(timespec="milliseconds")
     body = outcome.error.to_wire() if outcome.error is not None else outcome.result
     client = call.client
-    names = [
-        cap_name(value)
-        for value in (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
-    ]
+    values = (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
+    names = [cap_name(value) for value in redacted_names(*values, call.call_id or None, call.rule)]
+    rule, call_id = names.pop()[0], names.pop()[0]  # the last two, in reverse
     cut = [field for field, (_, was_cut) in zip(NAME_FIELDS, names, strict=True) if was_cut]
     raw = orjson.dumps(call.arguments) if call.arguments is not None else None
     arguments = None
     if include_arguments and raw is not None:
-        arguments, was_cut = cap_arguments(raw, max_argument_bytes)
+        # redacted before it is cut, so a secret the cut would split is taken out whole; JSON stays JSON
+        arguments, was_cut = cap_arguments(redact(raw.decode()).encode(), max_argument_bytes)
         cut += ["arguments"] if was_cut else []
     code = outcome.error.code if outcome.error is not None else None
     cut += ["error_code"] if storable_int(code) != code else []
@@ -159,10 +171,10 @@ def make_record(
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
-        cap_name(call.call_id)[0] if call.call_id else None,
+        call_id,
         call.round if type(call.round) is int else 1,
         call.decision,
-        cap_name(call.rule)[0],
+        rule,
     )
 
 
