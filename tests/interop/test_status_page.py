@@ -91,4 +91,4 @@ async def test_the_status_page_shows_a_killed_backend_restarting(tmp_path: Path)
             # The lost link takes alpha's tools out first ("connection closed"); the supervisor's word on the
             # exit follows, and the page shows it once it has it.
             error_text = "document.querySelector('article[data-backend=\"alpha\"] .error').textContent"
-            await expect(page, f"/signal|SIGKILL|-9/.test({error_text})", "alpha's exit by signal shown", shot)
+            await expect(page, f"/signal|SIGKILL|-9/.test({error_text})", "alpha's exit by signal", shot)
