@@ -15,6 +15,7 @@ from actors import __version__, cli_token
 from actors.admin import status_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
+from actors.config.advice import advice
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
 from actors.frontends.listening import ListenError
@@ -24,6 +25,7 @@ from actors.runtime.control import ControlFiles
 from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, escape_controls, report
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
+CONFIG_VARIABLE: Final = "MCP_GATEWAY_CONFIG"  # the default of --config where it is set (the container image)
 EXIT_CONFIG_ERROR: Final = 2
 DESCRIPTION_CHARS: Final = 70
 
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    default_config = os.environ.get(CONFIG_VARIABLE) or DEFAULT_CONFIG
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument(
         "--stdio",
@@ -46,11 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         "reload", help="check a config file, then have the gateway serving it load it again (as SIGHUP)"
     )
     reload.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the outcome")
-    status_command.add_parser(commands, DEFAULT_CONFIG)
-    cli_token.add_parser(commands, DEFAULT_CONFIG)
+    status_command.add_parser(commands, default_config)
+    cli_token.add_parser(commands, default_config)
     for command in (serve, check, tools, reload):
         command.add_argument(
-            "--config", default=DEFAULT_CONFIG, help=f"TOML config file (default {DEFAULT_CONFIG})"
+            "--config",
+            default=default_config,
+            help=f"TOML config file (default ${CONFIG_VARIABLE}, else {DEFAULT_CONFIG}: {default_config})",
         )
         command.add_argument(
             "--log-level",
@@ -90,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
+            for warning in advice(config):
+                report(str(warning), "WARNING")
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":

@@ -9,6 +9,7 @@ was refused (here or by a gateway); 1 when no gateway was reached or one did not
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -59,10 +60,22 @@ def reload_command(config_path: str, timeout_s: float) -> int:
             folders = ", ".join(str(folder) for folder in control_folders(create=False)) or "none usable"
             say(
                 f"mcp-gateway: no gateway is serving {resolved} (control files looked for in: {folders}); "
-                "if the gateway serves another file, pass --config with it"
+                "if the gateway serves another file, pass --config with it" + _as_service_hint()
             )
         return EXIT_NO_GATEWAY
     return max(code, await_outcomes(waiting, timeout_s))
+
+
+def _as_service_hint() -> str:
+    """Run as root, the command looks in root's folders, never in a service user's: say how to look there."""
+    if os.geteuid() != 0:
+        return ""
+    return (
+        "; a gateway run as a service user keeps its control files in that user's runtime folder: run"
+        " `systemctl reload mcp-gateway`, or this command as that user with its XDG_RUNTIME_DIR (for the"
+        " systemd unit: runuser -u mcp-gateway -- env XDG_RUNTIME_DIR=/run/mcp-gateway"
+        " /opt/mcp-gateway/bin/mcp-gateway reload --config ...)"
+    )
 
 
 def await_outcomes(peers: list[tuple[Peer, int]], timeout_s: float) -> int:

@@ -137,13 +137,25 @@ def _check_subject(subject: str) -> None:
         raise TokenError("--sub must not hold control characters")
 
 
+def how_to_add(listener: str) -> str:
+    return (
+        f'To require tokens, add [{listener}.auth] with jwt_secret_env = "MCP_GATEWAY_JWT_SECRET" (a variable'
+        " holding at least 32 random bytes) and restart the gateway; config/auth.toml is such a config"
+    )
+
+
 def _choose_listener(config: Path, tables: dict[str, AuthTable], wanted: str | None) -> tuple[str, AuthTable]:
     if wanted is not None:
         if wanted not in tables:
-            raise TokenError(f"{config} has no [{wanted}.auth] table: that listener takes no token")
+            raise TokenError(
+                f"{config} has no [{wanted}.auth] table: that listener takes no token. {how_to_add(wanted)}"
+            )
         return wanted, tables[wanted]
     if not tables:
-        raise TokenError(f"{config} has no [websocket.auth] or [http.auth] table: no listener takes a token")
+        raise TokenError(
+            f"{config} has no [websocket.auth] or [http.auth] table: no listener takes a token. "
+            + how_to_add("http")
+        )
     if len(set(tables.values())) > 1:
         raise TokenError(
             f"{config}: [websocket.auth] and [http.auth] differ: pass --listener websocket or --listener http"

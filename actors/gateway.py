@@ -48,12 +48,13 @@ from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
 from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
-from actors.reload import ReloadOutcome
+from actors.reload import CONFIG_SECRETS, ReloadOutcome
 from actors.reload import reload as reload_config
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.children import Children
 from actors.runtime.control import ControlFiles
 from actors.runtime.file_watch import watch_file
+from actors.runtime.redact import REDACTOR
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
 from actors.runtime.signals import watch_signals
 from actors.runtime.supervisor import (
@@ -63,6 +64,7 @@ from actors.runtime.supervisor import (
     RestartPolicy,
     discard_reports,
     supervise,
+    supervise_alone,
 )
 from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
@@ -82,6 +84,9 @@ STDIN_END_SHARE: Final = 0.25
 # A listener whose accept loop fails is restarted on the sockets it holds; past the intensity it stays down
 # (logged) while the other frontends, the sessions and the backends go on.
 LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window_s=60.0, backoff_max_s=30.0)
+# A middleware's run (the audit's writer) is never left down: calls wait on a full audit queue, so a writer
+# that stayed down would hold every call. It is restarted after each fault, at most every 30 s.
+MIDDLEWARE_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=2**62, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
 if TYPE_CHECKING:
     from actors.fleet.fleet import Fleet
@@ -121,6 +126,7 @@ class Gateway:
     tracing: Tracing | None = attrs.field(init=False, default=None)  # while it runs, when traced
 
     def __attrs_post_init__(self) -> None:
+        REDACTOR.know(CONFIG_SECRETS, self.config.secret_values())  # before anything can log or show one
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
@@ -218,7 +224,9 @@ class Gateway:
         await root.start(catalog.run)
         root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
         for middleware in self.middleware:
-            await root.start(middleware.run)
+            await middleware.open()  # GatewayStartError: nothing has started yet
+            spec = ChildSpec(type(middleware).__name__, middleware.run, MIDDLEWARE_POLICY, kind="middleware")
+            await root.start(supervise_alone, spec)
         if config.fleet is not None:
             from actors.fleet.fleet import Fleet  # imports coredis: only with a [fleet] table
 

@@ -18,7 +18,7 @@ GATEWAY: Final = "gateway stdio"
 TRACED: Final = "gateway traced"
 COMPARED: Final = "gateway compared"  # --compare-tree's gateway, untraced and traced
 COMPARED_TRACED: Final = "gateway compared traced"
-TARGET: Final = 1.2  # at most 20 % more CPU per call with tracing on at 100 % sampling
+TARGET: Final = 1.25  # at most 25 % more CPU per call traced at 100 % sampling (as issue #34 restated it)
 # The budget is judged behind the official SDK's server (what users run; either client). Behind the lean
 # template backend a forward costs the gateway 20 to 70 us, less than five times the bare work of two spans
 # (ids, times, a traceparent, two encodings, two durations: about 8 us in a loop with warm caches), so no

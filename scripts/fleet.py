@@ -2,12 +2,13 @@
 
 Every process is real: the replicas are `python -m actors serve` with config/fleet/replica.toml (its
 [http] port set per replica), Redis is the distribution's redis-server, the balancer is HAProxy with
-config/fleet/haproxy.cfg (sticky on Mcp-Session-Id) plus one `server` line per replica. The clients are
+config/fleet/haproxy.cfg (sticky on Mcp-Session-Id; with --no-stick, no stickiness and round robin, so
+each request of a session lands on the next replica) plus one `server` line per replica. The clients are
 the official SDK's (mcp 2.3 `Client`): legacy ones hold one session each for the whole run, 2026-07-28
 ones send each call on its own. Each call asks `calculate` for a sum only that call knows, so an answer
 meant for another call is seen as wrong.
 
-    scripts/fleet [--replicas N] [--seconds S] [--clients C]
+    scripts/fleet [--replicas N] [--seconds S] [--clients C] [--no-stick]
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ REPLICA_CONFIG: Final = ROOT / "config" / "fleet" / "replica.toml"
 HAPROXY_CONFIG: Final = ROOT / "config" / "fleet" / "haproxy.cfg"
 READY_S: Final = 30.0  # a process that does not listen by then has failed
 CALL_S: Final = 30.0  # one call's longest wait: past it, an error
+STICKINESS: Final = re.compile(r"(?m)^\s*stick(-table| store-response| match) .*\n")  # haproxy.cfg's
 RECONNECT_S: Final = 0.2  # before a client that failed whole connects again (no hot loop on a dead port)
 ERAS: Final = {"legacy": "legacy", "2026-07-28": "2026-07-28"}  # the table's name: the SDK Client's mode
 
@@ -85,6 +87,7 @@ class Fleet:
     redis_port: int = 0
     haproxy_port: int = 0
     replica_ports: list[int] = attrs.field(factory=list)
+    sticky: bool = True  # HAProxy keeps a session on one replica; False: round robin, no stickiness
     processes: dict[str, subprocess.Popen[bytes]] = attrs.field(factory=dict)
     keys: str = attrs.field(
         factory=lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
@@ -146,7 +149,7 @@ class Fleet:
         self.haproxy_port = free_port()
         servers = "".join(f"    server r{n} 127.0.0.1:{port}\n" for n, port in enumerate(self.replica_ports))
         config = self.folder / "haproxy.cfg"
-        config.write_text(HAPROXY_CONFIG.read_text(encoding="utf-8") + servers, encoding="utf-8")
+        config.write_text(balancer_config(self.sticky) + servers, encoding="utf-8")
         env = {**os.environ, "MCP_FLEET_PORT": str(self.haproxy_port)}
         process, log = self.spawn("haproxy", [binary, "-db", "-f", str(config)], env)
         wait_listening(self.haproxy_port, process, "haproxy", log)
@@ -171,13 +174,26 @@ class Fleet:
         return f"http://127.0.0.1:{self.haproxy_port}/mcp"
 
 
+def balancer_config(sticky: bool) -> str:
+    """config/fleet/haproxy.cfg, or (not `sticky`) the same without its stick table and balancing round
+    robin: every request of a legacy session on the next replica, the case a session must survive."""
+    text = HAPROXY_CONFIG.read_text(encoding="utf-8")
+    if sticky:
+        return text
+    text, removed = STICKINESS.subn("", text)
+    text, balanced = re.subn(r"(?m)^(\s*)balance \w+$", r"\1balance roundrobin", text)
+    if removed != 3 or balanced != 1:
+        raise FleetStartError(f"{HAPROXY_CONFIG}: not the stick lines and balance line --no-stick removes")
+    return text
+
+
 @contextmanager
-def fleet_running(replicas: int, keep: bool) -> Iterator[Fleet]:
+def fleet_running(replicas: int, keep: bool, *, sticky: bool = True) -> Iterator[Fleet]:
     with ExitStack() as stack:
         folder = Path(tempfile.mkdtemp(prefix="mcp-fleet-"))
         if not keep:
             stack.callback(shutil.rmtree, folder, True)
-        fleet = Fleet(folder)
+        fleet = Fleet(folder, sticky=sticky)
         stack.callback(fleet.stop_all)
         fleet.start_redis()
         for number in range(replicas):
@@ -294,14 +310,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the load runs (default 10)")
     parser.add_argument("--clients", type=int, default=4, help="SDK clients per era (default 4)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (configs and logs)")
+    parser.add_argument(
+        "--no-stick",
+        action="store_true",
+        help="HAProxy without stickiness, round robin: each request of a session on the next replica",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.replicas <= 16 or not 0 < args.seconds <= 3600 or not 1 <= args.clients <= 64:
         parser.error("--replicas 1..16, --seconds up to 3600, --clients 1..64")
     try:
-        with fleet_running(args.replicas, args.keep) as fleet:
+        with fleet_running(args.replicas, args.keep, sticky=not args.no_stick) as fleet:
+            balance = "round robin, no stickiness" if args.no_stick else "sticky"
             print(
-                f"fleet: {args.replicas} replicas behind HAProxy at {fleet.url}, Redis on {fleet.redis_port}"
-                + (f", logs in {fleet.folder}" if args.keep else ""),
+                f"fleet: {args.replicas} replicas behind HAProxy ({balance}) at {fleet.url}, "
+                f"Redis on {fleet.redis_port}" + (f", logs in {fleet.folder}" if args.keep else ""),
                 file=sys.stderr,
             )
             tallies = trio.run(load, fleet.url, args.seconds, args.clients)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import trio
 
 from actors.middleware import CallOutcome, ClientInfo, Middleware, ToolCall
 from actors.protocol.messages import RpcError
@@ -46,6 +47,22 @@ class BrokenBeforeCall(Middleware):
         if call.tool == "add":
             raise RuntimeError("bug in the operator's middleware")
         return None
+
+
+class BrokenRun(Middleware):
+    """Its background work fails after it started, then runs once restarted: the gateway goes on."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.restarted = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.runs += 1
+        task_status.started()
+        if self.runs == 1:
+            raise RuntimeError("bug in the operator's background work")
+        self.restarted.set()
+        await trio.sleep_forever()
 
 
 def not_a_middleware(**options: Any) -> object:

@@ -9,12 +9,13 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
 import httpx2
+import orjson
 import trio
 from support import DEADLINE_S, INITIALIZE, backend_entry, running, toml_value, with_http, write_config
 from tls_certs import Pki
@@ -157,6 +158,37 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class ByMessage(httpx2.AsyncBaseTransport):
+    """A balancer with no stickiness that the test steers: each request goes to the port `route` picks for
+    the JSON-RPC message it POSTs (None for a GET or DELETE), so a session's messages land where a test
+    needs them (an answer on another replica than the request it answers, a notification elsewhere)."""
+
+    def __init__(self, route: Callable[[dict[str, Any] | None], int]) -> None:
+        self.route = route
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread() if request.method == "POST" else b""
+        message = orjson.loads(body) if body else None
+        request.url = request.url.copy_with(port=self.route(message if isinstance(message, dict) else None))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def kind_of(message: dict[str, Any] | None) -> str:
+    """ "initialize", "request", "notification", "answer" (to a request of the gateway), or "other" (a GET,
+    a DELETE)."""
+    if message is None:
+        return "other"
+    if "method" not in message:
+        return "answer"
+    if "id" not in message:
+        return "notification"
+    return "initialize" if message["method"] == "initialize" else "request"
 
 
 class Switch(httpx2.AsyncBaseTransport):

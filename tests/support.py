@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import mcp_types as types
@@ -30,6 +30,9 @@ from actors.config import load_config
 from actors.gateway import Gateway
 from actors.protocol import codec
 from actors.protocol.messages import Encoded, Message
+
+if TYPE_CHECKING:
+    import httpx2
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 INTEROP: Final = ROOT / "tests" / "interop"  # the interop tier: its npm packages under node_modules
@@ -523,3 +526,16 @@ class DecodedOutbox:
 
 def decoded(message: Message | Encoded) -> Message:
     return codec.decode(message.frame) if isinstance(message, Encoded) else message
+
+
+async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]:
+    """The events of an SSE response: each a dict of its fields (id, event, data, retry)."""
+    event: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if event:
+                yield event
+            event = {}
+        elif not line.startswith(":"):
+            field, _, value = line.partition(":")
+            event[field] = value[1:] if value.startswith(" ") else value

@@ -85,17 +85,17 @@ class StateHistory:
             self.changed.publish(time.time())
 
     def record(self, view: CatalogView) -> None:
-        """Note every backend whose state or reason differs from the last view's."""
+        """Note every backend whose state differs from the last view's; a new reason for the same state (a
+        lost backend's entries leave the catalog first, its supervisor's word on the exit comes next) takes
+        the place of the one before, at the time the state began."""
         now = time.time()
         for name, status in view.backends.items():
             kept = self.changes.setdefault(name, deque(maxlen=HISTORY_LENGTH))
             change = StateChange(now, status.state.value, status.reason, warnings_of(status.stderr))
-            if kept and (kept[-1].state, kept[-1].reason, kept[-1].stderr) == (
-                change.state,
-                change.reason,
-                change.stderr,
-            ):
-                continue
+            if kept and kept[-1].state == change.state:
+                if (kept[-1].reason, kept[-1].stderr) == (change.reason, change.stderr):
+                    continue
+                change = attrs.evolve(change, at=kept.pop().at)
             kept.append(change)
             if status.state in DOWN and status.reason:
                 self.last_error[name] = change

@@ -34,6 +34,7 @@ from actors.backends.modern import ModernRun, refused_version
 from actors.backends.opening import explain_end, fail_queued, link_over, open_transport, start_link_tasks
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
+from actors.backends.run_end import RunEnd
 from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
@@ -136,6 +137,7 @@ class Backend:
         self._announced = set()
         self._link, self._server_logs = link, RateLimiter(SERVER_LOG_RATE)
         started, error = False, None
+        end = RunEnd(name=self.config.name, catalog=self.catalog, link=link)
         try:
             with link.cancel_scope:
                 async with trio.open_nursery() as nursery:
@@ -143,6 +145,7 @@ class Backend:
                     ready = await self._start(link, calls, nursery, addressee)
                     ready = attrs.evolve(ready, call_now=BackendDoor(link, inbox, self._lane).call_now)
                     await self.catalog.send(ready)
+                    end.arm(nursery)  # from now on a loss takes its tools out before any call is answered
                     self.meter.ready_since = trio.current_time()
                     task_status.started()
                     started = True
@@ -156,6 +159,7 @@ class Backend:
                 if lost
                 else "the gateway is stopping it"
             )
+            await end.withdraw()  # done already, unless the loss came before `arm`
             fail_queued(self.config.name, inbox, reason)
             link.fail_all(reason)
             self.meter.run_ended()

@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
-from actors.backends.errors import BackendError, BackendExitedError
+from actors.backends.errors import BackendError, BackendExitedError, redacted
 from actors.backends.input import progress_params
 from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
@@ -70,7 +70,8 @@ class BackendLink:
     Receives: Calls and Cancels from the backend actor (`frame_for`, `cancel_frame`); frames from the backend.
     Sends: each call's one Reply to its reply_to; progress to the caller's session; notifications the link
         does not handle to `on_notification`; requests for a client to its ClientRequests.
-    Stops when: the transport ends, or `lose` is called; the backend actor then calls `fail_all`.
+    Stops when: the transport ends, or `lose` is called (which tells `on_lost`, when set, instead of
+        cancelling); the backend actor then calls `fail_all`.
     Errors: what the backend sends is checked where it enters: a frame that is not JSON-RPC is dropped and
         logged (rate-limited); a call it does not answer within request_timeout_s gets REQUEST_TIMEOUT and the
         backend a notifications/cancelled."""
@@ -88,6 +89,8 @@ class BackendLink:
     roots_chosen: bool = True  # the config named them (not the default): a modern call's asks, too
     # a modern backend's: the gateway's own envelope, in the _meta of every request not for a client's call
     envelope: ModernEnvelope | None = None
+    # the owner's, once the link is lost: it cancels `cancel_scope` itself, when it has done what comes first
+    on_lost: Callable[[], None] | None = None
     # an error answer to take before its caller gets it; True when taken (and answered) there
     on_error: Callable[[Call, RpcError], bool] | None = None
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # the backend's, across runs
@@ -104,10 +107,14 @@ class BackendLink:
         self.client_requests = ClientRequests(self, self.clients, self.roots)
 
     def lose(self, error: BackendError) -> None:
-        """End this run: remember the first reason and cancel the run's scope."""
+        """End this run: remember the first reason and cancel the run's scope, or, with `on_lost`, have its
+        owner end it (which answers the calls in flight once the catalog no longer lists the backend)."""
         if self.lost is None:
             self.lost = error
-        self.cancel_scope.cancel()
+        if self.on_lost is not None:
+            self.on_lost()
+        else:
+            self.cancel_scope.cancel()
 
     def fail_all(self, reason: str) -> None:
         """Answer every call still in flight with an error naming this backend, and withdraw its requests
@@ -221,7 +228,8 @@ class BackendLink:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 frame = None
             if frame is None:
-                self.fail_all("its connection closed")
+                if self.on_lost is None:  # else its owner answers them, when it ends the run
+                    self.fail_all("its connection closed")
                 self.lose(BackendExitedError("connection closed"))
                 return
             self.meter.bytes_in += len(frame)
@@ -257,7 +265,7 @@ class BackendLink:
             case Response(id=request_id, result=result):
                 self._settle(request_id, Reply(result=result), nursery)
             case ErrorResponse(id=request_id, error=error):
-                self._settle(request_id, Reply(error=error))
+                self._settle(request_id, Reply(error=redacted(error)))  # its text may go to a client, a log
             case Notification(method="notifications/progress", params=params):
                 self._progress(params)
             case Notification(method="notifications/cancelled", params=params):

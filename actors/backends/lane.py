@@ -8,20 +8,24 @@ may make the backend ask (tools/call, prompts/get, resources/read) opens a lane:
 the same way (or its URL connected to again) and initialized. From then on legacy clients' calls go over
 it, and the backend's asks reach their client through the lane link's ClientRequests, as any legacy
 backend's do. Everything else (lists, subscriptions, the bridge's resumed rounds) stays on the run's
-connection, and the catalog lists from it alone.
+connection, and the catalog lists from it alone. The two processes of a stdio backend share no state.
 
 Calls that come while the lane opens wait for it. A backend that refuses initialize is modern-only for the
 gateway's run (EraState.modern_only): the waiting calls, and every later one, go over the run's connection
-through the bridge. A lane that cannot start or dies fails only the calls it has (with an error naming the
-backend); legacy calls take the bridge for a backoff, then open it again; after LANE_FAILURES_MAX failures
-in a row (a lane that served LANE_STABLE_S starts the count again) they take the bridge for the rest of
-the run. A lane with no call for `lane_idle_s` (the backend's config) is closed, not counted as a failure,
-and the next legacy call opens one again. The lane is the run's: it ends with it.
+through the bridge. A lane that cannot start fails only the calls that waited for it (they go over the run's
+connection); legacy calls take the bridge for a backoff, then open it again; after LANE_FAILURES_MAX
+failures in a row they take the bridge for the rest of the run. An open lane is pinged as the run's
+connection is ([backends.health]); one that dies or hangs ends the run (BackendLaneError), as the death of a
+backend's only process does: its tools leave the catalog (clients hear list_changed), every call of both
+connections is answered with an error naming the backend, and the supervisor restarts the backend, counted
+by its restart intensity. A lane with no call for `lane_idle_s` (the backend's config) is closed, not a
+failure, and the next legacy call opens one again. The lane is the run's: it ends with it.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -29,13 +33,19 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendLink, BackendRequestError
-from actors.backends.errors import BackendError, BackendExitedError, BackendHungError, BackendStartError
+from actors.backends.errors import (
+    BackendError,
+    BackendExitedError,
+    BackendHungError,
+    BackendLaneError,
+    BackendStartError,
+)
 from actors.backends.handshake import initialize
+from actors.backends.health import watch_health
 from actors.backends.input import log_params
 from actors.backends.lane_policy import (
     LANE_BACKOFF_S,
     LANE_FAILURES_MAX,
-    LANE_STABLE_S,
     LaneState,
     for_lane,
 )
@@ -68,7 +78,8 @@ class LegacyLane:
     Sends: each call's frame over the lane, or over the run's connection (`modern`) when it cannot take it.
     Stops when: the backend's run ends (its nursery is cancelled): the lane's process is stopped and every
         call it holds is answered with an error naming the backend.
-    Errors: none leave it; a lane that cannot start or dies fails only its own calls."""
+    Errors: a lane that dies or hangs once open loses the run's link (BackendLaneError): the run ends; a
+        lane that cannot start fails only the calls that waited for it."""
 
     backend: Backend
     modern: BackendLink  # the run's connection
@@ -76,7 +87,6 @@ class LegacyLane:
     state: LaneState = LaneState.CLOSED
     failures: int = 0
     _retry_at: float = -math.inf
-    _opened_at: float = math.inf  # when the lane last opened
     _last_call_at: float = -math.inf  # when the open lane last took a call
     _had_calls: bool = False
     _link: BackendLink | None = None
@@ -199,6 +209,7 @@ class LegacyLane:
         link = link_over(self.backend, transport, self._on_notification)
         refusal: BackendError | None = None
         idle = False  # closed for idleness: its state is settled already, and a new lane may be opening
+        opened = False
         try:
             with link.cancel_scope:
                 async with trio.open_nursery() as tasks:
@@ -209,13 +220,14 @@ class LegacyLane:
                         refusal = exc
                         tasks.cancel_scope.cancel()
                     else:
+                        opened = True
                         await self._opened(link, tasks)
                         await self._until_idle(link)
                         idle = True
                         tasks.cancel_scope.cancel()
         finally:
             problem = refusal or link.lost
-            leftover = [] if idle else self._closed(link, problem)
+            leftover = [] if idle else self._closed(link, problem, opened=opened)
             budget = self.backend.shutdown.budget_or(Budget.of(self.backend.shutdown_s))  # as the run's
             polite_s = 0.0 if isinstance(problem, BackendHungError) else budget.polite_s
             await transport.stop(close_wait_s=polite_s, term_wait_s=budget.term_s)
@@ -252,20 +264,36 @@ class LegacyLane:
                 return
 
     async def _opened(self, link: BackendLink, tasks: trio.Nursery) -> None:
-        """Open: the waiting calls go over it, and its roots follow the clients as a legacy backend's."""
-        self.state, self._link, self._opened_at = LaneState.OPEN, link, trio.current_time()
-        self._last_call_at = self._opened_at
+        """Open: the waiting calls go over it, its roots follow the clients as a legacy backend's, it is
+        pinged as the run's connection is, and its loss is the run's."""
+        self.state, self._link, self.failures = LaneState.OPEN, link, 0
+        self._last_call_at = trio.current_time()
         self.backend.meter.eras = "modern+legacy"
+        link.on_lost = partial(self._lost, link)
         backend = self.backend
         if backend.roots == "client" and backend.clients is not None:
             tasks.start_soon(follow_clients, link, backend.clients, backend.clients.only())
+        if backend.config.health.interval_s > 0:
+            tasks.start_soon(watch_health, link, backend.config.health, "ping")
         pending, self._pending = self._pending, []
         await self._write(link, pending)
 
-    def _closed(self, link: BackendLink | None, problem: BackendError | None) -> list[bytes]:
+    def _lost(self, link: BackendLink) -> None:
+        """The open lane died or hung: the run ends, as it would for its only process; the lane's calls
+        are answered as the run's end reaches the lane (after its tools have left the catalog)."""
+        assert link.lost is not None
+        what = "hung" if isinstance(link.lost, BackendHungError) else "ended"
+        self.modern.lose(
+            BackendLaneError(f"its legacy lane ({link.transport.label}) {what}: {link.lost.without_stderr}")
+        )
+
+    def _closed(
+        self, link: BackendLink | None, problem: BackendError | None, *, opened: bool = False
+    ) -> list[bytes]:
         """The lane's connection ended (or never opened): its calls in flight are answered with an error
         naming the backend, its state says what comes next, and the calls that waited for it become the
-        run connection's (their frames are returned, to be sent over it)."""
+        run connection's (their frames are returned, to be sent over it). A lane that had opened ends only
+        with the run (its own loss ends the run: `_lost`)."""
         self._link = None
         self.backend.meter.eras = "modern"
         if link is not None:
@@ -273,7 +301,7 @@ class LegacyLane:
             link.fail_all(reason)
         if isinstance(problem, LaneRefusedError):
             self._refused(problem)
-        elif problem is not None:
+        elif problem is not None and not opened:
             self._failed(problem)
         else:  # the run is ending
             self.state = LaneState.CLOSED
@@ -292,11 +320,8 @@ class LegacyLane:
         self.era.modern_only = True
 
     def _failed(self, problem: BackendError) -> None:
-        """Open it again after a backoff, unless it failed LANE_FAILURES_MAX times in a row (a lane that
-        served for LANE_STABLE_S starts the count again)."""
-        if trio.current_time() - self._opened_at >= LANE_STABLE_S:
-            self.failures = 0
-        self._opened_at = math.inf
+        """A lane that could not open: open it again after a backoff, unless it failed LANE_FAILURES_MAX
+        times in a row (an opening that succeeds starts the count again)."""
         self.failures += 1
         if self.failures >= LANE_FAILURES_MAX:
             self.state = LaneState.GAVE_UP
@@ -310,7 +335,7 @@ class LegacyLane:
         backoff_s = LANE_BACKOFF_S * 2 ** (self.failures - 1)
         self.state, self._retry_at = LaneState.CLOSED, trio.current_time() + backoff_s
         logger.warning(
-            "its legacy lane ended ({}); opened again after {:.1f}s", problem.without_stderr, backoff_s
+            "its legacy lane did not open ({}); opened again after {:.1f}s", problem.without_stderr, backoff_s
         )
 
     def _fail_pending(self, reason: str) -> None:

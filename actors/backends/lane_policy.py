@@ -10,8 +10,7 @@ from actors.protocol.envelopes import BackendCommand, Call
 
 LANE_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})  # those that may ask
 RESUMED: Final = ("inputResponses", "requestState")  # a bridged call's next round: the run connection's
-LANE_FAILURES_MAX: Final = 3  # lanes of one run that could not start or died; then the bridge alone
-LANE_STABLE_S: Final = 60.0  # a lane open this long before it died counts its failure as the first
+LANE_FAILURES_MAX: Final = 3  # lanes of one run that could not open, in a row; then the bridge alone
 LANE_BACKOFF_S: Final = 1.0  # after a failure legacy calls take the bridge this long (doubled each time)
 
 
@@ -28,4 +27,4 @@ class LaneState(enum.Enum):
     OPENING = "opening"  # spawned or connecting, initializing: calls wait
     OPEN = "open"
     REFUSED = "refused"  # the backend refused initialize: modern-only
-    GAVE_UP = "gave up"  # LANE_FAILURES_MAX failures in a row in this run
+    GAVE_UP = "gave up"  # LANE_FAILURES_MAX failed openings in a row in this run

@@ -18,7 +18,7 @@ from actors.catalog.status import BackendState, BackendStatus
 from actors.catalog.view import CatalogView
 from actors.catalog.view_builder import ViewBuilder
 from actors.config.tool_policy import ToolPolicy
-from actors.protocol.envelopes import BackendReady, ListChanged
+from actors.protocol.envelopes import BackendLost, BackendReady, ListChanged
 from actors.runtime.supervisor import ChildEvent, ChildFailed, ChildRestarting, ChildStarted, ChildStopped
 from actors.runtime.watch import Watch
 
@@ -37,7 +37,7 @@ class Reconfigured:
     fresh: frozenset[str]
 
 
-CatalogEvent = BackendReady | ListChanged | ChildEvent | Reconfigured
+CatalogEvent = BackendReady | BackendLost | ListChanged | ChildEvent | Reconfigured
 
 
 @attrs.define(kw_only=True)
@@ -45,9 +45,10 @@ class Catalog:
     """The catalog actor.
 
     Owns: every backend's state and last tool list, and the Watch it publishes to.
-    Receives: BackendReady, ListChanged (from backends), ChildEvents (from the backends supervisor) and
-        Reconfigured (from the gateway, at a reload).
-    Sends: a new CatalogView through the Watch after each event.
+    Receives: BackendReady, BackendLost, ListChanged (from backends), ChildEvents (from the backends
+        supervisor) and Reconfigured (from the gateway, at a reload).
+    Sends: a new CatalogView through the Watch after each event; a BackendLost's `published` once its view
+        is out (the backend answers its calls only then).
     Stops when: its inbox ends.
     Errors: none expected; an unknown backend name in an event is ignored.
     """
@@ -98,6 +99,8 @@ class Catalog:
             async for event in self.inbox:
                 if self.apply(event):
                     self.watch.publish(self.view())
+                if isinstance(event, BackendLost):
+                    event.published.set()
 
     def apply(self, event: CatalogEvent) -> bool:
         """Update state from one event; True when the view changed."""
@@ -137,6 +140,8 @@ class Catalog:
                 setattr(entry, kind, items)
                 entry.status = attrs.evolve(status, list_hints={**status.list_hints, kind: event.hint})
                 logger.bind(backend=status.name).info("{} changed: now {}", kind, len(items))
+            case BackendLost(error=error):
+                entry.status = status.down(BackendState.RESTARTING, error)
             case ChildStarted():
                 return False
             case ChildRestarting(error=error):

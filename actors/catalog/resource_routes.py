@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.catalog.naming import Route
-from actors.catalog.uris import unprefixed
+from actors.catalog.uris import prefixed, unprefixed
 from actors.catalog.view import CatalogView
 
 
@@ -20,6 +20,19 @@ def resource_route(view: CatalogView, uri: str) -> Route | None:
             return Route(template.backend, own)
     explicit = unprefixed(uri)
     return explicit if explicit is not None and explicit.backend in view.backends else None
+
+
+def public_uri(view: CatalogView, route: Route, spelled: str | None = None) -> str:
+    """The one public form of a backend's URI, whichever spelling reached it (`spelled`, when known, saves
+    routing the bare form again): what the naming rule would publish it as. Every spelling
+    `resource_route` takes to `route` is either `route.own` or `{backend}+{own}`; the bare one is the
+    public form unless the rule always prefixes or the bare URI is another backend's (listed, under a
+    template or by an explicit prefix). What [policy] judges (#34)."""
+    if not view.always_prefix:
+        bare = route if spelled == route.own else resource_route(view, route.own)
+        if bare is None or bare == route:
+            return route.own
+    return prefixed(route.backend, route.own)
 
 
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:

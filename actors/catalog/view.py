@@ -30,6 +30,7 @@ class CatalogView:
     templates: tuple[Tool, ...] = ()
     resource_routes: Mapping[str, Route] = attrs.field(factory=dict)  # public URI -> owner, its own URI
     template_routes: tuple[TemplateRoute, ...] = ()  # in config order
+    always_prefix: bool = False  # the naming rule is "always-prefix": every URI's public form is prefixed
     resources_version: int = 0  # resources and templates together
     # per kind ("tools", "prompts", "resources"): its changes and the changes its backends announced; what
     # list_changed follows (the versions above are what cursors and cached filtered lists follow)

@@ -95,6 +95,7 @@ class ViewBuilder:
                 for backend, mine in patterns.items()
                 for template, public in mine.items()
             ),
+            always_prefix=always,
             resources_version=self._resources.update(
                 (resources, templates), bool(announced & {"resources", "templates"})
             ),

@@ -18,6 +18,7 @@ from actors.config.fleet_schema import redis_url as redis_url_rule
 from actors.config.redis_target import parse_redis_target, tls_context
 
 KEYS_FORMAT = f"{KEY_BYTES} bytes as base64url (43 characters) or hex (64)"
+MAKE_KEY = "make one with: python3 -c 'import secrets; print(secrets.token_hex(32))'"
 MAX_PEM_BYTES = 1 << 20  # a CA bundle is a few hundred kB at most
 TLS_KEYS = ("redis_ca_file", "redis_cert_file", "redis_key_file")
 
@@ -154,7 +155,8 @@ def _keys(table: FleetTable, folder: Path, problems: list[Problem]) -> tuple[byt
     if table.keys_env is not None:
         where, text = "fleet.keys_env", os.environ.get(table.keys_env, "")
         if not text.strip():
-            problems.append((where, f"environment variable {table.keys_env} is not set or empty"))
+            reason = f"environment variable {table.keys_env} is not set or empty (the fleet keys; {MAKE_KEY})"
+            problems.append((where, reason))
             return None
     else:
         assert table.keys_file is not None
@@ -172,7 +174,7 @@ def parse_keys(text: str, where: str, problems: list[Problem]) -> tuple[bytes, .
     """Keys separated by whitespace or commas ('#' starts a comment to the end of its line)."""
     words = [word for line in text.splitlines() for word in re.split(r"[\s,]+", line.split("#")[0]) if word]
     if not words:
-        problems.append((where, f"no key; give one or more keys of {KEYS_FORMAT}"))
+        problems.append((where, f"no key; give one or more keys of {KEYS_FORMAT} ({MAKE_KEY})"))
         return None
     if len(words) > MAX_KEYS:
         problems.append((where, f"{len(words)} keys; at most {MAX_KEYS} (remove keys no longer in use)"))

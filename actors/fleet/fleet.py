@@ -9,6 +9,7 @@ import trio
 
 from actors.backends.list_news import ListNews
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.ask_ids import AskIdSeal
 from actors.fleet.limits import FleetLimits
 from actors.fleet.relay import FleetRelay
 from actors.fleet.seal import FleetSeal
@@ -19,14 +20,7 @@ from actors.fleet.store import FleetStore
 from actors.limits import Limiter
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
-from actors.runtime.supervisor import (
-    ChildEvent,
-    ChildSpec,
-    Restart,
-    RestartPolicy,
-    discard_reports,
-    supervise_child,
-)
+from actors.runtime.supervisor import ChildSpec, Restart, RestartPolicy, supervise_alone
 
 # A part of the fleet that fails is restarted with backoff, and given up (logged as failed) only when it
 # keeps failing: more than max_restarts within window_s.
@@ -56,10 +50,17 @@ class Fleet:
         list_news: ListNews | None = None,
     ) -> Fleet:
         store = FleetStore(settings=settings)
-        ids = SessionIds(FleetSeal.of(settings.keys), settings.replica)
-        sessions = FleetSessions(settings=settings, ids=ids, store=store)
-        relay = FleetRelay(settings=settings, store=store, events=events, on_ended=sessions.ended_elsewhere)
-        sessions.announce_end = relay.publish_ended
+        seal = FleetSeal.of(settings.keys)
+        ids, asks = SessionIds(seal, settings.replica), AskIdSeal(seal, settings.replica)
+        sessions = FleetSessions(settings=settings, ids=ids, store=store, asks=asks)
+        relay = FleetRelay(
+            settings=settings,
+            store=store,
+            events=events,
+            on_ended=sessions.ended_elsewhere,
+            on_told=sessions.told_elsewhere,
+        )
+        sessions.announce_end, sessions.announce_told = relay.publish_ended, relay.publish_told
         if list_news is not None:  # the backends' list changes, both ways, and caught up after Redis was away
             list_news.announced, relay.on_list_changed = relay.publish_list_changed, list_news.elsewhere
             relay.on_rejoined = list_news.check_all
@@ -82,11 +83,8 @@ class Fleet:
                 ("relay", self.relay.run),
                 ("limits", self.limits.run),
                 ("states", self.states.run),
-            ):
-                events, reports = trio.open_memory_channel[ChildEvent](0)
-                nursery.start_soon(supervise_child, ChildSpec(name, run, USER_POLICY, kind="fleet"), events)
-                await reports.receive()  # started (or failed at its start, and restarting): the next one
-                nursery.start_soon(discard_reports, reports)
+            ):  # each started (or failed at its start, and restarting) before the next
+                await nursery.start(supervise_alone, ChildSpec(name, run, USER_POLICY, kind="fleet"))
             task_status.started()
 
     def status(self) -> dict[str, Any]:

@@ -8,7 +8,11 @@ Channels (under `key_prefix`):
                       a session its client ended (DELETE), which every replica's copy of it ends too. And
                       {"from", "backend", "changed"}: a backend's own server announced a list change (the
                       list_changed method), which every other replica's actor of it lists again (and never
-                      announces again); one per backend and method waits in the outbox at most.
+                      announces again); one per backend and method waits in the outbox at most. And
+                      {"from", "told", "method", "params"}: a notification a legacy session's client sent
+                      to this replica (initialized, cancelled, roots/list_changed) for the copies of the
+                      session (named by its digest) on the others: where a request it cancels runs, the
+                      owner that waits for initialized, every copy whose backends hear of roots.
   `:stream:<digest>`  a legacy session's standalone events (list_changed, resources/updated, a backend's
                       request when no call's stream is read): subscribed while the session's GET stream is
                       open on this replica; a copy with no GET reader of its own publishes there, and keeps
@@ -33,7 +37,7 @@ from actors.backends.listing import CHANGES
 from actors.config.fleet_schema import FleetSettings
 from actors.fleet.store import CHECK_DOWN_S, FleetStore, StoreUnavailableError, link_errors
 from actors.protocol.envelopes import BackendEvent
-from actors.protocol.messages import Notification
+from actors.protocol.messages import Notification, is_id
 from actors.runtime.broadcast import Broadcast
 
 OUTBOX_SIZE: Final = 1024  # events waiting to be published; past it, each stays where it was made
@@ -41,6 +45,13 @@ EVENTS_SIZE: Final = 256  # this replica's backend events read for fan-out
 UPDATED: Final = "notifications/resources/updated"
 MAX_URI_CHARS: Final = 4096
 MAX_NAME_CHARS: Final = 256  # of a backend's name in a notice: longer is nothing a replica runs
+# a client's notifications a copy of its session on another replica may need; nothing else of theirs is told
+TOLD: Final = frozenset(
+    {"notifications/initialized", "notifications/cancelled", "notifications/roots/list_changed"}
+)
+MAX_TOLD_ID_CHARS: Final = 1024  # codec.MAX_ID_CHARS: a longer id is no request's in flight
+MAX_TOLD_REASON_CHARS: Final = 1024  # of a cancel's reason told (the session passes on its first 256)
+DIGEST_CHARS: Final = 40  # of a session's digest (fleet/sessions.digest_of)
 
 Deliver = Callable[[bytes], None]
 
@@ -72,6 +83,8 @@ class FleetRelay:
     store: FleetStore
     events: Broadcast[BackendEvent]
     on_ended: Callable[[str], None] | None = None  # a session's digest, ended by its client elsewhere
+    on_told: Callable[[str, str, dict[str, Any]], None] | None = None  # (digest, method, params): told
+    # by a session's client to another replica
     on_list_changed: Callable[[str, str], object] | None = None  # (backend, method) announced elsewhere
     on_rejoined: Callable[[], object] | None = None  # Redis answers again: this replica's lists are checked
     _changes: set[tuple[str, str]] = attrs.field(factory=set)  # list changes in the outbox: coalesced
@@ -108,6 +121,19 @@ class FleetRelay:
         id: ids are secrets, and what crosses Redis is readable there)."""
         payload = {"from": self.settings.replica, "ended": digest}
         self._send(Outgoing(self.notices, orjson.dumps(payload)))
+
+    def publish_told(self, digest: str, method: str, params: object) -> bool:
+        """A client's notification (one of TOLD) for the copies of its session (`digest`) on the other
+        replicas; only what they act on is sent: a cancel's requestId and reason. False when it cannot be
+        sent (Redis away, the outbox full, a requestId no request in flight has)."""
+        told = told_params(method, params)
+        if told is None:
+            return False
+        payload = {"from": self.settings.replica, "told": digest, "method": method, "params": told}
+        if self._send(Outgoing(self.notices, orjson.dumps(payload))):
+            return True
+        logger.info("fleet: a client's {} is not told to the other replicas (Redis away, or busy)", method)
+        return False
 
     def publish_list_changed(self, backend: str, method: str) -> None:
         """This replica's `backend` announced a list change: the other replicas list it again. One per
@@ -250,6 +276,9 @@ class FleetRelay:
         if isinstance(ended, str) and self.on_ended is not None:
             self.on_ended(ended)
             return
+        if "told" in notice:
+            self._told(notice)
+            return
         backend, uri, changed = notice.get("backend"), notice.get("uri"), notice.get("changed")
         if isinstance(backend, str) and isinstance(changed, str) and changed in CHANGES:
             if self.on_list_changed is not None and len(backend) <= MAX_NAME_CHARS:
@@ -261,6 +290,18 @@ class FleetRelay:
             )
             return
         self.events.publish(RelayedEvent(backend, Notification(UPDATED, {"uri": uri})))
+
+    def _told(self, notice: dict[str, Any]) -> None:
+        """A client's notification another replica was sent, checked as if the client sent it here."""
+        digest, method = notice.get("told"), notice.get("method")
+        told = told_params(method, notice.get("params"))
+        if not isinstance(digest, str) or len(digest) != DIGEST_CHARS or told is None:
+            sender = str(notice.get("from"))[:32]
+            logger.warning("fleet: dropped a malformed notice from replica {!r}", sender)
+            return
+        if self.on_told is not None:
+            assert isinstance(method, str)
+            self.on_told(digest, method, told)
 
     async def _subscribe(self, channel: str) -> None:
         if self._pubsub is not None:
@@ -276,3 +317,24 @@ class FleetRelay:
                 await self._pubsub.unsubscribe(channel)
             except link_errors() as exc:
                 logger.debug("fleet: could not unsubscribe: {}", exc)
+
+
+def told_params(method: object, params: object) -> dict[str, Any] | None:
+    """What of a client's notification the other replicas' copies are told: nothing but a cancel's requestId
+    and its reason; None when `method` is not one of TOLD or a cancel is one the session drops (no id a
+    request in flight can have, a reason that is no string)."""
+    if not isinstance(method, str) or method not in TOLD:  # a list is no method (and no key of a set)
+        return None
+    if method != "notifications/cancelled":
+        return {}
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    if not is_id(request_id) or (isinstance(request_id, str) and len(request_id) > MAX_TOLD_ID_CHARS):
+        return None
+    if isinstance(request_id, int) and not -(1 << 63) <= request_id < 1 << 64:
+        return None  # no decoded id is this large (and orjson writes none)
+    reason = params.get("reason") if isinstance(params, dict) else None
+    if reason is None:
+        return {"requestId": request_id}
+    if not isinstance(reason, str):
+        return None
+    return {"requestId": request_id, "reason": reason[:MAX_TOLD_REASON_CHARS]}

@@ -13,6 +13,10 @@ once it answers); else their TTL frees them (a replica that crashed, a copy ende
 
 Beside the facts, what the client set since (its log level, its resource subscriptions: session_state.py),
 noted by whichever replica answered it, read back by a replica that takes the session up.
+
+What the client sends that is no request needs no copy where it lands (fleet_messages.py in the HTTP
+front): its answers to the gateway's requests go to the replica that asked (named in the ids it was sent:
+ask_ids.py), and its notifications reach each copy of the session through the relay (`told_elsewhere`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import trio
 from loguru import logger
 
 from actors.config.fleet_schema import FleetSettings
+from actors.fleet.ask_ids import AskIdSeal, SessionAskIds
 from actors.fleet.session_ids import SessionIds
 from actors.fleet.session_state import LEVEL, MAX_KEPT_URIS, SUB, SessionState, change_of
 from actors.fleet.store import FleetStore, StoreUnavailableError
@@ -49,7 +54,8 @@ class FleetSessions:
     """Owns: the facts of the sessions this replica opened and each known session's last TTL refresh.
     Receives: `mint`, `remember` (an initialize answered), `recall` (an id this replica does not hold),
         `note` (a setLevel, subscribe or unsubscribe answered), `touch` (each request), `forget` (DELETE),
-        `dropped` (a local copy ended).
+        `dropped` (a local copy ended), `known` (a notification for a session with no copy here),
+        `tell_others` (a notification its client sent here), `told_elsewhere` (one it sent elsewhere).
     Sends: commands to the FleetStore.
     Stops when: with the gateway; nothing of its own runs.
     Errors: none raised; Redis being down makes `recall` find nothing and `remember` keep the facts here.
@@ -58,10 +64,15 @@ class FleetSessions:
     settings: FleetSettings
     ids: SessionIds
     store: FleetStore
+    asks: AskIdSeal  # the ids of the gateway's requests to its legacy HTTP clients
     _owned: dict[str, bytes] = attrs.field(factory=dict)  # the facts of the sessions opened here, alive
     _local: dict[str, str] = attrs.field(factory=dict)  # digest -> id of each session with a copy here
     end_local: Callable[[str], None] | None = None  # ends this replica's copy of a session (the HTTP side)
     announce_end: Callable[[str], None] | None = None  # tells the other replicas (the relay)
+    # tells the other replicas' copies of a session (by its digest) a notification its client sent here
+    announce_told: Callable[[str, str, object], bool] | None = None
+    # gives this replica's copy of a session a notification its client sent to another replica (the HTTP side)
+    tell_local: Callable[[str, str, dict[str, Any]], None] | None = None
     _refreshed: dict[str, float] = attrs.field(factory=dict)
     _states: dict[str, SessionState] = attrs.field(factory=dict)  # of sessions with a copy here, once set
     _ended_unsaid: dict[str, None] = attrs.field(factory=dict)  # digests deleted while Redis was away
@@ -74,6 +85,19 @@ class FleetSessions:
 
     def owner(self, session_id: str) -> str | None:
         return self.ids.owner(session_id)
+
+    @property
+    def replica(self) -> str:
+        return self.settings.replica
+
+    def ask_ids(self, session_id: str) -> SessionAskIds:
+        """The ids the client of `session_id` sees on the requests this replica sends it."""
+        return self.asks.for_session(session_id)
+
+    def asker(self, session_id: str, request_id: object) -> str | None:
+        """The replica that sent the request a client's answer names (None: no replica of this fleet sent
+        `request_id` to this session)."""
+        return self.asks.asker(session_id, request_id)
 
     def opened_here(self, session_id: str) -> bool:
         """Whether this replica minted the id: a session it ends to make room then ends fleet-wide (`forget`),
@@ -98,6 +122,25 @@ class FleetSessions:
         """The initialize params of a session the fleet holds, when `principal` is the one it was opened
         for; None for an id the fleet did not mint, facts gone or unreadable, another principal, or Redis
         down. Found, the session is known here from then on: `dropped` when no copy of it opens."""
+        initialize = await self._initialize_of(session_id, principal)
+        if initialize is None:
+            return None
+        self._refreshed[session_id] = trio.current_time()
+        self._local[digest_of(session_id)] = session_id
+        try:
+            fields = await self.store.command(lambda client: client.hgetall(self._state_key(session_id)))
+        except StoreUnavailableError:
+            fields = None  # taken up without what its client set since: better than not at all
+        state = SessionState.of_fields(fields)
+        if state.level is not None or state.uris:
+            self._states[session_id] = state
+        return initialize
+
+    async def known(self, session_id: str, principal: Principal | None) -> bool:
+        """Whether the fleet holds the session for `principal` (its facts read, no copy made here)."""
+        return await self._initialize_of(session_id, principal) is not None
+
+    async def _initialize_of(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
         if self.ids.owner(session_id) is None:
             return None
         try:
@@ -113,15 +156,6 @@ class FleetSessions:
         initialize = facts.get("initialize")
         if facts.get("who") != _who(principal) or not isinstance(initialize, dict):
             return None
-        self._refreshed[session_id] = trio.current_time()
-        self._local[digest_of(session_id)] = session_id
-        try:
-            fields = await self.store.command(lambda client: client.hgetall(self._state_key(session_id)))
-        except StoreUnavailableError:
-            fields = None  # taken up without what its client set since: better than not at all
-        state = SessionState.of_fields(fields)
-        if state.level is not None or state.uris:
-            self._states[session_id] = state
         return initialize
 
     def state_of(self, session_id: str) -> SessionState:
@@ -193,6 +227,19 @@ class FleetSessions:
         self._refreshed.pop(session_id, None)
         self._local.pop(digest_of(session_id), None)
         self._states.pop(session_id, None)
+
+    def tell_others(self, session_id: str, method: str, params: object) -> bool:
+        """A notification the session's client sent here, for its copies on other replicas (relay.TOLD says
+        which are passed on, and what of them); False when it was not sent."""
+        if self.announce_told is None:
+            return False
+        return self.announce_told(digest_of(session_id), method, params)
+
+    def told_elsewhere(self, digest: str, method: str, params: dict[str, Any]) -> None:
+        """A notification the session's client sent to another replica: this replica's copy hears it too."""
+        session_id = self._local.get(digest)
+        if session_id is not None and self.tell_local is not None:
+            self.tell_local(session_id, method, params)
 
     def ended_elsewhere(self, digest: str) -> None:
         """Another replica's client ended this session: this replica's copy ends too (later requests 404)."""

@@ -10,7 +10,8 @@ other's) and names itself in them (`o`). A modern retry is looked at before it r
   owner's answer goes back to the client as it comes. An owner that is gone (not registered, or not
   answering) gives the spec's start-over error (-32602, "Invalid requestState"): never a wrong answer.
 Each replica registers the URL it is reached at (`{prefix}:replica:<name>`, refreshed every
-REGISTER_EVERY_S, gone REGISTRATION_TTL_S after its last refresh).
+REGISTER_EVERY_S, gone REGISTRATION_TTL_S after its last refresh, and registered again first thing when
+Redis answers after it did not or answers empty: a retry forwarded meanwhile would find no owner).
 """
 
 from __future__ import annotations
@@ -72,16 +73,23 @@ class FleetStates:
     def __attrs_post_init__(self) -> None:
         self.key = OwnedStateKey(derived(self.settings.keys[0], STATE_PURPOSE), owner=self.settings.replica)
         self._forward_keys = tuple(derived(key, FORWARD_PURPOSE) for key in self.settings.keys)
+        self.store.on_back.insert(0, self.register)  # before the catch-ups, which may take a while
+
+    async def register(self) -> None:
+        """Where this replica is reached, in Redis for REGISTRATION_TTL_S (nothing while it is not known
+        yet, or Redis is away)."""
+        url = self.url
+        if url is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                await self.store.command(
+                    lambda client: client.set(self._registration(), url, ex=REGISTRATION_TTL_S)
+                )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         try:
             while True:
-                if self.url is not None:
-                    with contextlib.suppress(StoreUnavailableError):
-                        await self.store.command(
-                            lambda client: client.set(self._registration(), self.url, ex=REGISTRATION_TTL_S)
-                        )
+                await self.register()
                 with trio.move_on_after(REGISTER_EVERY_S):
                     await self._url_set.wait()
                 self._url_set = trio.Event()

@@ -17,10 +17,8 @@ from actors.identity.verify import (
     IssuerRules,
     TokenRefusedError,
     UnknownKeyError,
-    check_text,
     peek_issuer,
     principal_of,
-    subject_of,
     verify,
 )
 from actors.protocol.codec import clip
@@ -64,7 +62,9 @@ async def _verify_with_refetch(token: str, rules: IssuerRules, keys: IssuerKeys)
 
 
 def verify_static(token: str, auth: JwtAuth) -> Principal:
-    """A token signed with the listener's own key (HS256 secret, or a PEM public key)."""
+    """A token signed with the listener's own key (HS256 secret, or a PEM public key). Like an issuer's, it
+    must name its subject: tokens without one would all be the one principal, each able to use the others'
+    sessions."""
     if len(token) > MAX_TOKEN_BYTES:
         raise TokenRefusedError(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
     try:
@@ -80,7 +80,4 @@ def verify_static(token: str, auth: JwtAuth) -> Principal:
         raise TokenRefusedError(clip(str(exc))) from None
     claimed = claims.get("iss")
     issuer = claimed if isinstance(claimed, str) and claimed else None
-    if subject_of(claims) is None:  # the listener's own key may sign for no one in particular
-        check_text(issuer, "-")
-        return Principal(issuer, "-", claims=claims)
-    return principal_of(claims, issuer)
+    return principal_of(claims, issuer)  # one without a subject is refused: it would be no one's, or all

@@ -172,7 +172,9 @@ def principal_of(claims: Mapping[str, Any], issuer: str | None) -> Principal:
     """The principal a verified payload names: `sub`, else the `client_id` of a client acting for itself."""
     subject = subject_of(claims)
     if subject is None:
-        raise TokenRefusedError("the token names no subject (sub)")
+        raise TokenRefusedError(
+            "the token names no subject: a non-empty string sub (or client_id) is required"
+        )
     check_text(issuer, subject)
     return Principal(issuer, subject, scopes_of(claims), claims)
 

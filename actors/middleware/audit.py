@@ -7,9 +7,16 @@ took, how it ended, and the sizes of its arguments and result; argument values o
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
 rather than lose records; shutdown writes what is queued before the gateway exits.
 
+Every stored text (names, arguments) is redacted first (runtime/redact.py): a secret the gateway knows, or
+text shaped like a credential, is stored as a marker naming it, never as its value.
+
 What a client can do to the trail: every stored name is cut to NAME_BYTES and the arguments to
 `max_argument_bytes` (the `cut` column names what was cut), and text is stored with its control
-characters escaped, so one record stays small and prints as one line. Files are 0600 in a 0700 folder.
+characters escaped, so one record stays small and prints as one line. A number a peer chose (a backend's
+error code may be any 64-bit integer) is stored only when a 64-bit signed column holds it, else NULL and
+named in `cut`. Should a store still refuse a record, its batch is written again one record at a time, so
+one record is lost, not its batch, and the writer goes on; a fault of the writer itself is logged and the
+writer restarted by its supervisor (the gateway's), never the gateway ended. Files are 0600 in a 0700 folder.
 A flood still fills files and so rotates the oldest away, but a record survives until `backups` whole
 files of newer records (backups * max_bytes) have been written after it, and each rotation and deletion is
 logged with its record count and time span (a rotation by size before `max_age_s`: a warning).
@@ -35,6 +42,7 @@ from actors.config import AuditSettings
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
+from actors.runtime.redact import REDACTOR, redact
 
 if TYPE_CHECKING:
     from actors.middleware.audit_postgres import PostgresAuditStore
@@ -84,7 +92,14 @@ INSERT: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
+INT64_MIN: Final = -(2**63)  # an INTEGER column of SQLite, a BIGINT of PostgreSQL
+INT64_MAX: Final = 2**63 - 1
 Record = tuple[Any, ...]
+
+
+def storable_int(value: int | None) -> int | None:
+    """`value` where a 64-bit signed column holds it; None (NULL) where it does not."""
+    return value if value is not None and INT64_MIN <= value <= INT64_MAX else None
 
 
 def _size(value: Any) -> int:
@@ -97,13 +112,21 @@ def _prefix(data: bytes, limit: int) -> str:
 
 
 def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
-    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut."""
+    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut. The
+    caller has redacted it (`redacted_names`)."""
     if value is None:
         return None, False
     raw = str(value).encode("utf-8", "backslashreplace")
     text = escape_controls(_prefix(raw, limit))
     stored = _prefix(text.encode(), limit)
     return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def redacted_names(*values: object) -> list[str | None]:
+    """Names as the audit stores them, redacted (runtime/redact.py) in one pass; None stays None."""
+    texts = [str(value) for value in values if value is not None]
+    clean = iter(REDACTOR.redact_all(texts))
+    return [None if value is None else next(clean) for value in values]
 
 
 def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -120,16 +143,18 @@ def make_record(
     when = datetime.datetime.fromtimestamp(call.started_at, datetime.UTC).isoformat(timespec="milliseconds")
     body = outcome.error.to_wire() if outcome.error is not None else outcome.result
     client = call.client
-    names = [
-        cap_name(value)
-        for value in (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
-    ]
+    values = (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
+    names = [cap_name(value) for value in redacted_names(*values, call.call_id or None, call.rule)]
+    rule, call_id = names.pop()[0], names.pop()[0]  # the last two, in reverse
     cut = [field for field, (_, was_cut) in zip(NAME_FIELDS, names, strict=True) if was_cut]
     raw = orjson.dumps(call.arguments) if call.arguments is not None else None
     arguments = None
     if include_arguments and raw is not None:
-        arguments, was_cut = cap_arguments(raw, max_argument_bytes)
+        # redacted before it is cut, so a secret the cut would split is taken out whole; JSON stays JSON
+        arguments, was_cut = cap_arguments(redact(raw.decode()).encode(), max_argument_bytes)
         cut += ["arguments"] if was_cut else []
+    code = outcome.error.code if outcome.error is not None else None
+    cut += ["error_code"] if storable_int(code) != code else []
     session, subject, client_name, backend, tool, backend_tool = (name for name, _ in names)
     return (
         when,
@@ -141,15 +166,15 @@ def make_record(
         backend_tool,
         round(outcome.duration_s * 1000, 3),
         outcome.status,
-        outcome.error.code if outcome.error is not None else None,
+        storable_int(code),
         len(raw) if raw is not None else 0,
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
-        cap_name(call.call_id)[0] if call.call_id else None,
+        call_id,
         call.round if type(call.round) is int else 1,
         call.decision,
-        cap_name(call.rule)[0],
+        rule,
     )
 
 
@@ -159,13 +184,17 @@ def _timestamp(iso: str) -> float:
 
 @attrs.define
 class AuditStore:
-    errors: ClassVar[tuple[type[Exception], ...]] = (OSError, sqlite3.Error)
-    """The SQLite file and its rotation. Used from one worker thread at a time.
+    """The SQLite file and its rotation. Used from one worker thread at a time. `errors`: what opening it
+    may raise; `unavailable`: what says the file cannot be written at all (disk, permissions, locks), where
+    any other error of a write is about the records written.
 
     The file is created 0600 (SQLite gives its journal the same mode; a rename keeps it), in a folder
     created 0700; an existing folder open to others gets one warning. It is rotated before a write once
     its first record is older than `max_age_s` (0: never by age), and after a write that took it past
     `max_bytes`."""
+
+    errors: ClassVar[tuple[type[Exception], ...]] = (OSError, sqlite3.Error)
+    unavailable: ClassVar[tuple[type[Exception], ...]] = (OSError, sqlite3.OperationalError)
 
     settings: AuditSettings
     _db: sqlite3.Connection | None = None
@@ -281,12 +310,14 @@ class AuditMiddleware(Middleware):
         await self._queue.send(record)
         return outcome
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def open(self) -> None:
         try:
             await trio.to_thread.run_sync(self._store.open)
         except self._store.errors as exc:
             raise GatewayStartError(f"cannot open the audit log {self._store.shown}: {exc}") from None
         logger.info("audit log: {}", self._store.shown)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         batch: list[Record] = []  # in hand: a cancel between receiving it and writing it must not lose it
         try:
@@ -300,7 +331,7 @@ class AuditMiddleware(Middleware):
                 while batch:
                     await self._write(batch)
                     batch = self._more([])
-            self._store.close()
+            self._store.close()  # a run after a fault opens it again at its first write
 
     def _more(self, batch: list[Record]) -> list[Record]:
         """`batch` and whatever else is queued, up to BATCH_SIZE records."""
@@ -314,7 +345,35 @@ class AuditMiddleware(Middleware):
     async def _write(self, batch: list[Record]) -> None:
         try:
             await trio.to_thread.run_sync(self._store.write, batch)
-        except self._store.errors as exc:
-            logger.error(
-                "audit log: could not write {} records to {}: {}", len(batch), self._store.shown, exc
+        except self._store.unavailable as exc:
+            self._lost(len(batch), exc)
+        except Exception as exc:  # a record the store refuses: the others must not go with it
+            logger.warning(
+                "audit log: {} refused a batch of {} records ({}: {}); writing them one at a time",
+                self._store.shown,
+                len(batch),
+                type(exc).__name__,
+                escape_controls(str(exc)),
             )
+            await trio.to_thread.run_sync(self._write_each, batch)
+
+    def _write_each(self, batch: list[Record]) -> None:
+        """In the worker thread: each record in a transaction of its own; one refused is logged and left."""
+        for index, record in enumerate(batch):
+            try:
+                self._store.write([record])
+            except self._store.unavailable as exc:
+                self._lost(len(batch) - index, exc)
+                return
+            except Exception as exc:
+                logger.error(
+                    "audit log: could not write the record of {} at {} to {}: {}: {}",
+                    escape_controls(str(record[5])),
+                    record[0],
+                    self._store.shown,
+                    type(exc).__name__,
+                    escape_controls(str(exc)),
+                )
+
+    def _lost(self, count: int, exc: Exception) -> None:
+        logger.error("audit log: could not write {} records to {}: {}", count, self._store.shown, exc)

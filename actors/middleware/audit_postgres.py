@@ -69,6 +69,13 @@ class PostgresAuditStore:
         return (psycopg.Error, OSError)
 
     @property
+    def unavailable(self) -> tuple[type[Exception], ...]:
+        """The database out of reach (connection, server): any other error is about the records written."""
+        import psycopg
+
+        return (psycopg.OperationalError, OSError)
+
+    @property
     def shown(self) -> str:
         assert self.settings.postgres_url is not None
         return where(self.settings.postgres_url)

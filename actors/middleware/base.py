@@ -74,9 +74,15 @@ class CallOutcome:
 class Middleware:
     """Every hook is optional; the defaults change nothing."""
 
+    async def open(self) -> None:
+        """What `run` needs, opened before any session (the audit log's file, say): an error here fails the
+        gateway's start (raise actors.protocol.errors.GatewayStartError to say why in one line)."""
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Background work for the gateway's lifetime (the audit log's writer, say); started before any
-        session, cancelled at shutdown after every session has ended."""
+        """Background work for the gateway's lifetime (the audit log's writer, say); started after `open`
+        and before any session, cancelled at shutdown after every session has ended. It runs under a
+        supervisor of its own: an exception it raises is logged and `run` is started again after a backoff,
+        while the gateway goes on."""
         task_status.started()
 
     def filter_tools(self, client: ClientInfo, tools: Sequence[Tool]) -> Sequence[Tool]:

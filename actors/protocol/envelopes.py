@@ -169,6 +169,17 @@ class BackendReady:
 
 
 @attrs.frozen(slots=True)
+class BackendLost:
+    """Backend -> Catalog: a ready run has ended (its process died, hung, or its legacy lane did); its calls
+    are answered only once the catalog has published a view without its entries and set `published`, so a
+    client told its call failed never lists the dead backend's tools. The supervisor's event follows."""
+
+    name: str
+    error: BaseException = attrs.field(eq=False)
+    published: trio.Event = attrs.field(eq=False, repr=False, factory=trio.Event)
+
+
+@attrs.frozen(slots=True)
 class BackendEvent:
     """Backend -> every session (through a Broadcast): a notification that is not about one call, such as
     notifications/message or notifications/resources/updated. Each session decides whether it is its."""

@@ -1,19 +1,18 @@
 """Pages of the aggregated lists, with cursors of the gateway's own.
 
 A cursor is opaque to clients: the list's version and an offset. It is good while that list does not
-change. A cursor that is not good (minted before the list changed, as it does when a backend restarts, or
-by another gateway process, or never minted at all) starts the listing again: the answer is the first page.
-No SDK retries a paged listing refused with -32602 (the TypeScript SDK's listTools hands the error to its
-caller), and the gateway cannot tell a stale cursor from a made-up one, which earns nothing more. A cursor
-that is not a string, or longer than any cursor the gateway makes, is a malformed request: -32602.
+change. A cursor that is not good (minted before the list changed, as it does when a backend dies or
+restarts, or by another gateway process, or never minted at all) is refused with -32602, and the client
+lists from the start: pages of two versions joined would hold duplicates, or tools of a backend that is gone
+(issue #34; issue #24 had such a cursor start the listing again at the first page, which clients joined to
+the pages they had). A cursor that is not a string, or longer than any cursor the gateway makes, is -32602
+too, and never decoded.
 """
 
 from __future__ import annotations
 
 import base64
 from typing import Any, Final
-
-from loguru import logger
 
 from actors.protocol.errors import INVALID_PARAMS, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
@@ -36,9 +35,10 @@ def page(
     if cursor is not None:
         offset = read_cursor(cursor, version)
         if offset is None or offset > len(items):
-            logger.debug("a cursor of {} that is not good now (stale or unknown): the first page", key)
-        else:
-            start = offset
+            changed = f"the {key} changed since it was made, or it is no cursor of this gateway"
+            message = f"Invalid params: a cursor that is not good now ({changed}); list from the start"
+            return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message, field="cursor"))
+        start = offset
     end = start + size
     result: dict[str, Any] = {key: items[start:end]}
     if end < len(items):

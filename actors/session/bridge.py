@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -28,6 +29,7 @@ from loguru import logger
 
 from actors.catalog import BackendStatus
 from actors.protocol.capabilities import missing_capability
+from actors.protocol.codec import compact
 from actors.protocol.envelopes import Ask, Cancel, Reply, Withdraw, answer
 from actors.protocol.eras import missing_capability_error
 from actors.protocol.errors import (
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
     from actors.telemetry.tracing import CallSpan, Tracing
 
 MAX_PENDING: Final = 64  # a call's asks awaiting the client at once; past it a backend's ask is refused
+# inputResponses one request may carry: a round asks at most MAX_PENDING things of a legacy backend's (a
+# modern backend's own round, a few); each entry costs ~100 bytes held however small its text
+MAX_INPUT_RESPONSES: Final = 256
 ANSWER_FIELD: Final = {
     "elicitation/create": "action",
     "sampling/createMessage": "content",
@@ -250,10 +255,11 @@ class BridgedCall:
 
     def keep_answers(self, responses: dict[str, Any]) -> None:
         """What the current request answered and no ask has used yet, kept as raw bytes (a decoded tree costs
-        ~7-24 times as much) and counted for its client until the call ends or the next round."""
+        ~7-24 times as much) and counted for its client, at what it holds in memory, until the call ends or
+        the next round."""
         self._forget_answers()
-        self.kept = {key: orjson.dumps(value) for key, value in responses.items()}
-        self.kept_bytes = sum(len(key) + len(raw) for key, raw in self.kept.items())
+        self.kept = {key: compact(orjson.dumps(value)) for key, value in responses.items()}
+        self.kept_bytes = held_bytes(self.kept)
         self.table.budget.keep(self.client, self.kept_bytes)
 
     def _answer(self, ask: Ask, reply: Reply) -> None:
@@ -311,6 +317,22 @@ class BridgedCall:
         for ask in self.pending.values():
             self._answer(ask, Reply(error=rpc_error(METHOD_NOT_FOUND, reason)))
         self.pending.clear()
+
+
+def held_bytes(kept: dict[str, bytes]) -> int:
+    """What `kept` holds in memory: its table, and each key and value object (not only their text)."""
+    if not kept:
+        return 0
+    return sys.getsizeof(kept) + sum(sys.getsizeof(key) + sys.getsizeof(raw) for key, raw in kept.items())
+
+
+def too_many_responses(count: int) -> RpcError:
+    """The -32602 of a request carrying more inputResponses than any round asks for."""
+    message = (
+        f"Invalid params: inputResponses has {count} entries, over MAX_INPUT_RESPONSES "
+        f"({MAX_INPUT_RESPONSES}): answer the inputRequests of one round"
+    )
+    return rpc_error(INVALID_PARAMS, message, field="inputResponses", limit=MAX_INPUT_RESPONSES)
 
 
 def _input_request(ask: Ask) -> dict[str, Any]:

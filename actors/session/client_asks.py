@@ -1,15 +1,16 @@
 """One session's side of backends' requests for its client (sampling, elicitation, roots).
 
 A backend's request reaches the session as an Ask with a gateway-wide unique `ask_id`, which is also the id
-the client sees, so answers from the client map back without a second table. Every Ask is answered exactly
-once: with the client's answer, at once with an error when the client did not declare the capability, or
-with an error when the session ends first.
+the client sees (through `AskIds`: in a fleet, a legacy HTTP client sees it sealed, naming the replica that
+asked: fleet/ask_ids.py), so answers from the client map back without a second table. Every Ask is answered
+exactly once: with the client's answer, at once with an error when the client did not declare the
+capability, or with an error when the session ends first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import trio
@@ -18,7 +19,15 @@ from loguru import logger
 from actors.protocol.codec import json_type
 from actors.protocol.envelopes import Ask, Mail, Reply, ToClient, Withdraw, answer
 from actors.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
-from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response, RpcError
+from actors.protocol.messages import (
+    ErrorResponse,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+)
 
 if TYPE_CHECKING:
     from actors.telemetry.tracing import CallSpan, Tracing
@@ -58,6 +67,29 @@ def _missing(capability: str, method: str) -> RpcError:
     return RpcError(METHOD_NOT_FOUND, message, {"capability": capability})
 
 
+class AskIds(Protocol):
+    """How a session's client sees the ids of the Asks sent to it, and reads them back."""
+
+    def outward(self, ask_id: int) -> RequestId: ...
+
+    def inward(self, request_id: object) -> int | None:
+        """The ask id a client's answer names; None when it names none of this session's."""
+        ...
+
+
+class PlainAskIds:
+    """The Ask's own integer, as it is: ids unique in the process, which is all a session reaches."""
+
+    def outward(self, ask_id: int) -> RequestId:
+        return ask_id
+
+    def inward(self, request_id: object) -> int | None:
+        return request_id if type(request_id) is int else None
+
+
+PLAIN_ASK_IDS: Final = PlainAskIds()
+
+
 @attrs.define
 class ClientAsks:
     """Owns: the table of Asks sent to this session's client and not yet answered.
@@ -66,6 +98,7 @@ class ClientAsks:
     send: Callable[[Message], Awaitable[None]]
     capabilities: dict[str, Any] = attrs.field(factory=dict)  # what the client declared at initialize
     tracing: Tracing | None = None  # a CLIENT span per Ask relayed, when tracing is on
+    ask_ids: AskIds = PLAIN_ASK_IDS  # the ids its client sees
     _asked: dict[int, Ask] = attrs.field(factory=dict)
     _spans: dict[int, CallSpan] = attrs.field(factory=dict)  # by ask_id: left with its entry in _asked
 
@@ -85,20 +118,22 @@ class ClientAsks:
                 if self.tracing is not None:  # its hop to the client, in the backend's trace
                     self._spans[item.ask_id], params = self.tracing.ask(item.method, params, item.backend)
                 self._asked[item.ask_id] = item
-                await self.send(Request(item.ask_id, item.method, params))
+                await self.send(Request(self.ask_ids.outward(item.ask_id), item.method, params))
             case Withdraw(ask_id=ask_id, reason=reason):
                 ask = self._asked.pop(ask_id, None)
                 if ask is not None:
                     self._answer(ask, Reply(error=RpcError(INTERNAL_ERROR, "withdrawn")))  # nobody waits
+                    seen_as = self.ask_ids.outward(ask_id)
                     await self.send(
-                        Notification("notifications/cancelled", {"requestId": ask_id, "reason": reason})
+                        Notification("notifications/cancelled", {"requestId": seen_as, "reason": reason})
                     )
             case Notification():
                 await self.send(item)
 
     def settle(self, message: Response | ErrorResponse) -> bool:
         """The client's answer to one of our requests; False when it answers nothing we asked."""
-        ask = self._asked.pop(message.id, None) if isinstance(message.id, int) else None
+        ask_id = self.ask_ids.inward(message.id)
+        ask = self._asked.pop(ask_id, None) if ask_id is not None else None
         if ask is None:
             return False
         if isinstance(message, Response) and not isinstance(message.result, dict):

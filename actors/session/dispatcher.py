@@ -46,7 +46,7 @@ from actors.runtime.watch import Watch
 from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
 from actors.session.batches import receive_batch
 from actors.session.budget import QueuedBytes, client_of, request_bytes
-from actors.session.client_asks import ClientAsks
+from actors.session.client_asks import PLAIN_ASK_IDS, AskIds, ClientAsks
 from actors.session.fields import bad_id, duplicate, invalid_field, meta_error, too_many
 from actors.session.forward import SHUTTING_DOWN, Forward, Forwarder
 from actors.session.handlers import LATER, MODERN_LATER, NOW, Later, Resume
@@ -69,8 +69,9 @@ class Dispatcher:
     """Owns: the session's protocol state, its in-flight request table, and its outbox send end.
     Receives: messages from the reader on `inbox`.
     Sends: responses and notifications to the writer on `outbox`; Calls and Cancels to backends.
-    Stops when: the inbox ends and every request in flight is answered (after `drain_s`, or at once when
-        `halt()` is called, the rest are answered with an error).
+    Stops when: the inbox ends and every request in flight is answered (after `drain_s`, counted from the
+        first settle when requests wait for it, or at once when `halt()` is called, the rest are answered
+        with an error).
     Errors: none of its own; every request gets exactly one answer unless the client cancelled it. Whatever a
         client sends, a bad field is answered with -32602 naming it (a bad notification is dropped, logged at
         a bounded rate); past `max_inflight` unanswered requests, a request is refused at once. Should the
@@ -92,6 +93,7 @@ class Dispatcher:
         default=attrs.Factory(lambda self: QueuedBytes(self.settings.budget), takes_self=True)
     )
     on_ready: Callable[[], None] | None = None  # told when the client has finished initialize, or first sent
+    ask_ids: AskIds = PLAIN_ASK_IDS  # the ids its client sees on backends' requests
     spoke: bool = False  # a valid modern request (which needs no initialize)
     state: SessionState = SessionState.NEW
     version: str | None = None  # the negotiated protocol version
@@ -124,7 +126,7 @@ class Dispatcher:
             budget=self.settings.budget,
             client=client_of(self.subject, self.session),
         )
-        self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing)
+        self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing, ask_ids=self.ask_ids)
         self.forwarder = Forwarder(
             session=self.session,
             catalog=self.catalog,
@@ -151,7 +153,7 @@ class Dispatcher:
                                 self.queued.taken()
                                 await self._receive(message, requests)
                         listen.end_all(self)  # nothing more will be asked: they end now, gracefully
-                        background.start_soon(self._halt_after, partial(trio.sleep, self.settings.drain_s))
+                        background.start_soon(self._halt_after, partial(lifecycle.drain_time, self))
                         await self.inflight.wait_empty()
                     background.cancel_scope.cancel()
         finally:

@@ -6,6 +6,12 @@ tool/prompt" for tools/call and prompts/get (and completion's prompt refs), reso
 resources/read and subscriptions, -32602 for a completion's template ref. Lists are filtered per caller,
 each item as if it were called (its mcp.method is the call's), and paged over the filtered list.
 A tools/call over a limit gets a tool result with isError: "rate limited, retry in N s".
+
+What is judged is the one canonical target a request reaches, never the client's spelling of it: the
+backend and, for a resource, the public form of the URI that backend is sent (`resource_target`; the
+router also takes `backend+uri` for a URI published bare), for a tool or prompt its public name (the
+routes map each backend's name from one public name: `named_target`). Rules match the public forms users
+see in the lists, and every spelling that reaches the same backend URI gets the same decision.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from actors.catalog import Route
-from actors.catalog.resource_routes import resource_route, template_owner
+from actors.catalog.resource_routes import public_uri, resource_route, template_owner
 from actors.catalog.view import CatalogView
 from actors.limits import Refusal
 from actors.policy import Decision, Target
@@ -54,7 +60,15 @@ def decide(d: Dispatcher, target: Target) -> Decision | None:
     return decision
 
 
+def resource_target(view: CatalogView, method: str, route: Route, spelled: str | None = None) -> Target:
+    """What a request reaching a backend's URI (as `spelled`, when known) is judged as: that backend and
+    the URI's public form."""
+    return Target(method, route.backend, uri=public_uri(view, route, spelled))
+
+
 def named_target(method: str, kind: str, name: str, route: Route | None) -> Target:
+    """What a request naming a tool or prompt by its public name is judged as (the name is the only
+    spelling the routes take to that backend's tool or prompt)."""
     backend = route.backend if route is not None else ""
     if kind == "tool":
         return Target(method, backend, tool=name)
@@ -94,15 +108,18 @@ def refuse_target(
 
 
 def refuse_uri(
-    d: Dispatcher, request_id: RequestId, method: str, backend: str, uri: str
+    d: Dispatcher, request_id: RequestId, method: str, route: Route, spelled: str
 ) -> ErrorResponse | None:
-    """resources/read, subscribe, unsubscribe: refused as not found when the policy denies it."""
-    decision = decide(d, Target(method, backend, uri=uri))
+    """resources/read and subscribe (and a listen's subscriptions): refused as not found, under the URI
+    as the client `spelled` it, when the policy denies the backend's URI it reaches."""
+    gate = d.settings.policy
+    if gate is None or gate.policy is None:
+        return None  # no [policy]: nothing to decide (no canonical form to work out either)
+    decision = decide(d, resource_target(d.catalog.value, method, route, spelled))
     if not denied(d, request_id, decision):
         return None
-    return ErrorResponse(
-        request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {clip(uri)}", uri=uri)
-    )
+    message = f"Resource not found: {clip(spelled)}"
+    return ErrorResponse(request_id, rpc_error(RESOURCE_NOT_FOUND, message, uri=spelled))
 
 
 def refuse_completion(d: Dispatcher, request_id: RequestId, target: Target) -> ErrorResponse | None:
@@ -192,7 +209,7 @@ def _item_target(view: CatalogView, key: str, method: str, item: Item) -> Target
     if key == "resources":
         uri = item.get("uri")
         route = resource_route(view, uri) if isinstance(uri, str) else None
-        return Target(method, route.backend, uri=uri) if route is not None and isinstance(uri, str) else None
+        return resource_target(view, method, route, uri) if route is not None else None
     template = item.get("uriTemplate")
     owner, _ = template_owner(view, template) if isinstance(template, str) else (None, "")
     return (

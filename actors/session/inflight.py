@@ -61,7 +61,7 @@ class Answers:
         if not self.overflow and self.write_now is not None and self.write_now(message):
             return  # the writer was idle: written in this task, as it would have been next
         try:
-            queued = Encoded(codec.encode(message))  # waits as the bytes it will be written as
+            queued = Encoded(codec.encode_kept(message))  # waits as the bytes it will be written as
         except TypeError:  # a notification no frame can hold (an answer always can): dropped here, so
             logger.debug("dropped an unwritable {}", type(message).__name__)  # its deliverer never fails
             return

@@ -82,9 +82,7 @@ async def settled_view(d: Dispatcher, what: str) -> CatalogView:
     if d.settings.first_settle.over:
         return d.catalog.value
     with trio.move_on_after(d.settings.settle_timeout_s) as hold:
-        version, view = d.catalog.version, d.catalog.value
-        while not view.settled:
-            version, view = await d.catalog.wait_newer(version)
+        await _until_settled(d)
     view = d.catalog.value
     late = [f"{name} ({status.describe()})" for name, status in view.backends.items() if not status.settled]
     if hold.cancelled_caught and late:
@@ -96,6 +94,29 @@ async def settled_view(d: Dispatcher, what: str) -> CatalogView:
         )
     d.settings.first_settle.over = True
     return view
+
+
+async def drain_time(d: Dispatcher) -> None:
+    """How long requests in flight may still take once the client's input has ended: `drain_s`, counted
+    from the end of the catalog's first settle when that has not come yet. A client that writes its
+    requests and closes its input at once (`printf ... | mcp-gateway serve --stdio`) is answered once the
+    backends have started (at most initialize_hold_s), not cut short while its initialize is held."""
+    if not d.settings.first_settle.over and len(d.inflight):
+        logger.info(
+            "input ended; {} requests wait for the backends to start (at most {}s)",
+            len(d.inflight),
+            d.settings.settle_timeout_s,
+        )
+        with trio.move_on_after(d.settings.settle_timeout_s):
+            await _until_settled(d)
+    await trio.sleep(d.settings.drain_s)
+
+
+async def _until_settled(d: Dispatcher) -> None:
+    """Until every backend is ready or has ended its first start."""
+    version, view = d.catalog.version, d.catalog.value
+    while not view.settled:
+        version, view = await d.catalog.wait_newer(version)
 
 
 async def ready_once_operating(d: Dispatcher) -> None:

@@ -180,7 +180,7 @@ async def _subscribe(d: Dispatcher, entry: Listen, uri: str) -> None:
     status = view.backends.get(route.backend) if route is not None else None
     if route is None or status is None or not status.ready:
         return
-    if guard.refuse_uri(d, entry.request_id, "resources/subscribe", route.backend, uri) is not None:
+    if guard.refuse_uri(d, entry.request_id, "resources/subscribe", route, uri) is not None:
         return  # denied by the [policy]: left out of what is granted, as a URI nobody owns
     resources = status.capabilities.get("resources")
     if not (isinstance(resources, dict) and resources.get("subscribe") is True):

@@ -48,7 +48,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import PRIVATE, cache_hint_of, merge_cache_hints, modern_result
 from actors.protocol.request_state import RequestStateError
-from actors.session.bridge import Target
+from actors.session.bridge import MAX_INPUT_RESPONSES, Target, too_many_responses
 from actors.session.discover import undeclared
 from actors.session.fields import invalid_field, meta_error
 from actors.session.forward import Forward
@@ -174,6 +174,8 @@ def classify(d: Dispatcher, request: Request) -> ModernCall | RpcError:
             responses = {}
         if not isinstance(responses, dict):
             return invalid_field("inputResponses", "an object")
+        if len(responses) > MAX_INPUT_RESPONSES:
+            return too_many_responses(len(responses))
         if "requestState" in request.params and not isinstance(state, str):  # type: ignore[operator]
             return invalid_field("requestState", "a string")
     if d.on_ready is not None and not d.spoke:
@@ -278,7 +280,12 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
 def unwrap(d: Dispatcher, call: ModernCall) -> Unwrapped | RpcError | None:
     """A retry's state opened and spent (see Bridges.unwrap); the call learns which call and round it is."""
     unwrapped = d.settings.bridges.unwrap(
-        method=call.method, params=call.params, state=call.state, principal=d.subject, bound=d.bound
+        method=call.method,
+        params=call.params,
+        state=call.state,
+        principal=d.subject,
+        client=d.caller.key,  # a principal on all its sessions, else an address: no one fills the table
+        bound=d.bound,
     )
     if isinstance(unwrapped, Unwrapped) and unwrapped.backend:
         call.round.call_id, call.round.number = unwrapped.round.call_id, unwrapped.round.number

@@ -24,7 +24,7 @@ from actors.protocol.messages import RpcError
 from actors.protocol.request_state import RequestStateError, RequestStateKey
 from actors.session.bridge import BridgedCall, Target
 from actors.session.budget import OVER_BUDGET, ByteBudget, client_of
-from actors.session.rounds import CallRound, SpentStates, owner_of
+from actors.session.rounds import CallRound, SpentStates
 
 if TYPE_CHECKING:
     from actors.session.modern import ModernCall
@@ -189,9 +189,11 @@ class Bridges:
         params: dict[str, Any],
         state: object,
         principal: str | None,
+        client: str,
         bound: str | None = None,
     ) -> Unwrapped | RpcError | None:
-        """A retry of a modern backend's round, its state now spent; None when the state is a parked call's;
+        """A retry of a modern backend's round, its state now spent (counted for `client`, whom the spent
+        table caps: Caller.key, its principal or else its address); None when the state is a parked call's;
         the refusal when it is neither, not this request's or this session's, or spent already."""
         opened = self._opened(method, params, state, principal, bound)
         if isinstance(opened, RpcError):
@@ -204,7 +206,7 @@ class Bridges:
         state_id, call_id, number = payload.get("i"), payload.get("c"), payload.get("k")
         if not isinstance(state_id, str) or not isinstance(call_id, str) or type(number) is not int:
             return RequestStateError("bad format").to_rpc_error()
-        refused = self.spent.spend(state_id, owner_of(principal, bound), expiry, time.time())
+        refused = self.spent.spend(state_id, client=client, session=bound, expiry=expiry, now=time.time())
         if refused is not None:
             return RequestStateError(refused).to_rpc_error()
         answers = payload.get("g")
@@ -218,7 +220,7 @@ class Bridges:
     def session_ended(self, session: str | None) -> None:
         """The states bound to an ended session are worth nothing now: their spent ids are forgotten."""
         if session is not None:
-            self.spent.forget_owner(owner_of(None, session))
+            self.spent.forget_session(session)
         self.spent.sweep(time.time())  # and those that expired meanwhile, whoever's
 
     def _opened(

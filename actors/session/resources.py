@@ -8,9 +8,8 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
-from actors.catalog import BackendStatus
+from actors.catalog import BackendStatus, Route
 from actors.catalog.resource_routes import resource_route, with_public_uri
-from actors.policy import Target
 from actors.protocol.codec import clip
 from actors.protocol.errors import RESOURCE_NOT_FOUND, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response
@@ -45,13 +44,8 @@ def read_resource(d: Dispatcher, request_id: RequestId, params: Params) -> Messa
         return routed
     status, own, uri = routed
     rewrite = partial(with_public_uri, own=own, public=uri) if own != uri else None
-    return Forward(
-        status,
-        "resources/read",
-        {**params, "uri": own},
-        rewrite,
-        Target("resources/read", status.name, uri=uri),
-    )
+    target = guard.resource_target(d.catalog.value, "resources/read", Route(status.name, own), uri)
+    return Forward(status, "resources/read", {**params, "uri": own}, rewrite, target)
 
 
 async def subscribe(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
@@ -108,7 +102,8 @@ def owner(
     d: Dispatcher, request_id: RequestId, params: Params, method: str | None = None
 ) -> tuple[BackendStatus, str, str] | ErrorResponse:
     """The ready backend that owns params.uri, its form of the URI, and the URI as the client wrote it;
-    with `method`, only when the [policy] lets this caller (else it is not found)."""
+    with `method`, only when the [policy] lets this caller reach that backend's URI, however it is spelled
+    (else it is not found)."""
     uri = params.get("uri")
     if not isinstance(uri, str):
         return ErrorResponse(request_id, invalid_field("uri", "a string"))
@@ -121,7 +116,7 @@ def owner(
         return ErrorResponse(
             request_id, rpc_error(RESOURCE_NOT_FOUND, f"Resource not found: {clip(uri)}", uri=uri)
         )
-    refused = guard.refuse_uri(d, request_id, method, route.backend, uri) if method else None
+    refused = guard.refuse_uri(d, request_id, method, route, uri) if method else None
     if refused is not None:
         return refused
     if not status.ready:

@@ -25,6 +25,7 @@ from actors.protocol.envelopes import Mail
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import Encoded, Message, RpcError
 from actors.runtime.watch import Watch
+from actors.session.client_asks import PLAIN_ASK_IDS, AskIds
 from actors.session.dispatcher import Dispatcher
 from actors.session.inflight import Answers
 from actors.session.reader import Reader
@@ -51,6 +52,7 @@ class Session:
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
     expires_at: float = math.inf  # when its token expires (trio's clock): it then ends as a client's close
     caller: Caller = STDIO_CALLER  # who asks, for [policy] and [limits]
+    ask_ids: AskIds = PLAIN_ASK_IDS  # the ids its client sees on backends' requests (sealed in a fleet)
     done: trio.Event = attrs.field(factory=trio.Event)
     crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -94,6 +96,7 @@ class Session:
                         subject=self.subject,
                         caller=self.caller,
                         on_ready=self._initialized,
+                        ask_ids=self.ask_ids,
                         http_context=getattr(self.transport, "http_context", None),
                     )
                     self._dispatcher = dispatcher

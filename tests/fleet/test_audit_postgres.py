@@ -10,7 +10,7 @@ import pytest
 import trio
 from fleet_support import PostgresServer
 from loguru import logger
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, backend_entry, running, with_http, write_config
 
@@ -30,10 +30,19 @@ async def test_audit_records_land_in_postgresql_and_its_url_is_never_logged(
             async with Client(streamable_http_client(gateway.http_url), mode="legacy") as client:
                 for text in ("one", "two"):
                     assert not (await client.call_tool("echo", {"text": text})).is_error
+                # A code past BIGINT (the codec takes any 64-bit integer) is a NULL, not a lost batch
+                with pytest.raises(MCPError):
+                    await client.call_tool("rpc_error", {"code": 2**63, "message": "odd"})
+                assert not (await client.call_tool("echo", {"text": "three"})).is_error
     logger.remove(sink)
     assert any("audit log: postgresql 127.0.0.1" in line for line in lines)
     assert not any("pg-s3cret" in line for line in lines)
     # the gateway has stopped: what was queued is written
     with psycopg.connect(postgres_server.url) as db:
-        rows = db.execute("SELECT tool, backend, outcome, round FROM calls ORDER BY id").fetchall()
-    assert rows == [("echo", "t", "ok", 1), ("echo", "t", "ok", 1)]
+        rows = db.execute("SELECT tool, outcome, error_code, cut FROM calls ORDER BY id").fetchall()
+    assert rows == [
+        ("echo", "ok", None, None),
+        ("echo", "ok", None, None),
+        ("rpc_error", "error", None, "error_code"),
+        ("echo", "ok", None, None),
+    ]

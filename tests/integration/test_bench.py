@@ -92,7 +92,7 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert sorted((e["backend"], e["client"], e["concurrency"]) for e in tracing) == sorted(
         (*pair, level) for pair in pairs for level in (1, 8, 64)
     )
-    assert {e["target"] for e in tracing} == {1.2}
+    assert {e["target"] for e in tracing} == {1.25}
     for entry in relay + naive + tracing:
         assert entry["ratio"] == entry["gateway_us_per_call"] / entry["against_us_per_call"] > 0
         judged = entry not in tracing or entry["backend"] == "sdk"  # tracing: behind the SDK's server
@@ -117,6 +117,8 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert len(guard) == 8 and "targets of issues #27 and #28" in done.stdout
     rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))
     assert rss_target["measured"] is None and rss_target["met"] is None  # 500 calls are not 100k
+    cpu = next(entry for name, entry in guard.items() if name.startswith("CPU per call"))
+    assert cpu["target"].endswith("/ empty actor shape's") and cpu["bound"] == 1.6  # #34's restatement
     traced = next(entry for name, entry in guard.items() if name.startswith("#28"))
     assert traced["measured"] is None  # 32 in flight is not in this run
 

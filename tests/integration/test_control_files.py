@@ -141,3 +141,16 @@ async def test_reload_and_status_from_another_folder_name_the_config_and_suggest
         assert done.returncode != 0
         assert str(tmp_path / "config" / "gateway.toml") in said and "--config" in said, said
         assert "Traceback" not in said
+
+
+async def test_reload_with_no_gateway_serving_the_file_says_where_it_looked_and_as_root_where_else(
+    tmp_path: Path,
+) -> None:
+    private_folder(tmp_path)
+    config = write_config(tmp_path / "gateway.toml", [backend_entry("alpha")])
+    done = await command(tmp_path, "reload", "--config", str(config))
+    said = done.stderr.decode()
+    assert done.returncode == 1 and f"no gateway is serving {config}" in said, said
+    # root's folders are not a service user's: run as root, it is told how to reach the service's
+    as_root = "runuser -u mcp-gateway -- env XDG_RUNTIME_DIR=/run/mcp-gateway" in said
+    assert as_root == (os.geteuid() == 0), said

@@ -177,6 +177,7 @@ def test_the_dockerfile_uses_known_instructions_and_runs_the_gateway_unprivilege
     assert [keyword for keyword, _ in instructions].index("USER") < len(instructions) - 3
     assert json.loads(settings["ENTRYPOINT"]) == ["mcp-gateway"]
     assert json.loads(settings["CMD"]) == ["serve", "--config", CONFIG_PATH]
+    assert f"MCP_GATEWAY_CONFIG={CONFIG_PATH}" in settings["ENV"].split()  # `token`, `check`: no --config
     listeners = tomllib.loads(DOCKER_CONFIG.read_text(encoding="utf-8"))
     ports = {str(listeners[name]["port"]) for name in ("websocket", "http")}
     assert ports <= set(settings["EXPOSE"].split())

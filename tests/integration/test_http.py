@@ -4,7 +4,7 @@ processes behind it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -24,6 +24,7 @@ from support import (
     backend_entry,
     progress_and_sampling,
     running,
+    sse_events,
     with_http,
     write_config,
 )
@@ -65,19 +66,6 @@ async def open_session(http: httpx2.AsyncClient, url: str, **headers: str) -> st
     with_id = {**ACCEPT_BOTH, **headers, "mcp-session-id": session_id}
     assert (await http.post(url, json=initialized, headers=with_id)).status_code == 202
     return session_id
-
-
-async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]:
-    """The events of an SSE response: each a dict of its fields (id, event, data, retry)."""
-    event: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if not line:
-            if event:
-                yield event
-            event = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(":")
-            event[field] = value[1:] if value.startswith(" ") else value
 
 
 async def hang_up_after_first_event(

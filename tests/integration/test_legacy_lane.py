@@ -24,8 +24,10 @@ from mcp import MCPError
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 from sdk_websocket import websocket_client
 from support import (
+    Notifications,
     fast_restarts,
     is_running,
+    kill_quietly,
     running,
     url_printed_by,
     wait_until_gone,
@@ -211,20 +213,70 @@ async def test_a_lane_with_no_call_for_lane_idle_s_is_closed_and_the_next_legacy
             assert meter.restarts == 0
 
 
-async def test_a_lane_that_dies_fails_its_call_naming_the_backend_and_loses_no_later_call(
+async def test_a_lane_that_dies_is_its_backends_death_for_every_client_and_its_restart_intensity(
     tmp_path: Path,
 ) -> None:
-    async with gateway_of(tmp_path) as gateway:
-        meter = gateway.meters.backend("dual")
-        async with websocket_client(gateway.websocket_url, **CALLBACKS) as client:  # type: ignore[arg-type]
+    """Issue #34: a crash through a legacy client's call ends the run as the death of the backend's only
+    process would: the call is answered naming the backend, the supervisor restarts the backend (counted),
+    the other clients hear list_changed, and the next legacy call is served by a new lane."""
+    notifications = Notifications()
+    async with gateway_and_catalog(tmp_path, restart=fast_restarts()) as (gateway, catalog):
+        meter, url = gateway.meters.backend("dual"), gateway.websocket_url
+        async with (
+            websocket_client(url, **CALLBACKS) as client,  # type: ignore[arg-type]
+            websocket_client(url, message_handler=notifications.handle) as other,  # type: ignore[arg-type]
+        ):
             lane, _ = await whoami(client)
+            first_run = catalog.value.backends["dual"].calls
             with pytest.raises(MCPError, match="backend 'dual' is unavailable"):
                 await client.call_tool("exit_now", {})
+            await until(
+                catalog,
+                lambda view: view.backends["dual"].ready and view.backends["dual"].calls is not first_run,
+            )
+            assert meter.restarts == 1  # counted by the restart intensity
+            await notifications.wait_for("notifications/tools/list_changed", 2)  # down, then back
             await wait_until_gone([lane])
-            pid, _ = await whoami(client)  # over the bridge while the lane backs off, or a new lane
-            assert pid != lane
-            assert meter.restarts == 0  # the run went on: a lane's death is the lane's alone
-            assert text_of(await client.call_tool("ask_new_way", {"question": "q"})).startswith("new way")
+            pid, version = await whoami(client)
+            assert version != MODERN and pid not in (lane, meter.pid)  # a new lane of the new run
+            assert (await whoami(other))[0] == pid  # one lane for every legacy client
+
+
+async def test_a_hung_lane_is_declared_dead_by_health_pings_and_restarted(tmp_path: Path) -> None:
+    """Issue #34: the lane is pinged as the run's connection is; a lane that stops answering (SIGSTOP) ends
+    the run: the call in flight over it is answered long before its request timeout, and both processes
+    are replaced."""
+    health = {"interval_s": 0.2, "timeout_s": 0.3, "failures": 2}
+    async with gateway_and_catalog(tmp_path, restart=fast_restarts(), health=health) as (gateway, catalog):
+        meter = gateway.meters.backend("dual")
+        async with (
+            websocket_client(gateway.websocket_url, **CALLBACKS) as client,  # type: ignore[arg-type]
+            trio.open_nursery() as nursery,
+        ):
+            lane, _ = await whoami(client)
+            first_run, under_way, answered = meter.pid, trio.Event(), trio.Event()
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                under_way.set()
+
+            async def hold() -> None:
+                with pytest.raises(MCPError, match=r"backend 'dual' is unavailable.*lane ended: hung"):
+                    await client.call_tool("hold", {}, progress_callback=on_progress)
+                answered.set()
+
+            nursery.start_soon(hold)
+            try:
+                with trio.fail_after(10.0):  # its request timeout is 60 s
+                    await under_way.wait()
+                    os.kill(lane, signal.SIGSTOP)
+                    await answered.wait()
+                await wait_until_gone([lane, first_run])  # type: ignore[list-item]
+            finally:
+                kill_quietly([lane])
+            await until(catalog, lambda view: view.backends["dual"].ready)
+            assert meter.restarts == 1 and meter.pid != first_run
+            pid, version = await whoami(client)
+            assert version != MODERN and pid not in (lane, first_run, meter.pid)
 
 
 async def test_a_modern_only_backend_refuses_the_lane_once_and_serves_legacy_clients_through_the_bridge(

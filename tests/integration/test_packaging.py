@@ -177,3 +177,36 @@ def test_no_built_package_is_tracked_and_build_output_is_ignored() -> None:
         ["git", "check-ignore", "build/x", "dist/x"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert ignored.stdout.split() == ["build/x", "dist/x"]
+
+
+@pytest.mark.slow
+def test_scripts_serve_installs_only_what_serving_needs_and_shows_its_progress(tmp_path: Path) -> None:
+    # A fresh clone's first `scripts/serve` once sat silent for ~90 s installing the test extras too.
+    clone = tmp_path / "clone"
+    for folder in ("actors", "mcp_gateway_examples", "scripts", "config"):
+        shutil.copytree(ROOT / folder, clone / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, clone / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    done = subprocess.run(
+        [clone / "scripts" / "bootstrap", "serve"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "scripts/bootstrap: installing the project (serve)" in done.stderr
+    assert "Successfully installed" in done.stderr  # pip's own lines, as they come
+    python = clone / ".venv" / "bin" / "python"
+    for test_only in ("pytest", "mcp", "hypothesis"):
+        probe = subprocess.run([python, "-c", f"import {test_only}"], capture_output=True, check=False)
+        assert probe.returncode != 0, f"{test_only} was installed to serve"
+    run([clone / ".venv" / "bin" / "mcp-gateway", "check", "--config", "config/gateway.toml"], clone)
+    again = subprocess.run(
+        [clone / "scripts" / "bootstrap", "serve"], capture_output=True, text=True, timeout=STEP_S, check=True
+    )
+    assert again.stderr == ""  # installed: nothing to say, nothing to do

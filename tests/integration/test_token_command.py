@@ -5,6 +5,7 @@ cannot make one is a single line on stderr and exit 2, with nothing on stdout.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,16 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sdk_websocket import websocket_client
-from support import DEADLINE_S, LEGACY_ERA, backend_entry, running, with_http, with_websocket, write_config
+from support import (
+    DEADLINE_S,
+    LEGACY_ERA,
+    ROOT,
+    backend_entry,
+    running,
+    with_http,
+    with_websocket,
+    write_config,
+)
 
 from actors.cli_token import TokenError, parse_scopes, parse_ttl
 
@@ -97,6 +107,7 @@ def test_a_missing_secret_bad_ttl_or_key_file_listener_is_one_line_and_exit_2(tm
     open_door.write_text(MINIMAL + "[http]\nport = 0\n", encoding="utf-8")
     none = token_command(open_door, "--sub", "alice")
     assert (none.returncode, none.stdout) == (2, "") and "no listener takes a token" in none.stderr
+    assert "add [http.auth] with jwt_secret_env" in none.stderr and "config/auth.toml" in none.stderr
 
 
 def test_the_listener_is_asked_for_when_the_two_auth_tables_differ(tmp_path: Path) -> None:
@@ -131,3 +142,30 @@ def test_scopes_may_be_repeated_or_space_separated_and_must_be_printable_ascii()
     for bad in ['quo"te', "back\\slash", "tab\there", "new\nline", "é"]:
         with pytest.raises(TokenError):
             parse_scopes([bad])
+
+
+async def test_the_shipped_auth_config_serves_only_tokens_its_own_command_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # config/auth.toml as its header says to use it, on free ports: a token from `mcp-gateway token`
+    # (its default --config from MCP_GATEWAY_CONFIG, as in the container image) opens a session.
+    shipped = (ROOT / "config" / "auth.toml").read_text(encoding="utf-8")
+    config = tmp_path / "auth.toml"
+    config.write_text(re.sub(r"(?m)^port = \d+", "port = 0", shipped), encoding="utf-8")
+    env = {**os.environ, "MCP_GATEWAY_JWT_SECRET": SECRET, "MCP_GATEWAY_CONFIG": str(config)}
+    argv = [sys.executable, "-m", "actors", "token", "--sub", "alice"]
+    made = await trio.to_thread.run_sync(
+        lambda: subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=True)
+    )
+    monkeypatch.setenv("MCP_GATEWAY_JWT_SECRET", SECRET)
+    async with running(config) as gateway:
+        assert gateway.http_url is not None
+        async with httpx2.AsyncClient() as anonymous:
+            assert (await anonymous.post(gateway.http_url, json={})).status_code == 401
+        headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
+        with trio.fail_after(DEADLINE_S):
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(gateway.http_url, http_client=http), mode=LEGACY_ERA) as client,
+            ):
+                assert "calculate" in {tool.name for tool in (await client.list_tools()).tools}

@@ -33,6 +33,7 @@ from loguru import logger
 from actors.config import HttpSettings
 from actors.frontends.admission import Admission, client_key
 from actors.frontends.auth import Principal, Refused
+from actors.frontends.http.fleet_messages import served_in_fleet, tell_other_copies
 from actors.frontends.http.fleet_sessions import note_answered
 from actors.frontends.http.ladder import is_modern_post, modern_header
 from actors.frontends.http.modern import ModernPosts
@@ -198,6 +199,8 @@ class HttpApp:
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
+        if await served_in_fleet(self.sessions, headers, principal, message, body, send):
+            return  # [fleet]: an answer or notification that needs no copy of its session here
         if isinstance(message, Request) and message.method == "initialize":
             try:
                 session_id, entry = self.sessions.open(principal, address)
@@ -215,6 +218,7 @@ class HttpApp:
                     await _deliver(entry, body)
                     if isinstance(message, Notification) and message.method == "notifications/cancelled":
                         entry.transport.cancelled(message.params)
+                    tell_other_copies(self.sessions, session_id, message)
                     await respond(send, 202, b"", [])
                     return
                 stream = entry.transport.open_request(message.id, _progress_token(message.params))

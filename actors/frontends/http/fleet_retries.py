@@ -11,9 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-import httpx2
-from loguru import logger
-
+from actors.frontends.http.fleet_hop import passed_on, relay_post
 from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, respond
 from actors.frontends.http.sse import Send
 from actors.protocol.messages import Request
@@ -23,9 +21,6 @@ from actors.session.parked import digest_of, subject_of
 if TYPE_CHECKING:
     from actors.fleet.states import FleetStates
 
-FORWARD_CONNECT_S: Final = 2.0  # an owner that does not accept within this is gone
-PASSED_ON: Final = ("authorization", "content-type", "accept", "user-agent")  # and every mcp-* header
-RELAYED: Final = ("content-type", "cache-control", "retry-after")  # of the owner's answer
 TRY_AGAIN: Final = (429, 503)  # refusals before any session saw the request, with Retry-After
 
 
@@ -70,9 +65,11 @@ async def served_by_fleet(
     if url is None:
         await _start_over(send, request, "its call was parked on a replica that is gone; start the call over")
         return Retry.ANSWERED
-    passed = {name: value for name, value in headers.items() if name in PASSED_ON or name.startswith("mcp-")}
-    passed[FORWARDED_HEADER] = states.sign(frame)
-    if await _forward(url, passed, frame, request, send, owner) in TRY_AGAIN:
+    passed = {**passed_on(headers), FORWARDED_HEADER: states.sign(frame)}
+    status = await relay_post(url, passed, frame, send, owner)
+    if status is None:
+        await _start_over(send, request, "its call was parked on a replica that did not answer; start over")
+    elif status in TRY_AGAIN:
         await states.release(state)
     return Retry.ANSWERED
 
@@ -97,35 +94,6 @@ def _made_for(payload: Mapping[str, object], request: Request, principal: str | 
 def _state_of(request: Request) -> str | None:
     state = request.params.get("requestState") if isinstance(request.params, dict) else None
     return state if isinstance(state, str) else None
-
-
-async def _forward(
-    url: str, headers: dict[str, str], frame: bytes, request: Request, send: Send, owner: str
-) -> int | None:
-    """The owner's answer relayed to the client: its status (None when the owner did not answer)."""
-    timeout = httpx2.Timeout(FORWARD_CONNECT_S, read=None)
-    started = False
-    try:
-        async with (
-            httpx2.AsyncClient(timeout=timeout) as http,
-            http.stream("POST", url, content=frame, headers=headers) as answer,
-        ):
-            kept = [
-                (name.encode(), answer.headers[name].encode()) for name in RELAYED if name in answer.headers
-            ]
-            await send({"type": "http.response.start", "status": answer.status_code, "headers": kept})
-            started = True
-            async for chunk in answer.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return answer.status_code
-    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # InvalidURL: a registration that is no URL
-        logger.warning("fleet: forwarding a retry to replica {} failed: {}", owner, type(exc).__name__)
-        if not started:
-            await _start_over(
-                send, request, "its call was parked on a replica that did not answer; start over"
-            )
-    return None
 
 
 async def _start_over(send: Send, request: Request, reason: str) -> None:

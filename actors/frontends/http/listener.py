@@ -8,6 +8,7 @@ log lines go to loguru.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import attrs
@@ -22,6 +23,7 @@ from loguru import logger
 from actors.config import Config, HttpSettings
 from actors.frontends.http.app import HttpApp
 from actors.frontends.http.edge import per_connection
+from actors.frontends.http.fleet_messages import told_here
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.listener import Listener
@@ -83,6 +85,7 @@ class HttpListener(Listener[HttpSettings]):
         on another replica forwarded there."""
         self._sessions.fleet, self._sessions.relay, self._sessions.fleet_states = fleet, relay, states
         fleet.end_local = self._sessions.ended_elsewhere
+        fleet.tell_local = partial(told_here, self._sessions)
 
     def sessions(self) -> list[Session]:
         return self._sessions.sessions()

@@ -41,6 +41,7 @@ from actors.policy import caller_of
 from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
 from actors.runtime.watch import Watch
+from actors.session.client_asks import PLAIN_ASK_IDS
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
 
@@ -65,6 +66,7 @@ class HttpSession:
     client: str  # whom it counts against in max_sessions_per_client
     last_active: float
     busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
+    told_waiting: int = 0  # [fleet]: notifications its client sent to other replicas, waiting to go in here
 
     def idle(self) -> bool:
         """Nothing for its client is under way: no HTTP request open, no request unanswered or unread."""
@@ -158,7 +160,7 @@ class HttpSessions(Mapping[str, HttpSession]):
         session_id = headers.get(SESSION_HEADER)
         if self.fleet is None or not session_id:
             return self.find(headers, principal)
-        if session_id not in self._by_id:
+        if session_id not in self._by_id or session_id in self.taking_up:  # waits for the replayed initialize
             await take_up(self, self.fleet, session_id, principal, address)
         await self.fleet.touch(session_id)
         return self.find(headers, principal)
@@ -223,6 +225,8 @@ class HttpSessions(Mapping[str, HttpSession]):
             settings=self._settings_for(principal, self.session_settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
+            # [fleet]: its client's answers find the replica that asked, wherever they land
+            ask_ids=self.fleet.ask_ids(session_id) if self.fleet is not None else PLAIN_ASK_IDS,
         )
         entry = HttpSession(
             session_id=session_id,

@@ -77,7 +77,18 @@ async def test_the_history_keeps_changes_and_the_last_error_after_recovery() -> 
     assert [change["state"] for change in history.of("alpha")] == ["starting", "ready", "restarting", "ready"]
     assert history.last_error["alpha"].reason is not None and "boom" in history.last_error["alpha"].reason
     assert model.status()["backends"][0]["last_error"]["reason"] == history.last_error["alpha"].reason
+    # A second reason for the same state (the link's loss, then the supervisor's word on the exit) is one
+    # change, with the newer reason, from the time the state began.
+    tell(catalog, restarting("alpha", "lost"))
+    history.record(catalog.view())
+    began = history.changes["alpha"][-1].at
+    tell(catalog, restarting("alpha", "exited with code 7"))
+    history.record(catalog.view())
+    assert [change["state"] for change in history.of("alpha")][-2:] == ["ready", "restarting"]
+    assert history.changes["alpha"][-1].at == began and "code 7" in (history.of("alpha")[-1]["reason"] or "")
     for number in range(HISTORY_LENGTH):
+        tell(catalog, ready("alpha"))
+        history.record(catalog.view())
         tell(catalog, restarting("alpha", f"crash {number}"))
         history.record(catalog.view())
     assert len(history.of("alpha")) == HISTORY_LENGTH

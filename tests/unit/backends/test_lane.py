@@ -18,11 +18,11 @@ import trio.testing
 from actors.backends.connection import BackendLink, BackendRequestError
 from actors.backends.door import BackendDoor
 from actors.backends.era import EraVerdict, legacy
-from actors.backends.errors import BackendExitedError, BackendStartError
+from actors.backends.errors import BackendExitedError, BackendLaneError, BackendStartError
 from actors.backends.lane import LaneRefusedError, LegacyLane
-from actors.backends.lane_policy import LANE_BACKOFF_S, LANE_FAILURES_MAX, LANE_STABLE_S, LaneState, for_lane
+from actors.backends.lane_policy import LANE_BACKOFF_S, LANE_FAILURES_MAX, LaneState, for_lane
 from actors.backends.probe import EraState
-from actors.config import BackendEra
+from actors.config import BackendEra, HealthConfig
 from actors.protocol.envelopes import BackendCommand, Call, Cancel, Notify, ReplySlot
 from actors.protocol.messages import Notification, RpcError
 from actors.telemetry.meters import BackendMeter
@@ -31,6 +31,7 @@ from actors.telemetry.meters import BackendMeter
 @attrs.define
 class PipeLike:
     written: list[dict[str, Any]] = attrs.field(factory=list)
+    label: str = "pipe"
 
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         self.written += [orjson.loads(frame) for frame in frames]
@@ -59,8 +60,8 @@ def lane_over(pipe: PipeLike, state: EraState | None = None) -> LegacyLane:
         on_notification=lambda _: None,
         cancel_scope=trio.CancelScope(),
     )
-    config = SimpleNamespace(name="alpha", lane_idle_s=LANE_IDLE_S)
-    backend = SimpleNamespace(config=config, meter=BackendMeter("alpha"), events=None)
+    config = SimpleNamespace(name="alpha", lane_idle_s=LANE_IDLE_S, health=HealthConfig(interval_s=0))
+    backend = SimpleNamespace(config=config, meter=BackendMeter("alpha"), events=None, roots="none")
     return LegacyLane(backend=backend, modern=modern, era=state or era())  # type: ignore[arg-type]
 
 
@@ -188,32 +189,42 @@ async def test_a_clients_roots_change_is_copied_to_an_open_lane_only() -> None:
         lane._recv.receive_nowait()  # only the one made while open
 
 
-async def serve_then_die(lane: LegacyLane, served_s: float) -> None:
-    """The lane opens, serves `served_s`, dies; then its backoff passes."""
-    lane._opened_at = trio.current_time()
-    await trio.sleep(served_s)
-    lane._closed(None, BackendExitedError("connection closed"))
-    await trio.sleep(LANE_BACKOFF_S * 2**LANE_FAILURES_MAX)
-
-
-async def test_a_lane_that_dies_soon_after_each_opening_is_given_up(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    lane = lane_over(PipeLike())
-    for _ in range(LANE_FAILURES_MAX):
-        assert lane.wants(call(1))
-        await serve_then_die(lane, 1.0)
-    assert lane.state is LaneState.GAVE_UP and not lane.wants(call(2))
-
-
-async def test_a_lane_that_served_a_while_before_it_died_starts_the_count_again(
+async def test_failed_openings_are_counted_in_a_row_and_an_opening_starts_the_count_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     lane = lane_over(PipeLike())
     for _ in range(LANE_FAILURES_MAX - 1):
-        await serve_then_die(lane, 1.0)
-    await serve_then_die(lane, LANE_STABLE_S)
-    assert lane.failures == 1 and lane.wants(call(1))
+        lane._closed(None, BackendStartError("exited during start-up"))
+        await trio.sleep(LANE_BACKOFF_S * 2**LANE_FAILURES_MAX)
+    lane_link = lane_over(PipeLike()).modern  # a link of its own for the lane
+    async with trio.open_nursery() as tasks:
+        await lane._opened(lane_link, tasks)
+    assert lane.failures == 0 and lane.state is LaneState.OPEN
+    lane._closed(lane_link, None, opened=True)  # the run ended
+    lane._closed(None, BackendStartError("exited during start-up"))
+    assert lane.failures == 1
+
+
+async def test_an_open_lane_that_dies_ends_the_run_and_answers_its_calls_only_as_the_run_ends() -> None:
+    """Issue #34: its death is the backend's, as the death of its only process is: the run's link is lost
+    (the backend actor takes its tools out of the catalog, then ends the run and the supervisor counts the
+    restart); the lane's calls are not answered before that, and it is not opened again quietly."""
+    lane = lane_over(PipeLike())
+    run_lost = trio.Event()
+    lane.modern.on_lost = run_lost.set  # the backend actor's RunEnd
+    lane_link = lane_over(PipeLike()).modern
+    held = call(1)
+    async with trio.open_nursery() as tasks:
+        await lane._opened(lane_link, tasks)
+        await lane._write(lane_link, [held])
+    lane_link.lose(BackendExitedError("connection closed"))  # what its reader does at the end of its stream
+    assert run_lost.is_set() and isinstance(lane.modern.lost, BackendLaneError)
+    assert str(lane.modern.lost) == "its legacy lane (pipe) ended: connection closed"
+    assert not lane_link.cancel_scope.cancel_called and not held.reply_to.filled  # type: ignore[union-attr]
+    lane._closed(lane_link, lane_link.lost, opened=True)  # as the run's end reaches it
+    reply = await held.reply_to.wait()  # type: ignore[union-attr]
+    assert reply.error is not None and "its legacy lane ended: connection closed" in reply.error.message
+    assert lane.state is LaneState.CLOSED and lane.failures == 0
 
 
 async def test_an_open_lane_with_no_call_for_lane_idle_s_is_closed_and_the_next_call_opens_one(

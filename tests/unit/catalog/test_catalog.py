@@ -17,8 +17,8 @@ from actors.catalog import (
 )
 from actors.catalog.catalog import Reconfigured
 from actors.config.tool_policy import ToolPolicy
-from actors.protocol.envelopes import BackendCommand, BackendReady, ListChanged
-from actors.runtime.supervisor import ChildFailed, ChildRestarting
+from actors.protocol.envelopes import BackendCommand, BackendLost, BackendReady, ListChanged
+from actors.runtime.supervisor import ChildExitError, ChildFailed, ChildRestarting
 
 
 def tools(*names: str) -> tuple[dict[str, Any], ...]:
@@ -157,6 +157,36 @@ async def test_actor_publishes_each_change() -> None:
             version, view = await catalog.watch.wait_newer(version)
             assert [t["name"] for t in view.tools] == ["a"]
     # run returned when its inbox ended
+
+
+async def test_a_lost_backends_tools_are_out_of_the_published_view_when_it_is_told() -> None:
+    """BackendLost: the backend answers its calls once `published` is set; by then the view sessions list
+    from holds none of its tools, and the version cursors carry has moved (issue #34)."""
+    send, inbox = trio.open_memory_channel[CatalogEvent](0)
+    catalog = Catalog(
+        order=["first", "second"],
+        request_timeouts_s={"first": 1.0, "second": 1.0},
+        rule=PREFIX_ON_COLLISION,
+        inbox=inbox,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(catalog.run)
+        async with send:
+            await send.send(ready("first", "a"))
+            await send.send(ready("second", "b"))
+            version, view = catalog.watch.version, catalog.watch.value
+            while len(view.tools) < 2:
+                version, view = await catalog.watch.wait_newer(version)
+            before = view.tools_version
+            await send.send(lost := BackendLost("first", ChildExitError("connection closed")))
+            await lost.published.wait()
+            view = catalog.watch.value
+            assert [t["name"] for t in view.tools] == ["b"] and view.tools_version == before + 1
+            assert view.backends["first"].state is BackendState.RESTARTING
+            assert view.backends["first"].describe() == "restarting (connection closed)"
+            assert view.routes["a"].backend == "first"  # still known, so a call's error names its owner
+            await send.send(gone := BackendLost("nobody", ChildExitError("x")))  # not in the config
+            await gone.published.wait()
 
 
 def test_a_tool_policy_hides_renames_and_annotates_before_the_naming_rule() -> None:

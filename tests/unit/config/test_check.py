@@ -187,3 +187,20 @@ def test_check_refuses_a_listener_host_this_machine_cannot_listen_on(
     assert lines[1].startswith(f"{path}: websocket.host: cannot listen on '192.0.2.1' here: ")
     assert lines[2].startswith(f"{path}: admin.host: 'a\\x00b' does not resolve: ")
     assert len(lines) == 3
+
+
+def test_check_warns_of_a_listener_open_to_other_machines_without_auth_and_still_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path.resolve() / "g.toml"
+    path.write_text(
+        '[[backends]]\nname = "a"\ncommand = "python"\n'
+        '[websocket]\nhost = "0.0.0.0"\nport = 0\n'
+        '[http]\nhost = "0.0.0.0"\nport = 0\n[http.auth]\njwt_secret_env = "CHECK_JWT_SECRET"\n'
+    )
+    monkeypatch.setenv("CHECK_JWT_SECRET", "a-secret-long-enough-for-hs256-signing")
+    code, lines = check(path, capsys)
+    assert code == 0
+    (warning,) = lines
+    assert warning.startswith(f"{path}: websocket.host: warning: 0.0.0.0 is reachable from other machines")
+    assert "add [websocket.auth] (see config/auth.toml) or listen on 127.0.0.1" in warning

@@ -3,6 +3,8 @@ never the config itself; `check` names each problem as FILE: key: reason and nev
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Final
@@ -12,6 +14,7 @@ import pytest
 from actors.cli import EXIT_CONFIG_ERROR, main
 from actors.config import load_config
 from actors.config.diff import diff
+from actors.config.resolve_fleet import MAKE_KEY, parse_keys
 
 KEY_A: Final = "A" * 43  # 32 bytes as base64url
 KEY_B: Final = "0f" * 32  # 32 bytes as hex
@@ -58,6 +61,7 @@ def test_fleet_keys_file_read_relative_to_the_config(tmp_path: Path) -> None:
         ('redis_url = "http://x"\nkeys_env = "K"', {"K": KEY_A}, "fleet.redis_url: must start with redis://"),
         ('redis_url = "redis://h"', {}, "fleet: set one of keys_env and keys_file"),
         ('redis_url = "redis://h"\nkeys_env = "K"', {}, "fleet.keys_env: environment variable K is not set"),
+        ('redis_url = "redis://h"\nkeys_env = "K"', {}, "make one with: python3 -c 'import secrets; print("),
         ('redis_url = "redis://h"\nkeys_env = "K"', {"K": f"{KEY_A} short"}, "key 2 of 2 is not 32 bytes"),
         ('redis_url = "redis://h"\nkeys_env = "K"', {"K": f"{KEY_A} {KEY_A}"}, "a key is listed twice"),
         (
@@ -113,3 +117,11 @@ def test_a_reload_that_changes_fleet_says_it_needs_a_restart(tmp_path: Path) -> 
     new = load_config(config(tmp_path, 'redis_url = "redis://other"\nkeys_file = "k"\nreplica = "r1"'))
     assert diff(old, new).needs_restart == ("[fleet]",)
     assert diff(old, old).needs_restart == ()
+
+
+def test_the_key_the_hint_makes_is_a_fleet_key() -> None:
+    command = MAKE_KEY.split("make one with: ", 1)[1]
+    made = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True, timeout=30)
+    problems: list[tuple[str, str]] = []
+    keys = parse_keys(made.stdout, "fleet.keys_env", problems)
+    assert problems == [] and keys is not None and len(keys[0]) == 32

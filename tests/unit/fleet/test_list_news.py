@@ -1,6 +1,7 @@
 """Backends' list changes between replicas, without Redis: the relay's outbox holds one notice per backend
 and method however often a backend announces, a notice names only a list_changed method, and news of
-another replica's change reaches only a backend actor running here under that name."""
+another replica's change reaches only a backend actor running here under that name. And a client's
+notification told to the other replicas' copies of its session: only what they act on, checked again."""
 
 from __future__ import annotations
 
@@ -111,3 +112,47 @@ async def test_once_redis_answers_again_missed_changes_are_published_and_every_l
     assert relisted == [(name, method, False) for name in "tu" for method in methods]
     await r.catch_up()  # published once: nothing missed any more
     assert queued(r) == []
+
+
+def test_a_clients_notification_is_told_with_only_what_the_other_copies_act_on() -> None:
+    r = relay()
+    cancel = {"requestId": 5, "reason": "r" * 5000, "_meta": {"x": "y" * 5000}}
+    assert r.publish_told("d" * 40, "notifications/cancelled", cancel)
+    assert r.publish_told("d" * 40, "notifications/initialized", {"anything": 1})
+    for method, params in (
+        ("notifications/progress", {}),  # nothing another copy acts on
+        ("notifications/cancelled", {"requestId": True}),
+        ("notifications/cancelled", {"requestId": "i" * 2000}),
+        ("notifications/cancelled", {"requestId": 1, "reason": 5}),  # the session drops it: so do we
+        ("notifications/cancelled", [1]),
+    ):
+        assert not r.publish_told("d" * 40, method, params)
+    assert queued(r) == [
+        {
+            "from": "alpha",
+            "told": "d" * 40,
+            "method": "notifications/cancelled",
+            "params": {"requestId": 5, "reason": "r" * 1024},
+        },
+        {"from": "alpha", "told": "d" * 40, "method": "notifications/initialized", "params": {}},
+    ]
+
+
+def test_a_malformed_told_notice_is_dropped_and_a_good_one_reaches_the_copy() -> None:
+    told: list[tuple[str, str, dict[str, object]]] = []
+    r = relay("beta")
+    r.on_told = lambda digest, method, params: told.append((digest, method, params))
+    cancel = {"requestId": "a"}
+    good = {"from": "alpha", "told": "d" * 40, "method": "notifications/cancelled", "params": cancel}
+    for bad in (
+        {**good, "told": "d" * 41},
+        {**good, "told": 7},
+        {**good, "method": "notifications/progress"},
+        {**good, "method": ["notifications/cancelled"]},
+        {**good, "params": {"requestId": None}},
+        {**good, "params": "x"},
+        {**good, "from": "beta"},  # its own notice, back from Redis
+    ):
+        r._notice(orjson.dumps(bad))
+    r._notice(orjson.dumps(good))
+    assert told == [("d" * 40, "notifications/cancelled", {"requestId": "a"})]

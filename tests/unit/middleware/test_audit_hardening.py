@@ -20,6 +20,8 @@ from support import captured_logs
 from actors.config import AuditSettings
 from actors.middleware.audit import NAME_BYTES, AuditMiddleware, AuditStore, Record, make_record
 from actors.middleware.base import CallOutcome, ClientInfo, ToolCall
+from actors.protocol.messages import RpcError
+from actors.runtime.redact import REDACTOR
 
 MB = 1024 * 1024
 
@@ -104,6 +106,26 @@ def test_arguments_are_capped_escaped_and_marked_as_cut() -> None:
     assert made[10] == len(json.dumps(big, ensure_ascii=False, separators=(",", ":")).encode())
     assert made[13] == "arguments"
     assert make_record(call(arguments=big), CallOutcome(), False)[12] is None  # values only when told
+
+
+def test_names_and_arguments_are_redacted_before_they_are_cut() -> None:
+    """A secret the gateway knows (or a credential's shape) is stored as its marker, in a name or in the
+    arguments; one the cap would split is taken out whole, and the arguments stay JSON when not cut."""
+    secret = "audit-secret-eccbc87e4b5c"
+    REDACTOR.know("test-audit", {"env:AUDIT_SECRET": secret})
+    try:
+        arguments = {"query": f"token {secret}", "auth": "Bearer 0123456789abcdef"}
+        made = make_record(call(tool=f"t-{secret}", arguments=arguments), CallOutcome(), True, 4096)
+        cut = make_record(call(arguments={"pad": "x" * 40, "s": secret}), CallOutcome(), True, 64)
+    finally:
+        REDACTOR.know("test-audit", {})
+    assert secret not in repr(made) and secret[:10] not in repr(cut)
+    assert made[5] == "t-[REDACTED:env:AUDIT_SECRET]"
+    assert json.loads(made[12]) == {
+        "query": "token [REDACTED:env:AUDIT_SECRET]",
+        "auth": "Bearer [REDACTED:bearer]",
+    }
+    assert made[10] == len(json.dumps(arguments, separators=(",", ":")).encode())  # the size as sent
 
 
 def test_rotation_by_age(tmp_path: Path, log_lines: list[str]) -> None:
@@ -208,3 +230,37 @@ async def test_a_record_the_writer_took_is_written_when_shutdown_cancels_it_befo
         await audit.after_call(call("last"), outcome)  # hands the record to the waiting writer...
         nursery.cancel_scope.cancel()  # ...which is cancelled before it reaches the disk
     assert [row["tool"] for row in rows(path)] == ["last"]
+
+
+def test_a_code_no_64_bit_column_holds_is_stored_as_null_and_named_cut(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    store = AuditStore(AuditSettings(path=path))
+    codes = [2**63, 2**64 - 1, -(2**63), 2**63 - 1, -32603]  # every code the codec takes: any 64-bit integer
+    store.write([refused_with(code) for code in codes])
+    store.close()
+    assert [(row["error_code"], row["cut"]) for row in rows(path)] == [
+        (None, "error_code"),
+        (None, "error_code"),
+        (-(2**63), None),
+        (2**63 - 1, None),
+        (-32603, None),
+    ]
+
+
+def refused_with(code: int) -> Record:
+    outcome = CallOutcome(error=RpcError(code, "odd"), duration_s=0.01)
+    return make_record(call("odd"), outcome, False, 4096)
+
+
+async def test_a_record_the_store_refuses_costs_that_record_alone(
+    tmp_path: Path, log_lines: list[str]
+) -> None:
+    path = tmp_path / "audit.sqlite3"
+    audit = AuditMiddleware(AuditSettings(path=path))
+    await audit.open()
+    unstorable = (*record("bad")[:9], 2**64, *record("bad")[10:])  # as no make_record makes it: OverflowError
+    await audit._write([record("before"), unstorable, record("after")])
+    await audit._write([record("later")])
+    assert [row["tool"] for row in rows(path)] == ["before", "after", "later"]
+    assert any("refused a batch of 3 records (OverflowError" in line for line in log_lines)
+    assert any(line.startswith("ERROR audit log: could not write the record of bad") for line in log_lines)

@@ -17,6 +17,7 @@ from actors.framing.lines import LineStream
 from actors.protocol.envelopes import Ask, Call, Reply, ReplySlot
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY
 from actors.protocol.messages import Batch, ErrorResponse, Message, Notification, Request, Response
+from actors.session.bridge import MAX_INPUT_RESPONSES
 from actors.session.budget import ByteBudget, QueuedBytes, client_of, request_bytes
 from actors.session.parked import MAX_PARKED_PER_SESSION
 from actors.session.reader import Reader
@@ -162,3 +163,21 @@ async def test_a_retry_that_answers_nothing_stays_parked_with_its_answers_raw_an
         (parked,) = h.actor.settings.bridges.calls.values()
         assert parked.kept == {"unasked": orjson.dumps(unasked["unasked"])}
         assert budget_of(h).used == {"session:s1": parked.kept_bytes}  # the requests are over; this is kept
+
+
+async def test_a_request_with_more_input_responses_than_any_round_asks_for_is_refused_naming_the_cap() -> (
+    None
+):
+    async with dispatcher() as h:
+        for count, refused in ((MAX_INPUT_RESPONSES + 1, True), (MAX_INPUT_RESPONSES, False)):
+            responses = {f"k{n}": {} for n in range(count)}
+            await h.inbox.send(Request(count, "tools/call", modern({**CALL, "inputResponses": responses})))
+            if refused:
+                answer = await h.outbox.receive()
+                assert isinstance(answer, ErrorResponse) and answer.error.code == -32602
+                assert "MAX_INPUT_RESPONSES" in answer.error.message
+                assert answer.error.data == {"field": "inputResponses", "limit": MAX_INPUT_RESPONSES}
+                with pytest.raises(trio.WouldBlock):
+                    h.backend.receive_nowait()  # it never reached the backend
+            else:
+                assert isinstance(await h.backend.receive(), Call)

@@ -3,6 +3,8 @@ that reads slowly, and how the dispatcher waits for such a client before it take
 
 from __future__ import annotations
 
+import tracemalloc
+
 import trio
 import trio.testing
 from support import decoded
@@ -86,3 +88,20 @@ def test_a_notification_no_frame_can_hold_is_dropped_where_it_is_delivered() -> 
     answers = Answers(send)
     answers.deliver(Notification("notifications/message", {"data": 2**70}))  # no JSON integer that size
     assert receive.statistics().current_buffer_used == 0 and answers.unread == 0  # and nothing raised
+
+
+def test_an_answer_waiting_for_the_writer_holds_what_its_length_counts() -> None:
+    # orjson returns its write buffer unshrunk (4 KiB for `{}`, ~10x the text past that): a frame kept as
+    # written held up to ten times the bytes max_unread_bytes counted.
+    send, receive = trio.open_memory_channel[Message | Encoded](1000)
+    answers = Answers(send)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):
+            answers.deliver(Response(n, {"content": [{"type": "text", "text": "x" * 3000}]}))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * answers.unread, (held, answers.unread)  # was ~10x
+    receive.close()
