@@ -16,6 +16,7 @@ import trio
 from loguru import logger
 
 from actors.framing.transport import UnreadLedger
+from actors.protocol.codec import compact
 from actors.protocol.messages import RequestId
 
 REPLAY_EVENTS: Final = 256  # events kept per stream for a client that reconnects with Last-Event-ID
@@ -77,7 +78,7 @@ class EventStream:
                     "stream {}: no reader for {} events; dropping the oldest", self.key, REPLAY_EVENTS
                 )
         self.last_number += 1
-        self.events.append((self.last_number, frame))
+        self.events.append((self.last_number, compact(frame)))  # kept until read, and for a resume
         self._count(len(frame))
         self.finished = last
         self._wake()

@@ -5,6 +5,8 @@ holds at most max_streams request streams."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import attrs
 import orjson
 import pytest
@@ -101,3 +103,19 @@ async def test_a_session_holds_at_most_max_streams_request_streams() -> None:
     assert (b"retry-after", b"5") in refused.value.headers
     transport.forget(first)  # answered and written, or given up: its slot is free
     assert transport.open_request(3, None) is not None
+
+
+async def test_what_a_stream_keeps_holds_what_it_counts() -> None:
+    # orjson's output holds its unshrunk write buffer (~10x a 3 kB text): kept as it came, a stream held
+    # ten times what max_unread_bytes counted.
+    transport = HttpSessionTransport()
+    ledger = counted(transport)
+    streams = [transport.open_request(n, None) for n in range(50)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        await transport.send_many([answer(n, "x" * 3000) for n in range(50)])  # as the writer's encode made
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(streams) and held < 2 * ledger.unread, (held, ledger.unread)
