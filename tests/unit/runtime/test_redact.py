@@ -224,30 +224,3 @@ def test_a_known_value_never_survives_whatever_surrounds_it(before: str, after: 
     assert orjson.dumps(value).decode()[1:-1] not in redactor.redact(
         orjson.dumps([before, value, after]).decode()
     )
-
-
-def test_no_match_costs_the_same_whatever_the_number_of_values_and_tokens() -> None:
-    """The cost on every sink when nothing matches (figures in docs/performance.md): a log line searched
-    against 1,000 known values costs about what it does against one, and against 1,000 minted tokens about
-    what it does against 10 (their run scan is a constant of its own). Loose bounds: ratios, not the
-    machine's speed."""
-    line = "backend notes: tools/call id=17 answered in 3.2 ms from session 4f2a9c (no secret here)"
-    few, many, few_minted, many_minted = Redactor(), Redactor(), Redactor(), Redactor()
-    few.know("config", {"env:A": secrets.token_urlsafe(24)})
-    many.know("config", {f"env:V{n}": secrets.token_urlsafe(24) for n in range(1000)})
-    for redactor, count in ((few_minted, 10), (many_minted, 1000)):
-        for n in range(count):
-            redactor.mint(f"token:{n}", secrets.token_urlsafe(200), time.time() + 3600)
-
-    def cost(redactor: Redactor) -> float:
-        redactor.redact(line)  # built
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(2000):
-                redactor.redact(line)
-            best = min(best, (time.perf_counter() - start) / 2000)
-        return best
-
-    assert cost(many) < 3 * cost(few) + 2e-6
-    assert cost(many_minted) < 3 * cost(few_minted) + 2e-6
