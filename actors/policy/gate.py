@@ -72,6 +72,18 @@ class PolicyGate:
         self.decisions[(method, decision.word)] += 1
         return decision
 
+    def approval(self, caller: Caller, target: Target) -> Decision | None:
+        """Whether a tools/call the rules allowed needs the user's approval: the approve rule that holds
+        (allowed), one that failed (not allowed: an error denies), or None. Never kept: approve rules may
+        read the call's arguments."""
+        policy = self.policy
+        if policy is None or not policy.approves:
+            return None
+        decision = policy.approval(RuleRun(policy, caller, target))
+        if decision is not None:
+            self.decisions[("tools/call", "approve" if decision.allowed else "deny")] += 1
+        return decision
+
     def version(self, list_version: int) -> int:
         """A filtered list's version: its catalog version and the rules' generation (cursors follow both)."""
         return list_version << 16 | self.generation & 0xFFFF

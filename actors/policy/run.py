@@ -78,6 +78,8 @@ def filter_items(
     ending: Any = policy.default is Default.ALLOW  # the walk's end: the default, or a caller-only allow's
     walking = True
     for rule in policy.rules:
+        if rule.effect is Effect.APPROVE:
+            continue  # a call that needs approval is listed: the user is asked when it is called
         if rule.effect is Effect.ALLOW:
             if not walking:
                 continue
