@@ -112,10 +112,12 @@ def read_answer(result: object, question_digest: str, offers_session: bool) -> V
 # --- a legacy client: a real request ------------------------------------------------------------------
 
 
-async def ask_legacy(d: Dispatcher, asked: Question, ttl_s: float) -> Verdict:
+async def ask_legacy(d: Dispatcher, asked: Question, ttl_s: float, carrier: str | None = None) -> Verdict:
     """The question as elicitation/create to this session's client, answered within `ttl_s` (else expired
-    and withdrawn); a cancel of the call withdraws it too, and the session's end fails it."""
-    ask = Ask(next_call_id(), asked.backend, "elicitation/create", asked.params, ReplySlot())
+    and withdrawn); a cancel of the call withdraws it too, and the session's end fails it. `carrier`: the
+    call's trace context when traced (the question's span joins the call's trace)."""
+    params = asked.params if carrier is None else {**asked.params, "_meta": {"traceparent": carrier}}
+    ask = Ask(next_call_id(), asked.backend, "elicitation/create", params, ReplySlot())
     await d.client_asks.take(ask, True)
     reply: Reply | None = None
     try:

@@ -265,7 +265,9 @@ async def settle(d: Dispatcher, request_id: RequestId, first: AskFirst) -> Messa
 async def _asked(d: Dispatcher, request_id: RequestId, approval: Approval, own: str) -> Approval:
     asked = approval.asked
     assert asked is not None
-    verdict = await ask_legacy(d, asked, approval.ttl_s)
+    entry = d.inflight.get(request_id)
+    carrier = entry.span.traceparent() if entry is not None and entry.span is not None else None
+    verdict = await ask_legacy(d, asked, approval.ttl_s, carrier)
     return _after(d, request_id, verdict, approval.need, asked.tool, (asked.backend, own))
 
 

@@ -315,3 +315,64 @@ async def test_a_legacy_answer_sent_twice_counts_once(tmp_path: Path) -> None:
         await gateway.send({"jsonrpc": "2.0", "id": again["id"], "result": {"action": "decline"}})
         assert (await gateway.answer_to(2))["result"]["isError"] is True
     assert [call["arguments"] for call in arrived(tmp_path)] == [{"id": "7"}]
+
+
+async def legacy_raw(gateway: Any) -> None:
+    """initialize as a client that declared elicitation."""
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-legacy", "version": "0"},
+    }
+    await gateway.request("init", "initialize", initialize)
+    await gateway.answer_to("init")
+    await gateway.notify("notifications/initialized")
+
+
+def is_question(message: dict[str, Any]) -> bool:
+    return message.get("method") == "elicitation/create"
+
+
+async def test_a_legacy_call_cancelled_while_asked_withdraws_the_question_and_never_runs(
+    tmp_path: Path,
+) -> None:
+    async with raw_gateway(config_with(tmp_path), tmp_path / "g.log") as gateway:
+        await legacy_raw(gateway)
+        await gateway.call(1, "delete_item", id="7")
+        question = (await gateway.receive_until(is_question))[-1]
+        await gateway.notify("notifications/cancelled", {"requestId": 1, "reason": "changed my mind"})
+        withdrawn = (await gateway.receive_until(lambda m: m.get("method") == "notifications/cancelled"))[-1]
+        assert withdrawn["params"]["requestId"] == question["id"]
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {}}}
+        await gateway.send(answer)  # too late: nobody waits for it
+        await gateway.call(2, "echo", text="after")
+        seen = await gateway.receive_until(lambda m: m.get("id") == 2)
+        assert [m for m in seen if m.get("id") == 1] == []  # a cancelled request gets no answer
+        assert seen[-1]["result"]["content"][0]["text"] == "after"
+    assert [call["name"] for call in arrived(tmp_path)] == ["echo"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ({"result": {"action": "yes"}}, "the client's answer was not accept, decline or cancel"),
+        ({"result": ["accept"]}, "answered elicitation/create with a JSON array, not an object"),
+        (
+            {"error": {"code": -32601, "message": "no forms here"}},
+            "the client could not answer: no forms here",
+        ),
+    ],
+)
+async def test_a_malformed_or_refused_legacy_answer_is_a_clear_refusal(
+    tmp_path: Path, reply: dict[str, Any], why: str
+) -> None:
+    async with raw_gateway(config_with(tmp_path), tmp_path / "g.log") as gateway:
+        await legacy_raw(gateway)
+        await gateway.call(1, "delete_item", id="7")
+        question = (await gateway.receive_until(is_question))[-1]
+        await gateway.send({"jsonrpc": "2.0", "id": question["id"], **reply})
+        result = (await gateway.answer_to(1))["result"]
+        assert result["isError"] is True
+        assert why in result["content"][0]["text"] and "not run" in result["content"][0]["text"]
+        assert result["_meta"][META_KEY] == {"outcome": "failed", "rule": "approve_destructive"}
+    assert arrived(tmp_path) == []

@@ -1,0 +1,170 @@
+"""Approval in the policy layer: approve rules need the user's yes and decide nothing else (a tool they mark
+is listed and allowed as before); they alone read the call's arguments; an error in one denies. The digest an
+approval is bound to is one per call (RFC 8785 canonical arguments) and differs for any other call; what the
+user is shown of the arguments is bounded and hides nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.cli import EXIT_CONFIG_ERROR, main
+from actors.config import ConfigError, load_config
+from actors.policy import Caller, PolicyGate, Target
+from actors.policy.approval import (
+    MAX_SUMMARY_CHARS,
+    DestructiveTools,
+    approval_digest,
+    canonical_arguments,
+    is_destructive,
+    summary,
+)
+from actors.policy.context import SAMPLE
+from actors.policy.rules import Default, Effect, Policy, Unasked, compile_rule
+from actors.policy.run import filter_items
+
+ALICE = Caller(subject="alice", issuer="https://id.example", claims={"groups": ["eng"]})
+
+
+def policy(*rules: tuple[str, str], **settings: Any) -> Policy:
+    compiled = tuple(
+        compile_rule(Effect(effect), when, f"rules[{n}]", SAMPLE) for n, (effect, when) in enumerate(rules)
+    )
+    return Policy(Default.ALLOW, compiled, **settings)
+
+
+def call(tool: str, arguments: Any = None) -> Target:
+    return Target("tools/call", "alpha", tool=tool, arguments=arguments)
+
+
+ON_ETC = 'has(mcp.tool.arguments.path) && mcp.tool.arguments.path.startsWith("/etc")'
+
+
+def test_an_approve_rule_asks_and_decides_nothing_else() -> None:
+    rules = policy(("approve", ON_ETC), ("deny", 'mcp.tool.name == "drop"'))
+    gate = PolicyGate(rules)
+    assert gate.decide(ALICE, call("write", {"path": "/etc/passwd"})).allowed  # allowed: then asked
+    approval = gate.approval(ALICE, call("write", {"path": "/etc/passwd"}))
+    assert approval is not None and (approval.allowed, approval.rule) == (True, "rules[0]")
+    assert gate.approval(ALICE, call("write", {"path": "/tmp/x"})) is None
+    assert gate.approval(ALICE, call("write")) is None  # no arguments: has() is false
+    assert not gate.decide(ALICE, call("drop")).allowed  # deny still wins, before anything is asked
+    assert gate.decisions[("tools/call", "approve")] == 1
+
+
+def test_an_approve_rule_that_fails_denies_naming_itself() -> None:
+    gate = PolicyGate(policy(("approve", "mcp.tool.arguments.path.startsWith('/etc')")))
+    failed = gate.approval(ALICE, call("write", {"size": 1}))  # no path: the engine errors
+    assert failed is not None and (failed.allowed, failed.rule) == (False, "rules[0]")
+    assert "an error denies" in failed.reason
+
+
+def test_a_tool_an_approve_rule_marks_is_still_listed() -> None:
+    rules = policy(("approve", 'mcp.tool.name == "write"'), ("deny", 'mcp.tool.name == "drop"'))
+    items = ({"name": "write"}, {"name": "drop"}, {"name": "read"})
+    shown = filter_items(rules, ALICE, items, lambda item: call(item["name"]))
+    assert [item["name"] for item in shown] == ["write", "read"]
+
+
+def test_approval_settings_are_part_of_the_policy_a_reload_compares() -> None:
+    assert policy() == policy()
+    assert not policy().asks
+    assert policy(approve_destructive=True).asks and policy(("approve", "true")).asks
+    assert policy(approve_destructive=True) != policy()
+    assert policy(when_unasked=Unasked.ALLOW) != policy()
+    assert policy(approval_ttl_s=5.0) != policy()
+
+
+def write(tmp_path: Path, table: str) -> Path:
+    config = tmp_path / "g.toml"
+    config.write_text(f'[[backends]]\nname = "a"\ncommand = "python"\n[policy]\n{table}')
+    return config
+
+
+def test_only_an_approve_rule_may_read_the_arguments(tmp_path: Path) -> None:
+    config = write(tmp_path, f"[[policy.rules]]\neffect = 'deny'\nwhen = '{ON_ETC}'\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(config)
+    (problem,) = refused.value.problems
+    assert (problem.file, problem.key) == (str(config), "policy.rules[0].when")
+    assert 'only an effect = "approve" rule may' in problem.reason
+    allowed = write(tmp_path, f"[[policy.rules]]\neffect = 'approve'\nwhen = '{ON_ETC}'\n")
+    loaded = load_config(allowed).policy
+    assert loaded is not None and loaded.approves[0].effect is Effect.APPROVE
+
+
+def test_bad_approval_keys_are_named_and_check_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, 'approve_destructive = "yes"\napproval_ttl_s = 0\nwhen_unasked = "maybe"\n')
+    assert main(["check", "--config", str(config)]) == EXIT_CONFIG_ERROR == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert f"{config}: policy.approve_destructive: expected true or false, got a string" in lines
+    assert f"{config}: policy.approval_ttl_s: must be greater than 0" in lines
+    assert any(line.startswith(f"{config}: policy.when_unasked: 'maybe' is not one of") for line in lines)
+    too_long = write(tmp_path, "approval_ttl_s = 86400\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(too_long)
+    assert [(p.key, p.reason) for p in refused.value.problems] == [
+        ("policy.approval_ttl_s", "must be at most 3600")
+    ]
+
+
+def test_the_digest_is_one_per_call_whatever_its_spelling() -> None:
+    principal = ["https://id.example", "alice"]
+    digest = approval_digest(principal, "alpha", "write", {"b": 1.0, "a": ["é", True]})
+    assert digest == approval_digest(principal, "alpha", "write", {"a": ["é", True], "b": 1})
+    assert canonical_arguments({"b": 1.0, "a": "é"}) == '{"a":"é","b":1}'.encode()
+    others = {
+        approval_digest(["https://id.example", "bob"], "alpha", "write", {"a": ["é", True], "b": 1}),
+        approval_digest(None, "alpha", "write", {"a": ["é", True], "b": 1}),
+        approval_digest(principal, "beta", "write", {"a": ["é", True], "b": 1}),
+        approval_digest(principal, "alpha", "erase", {"a": ["é", True], "b": 1}),
+        approval_digest(principal, "alpha", "write", {"a": ["é", True], "b": 2}),
+        approval_digest(principal, "alpha", "write", {"a": ["é", True], "b": 1}, route="admin"),
+    }
+    assert digest not in others and len(others) == 6
+
+
+def test_arguments_the_scheme_cannot_write_still_get_one_form() -> None:
+    big = {"n": 2**70}
+    assert canonical_arguments(big).startswith(b"non-jcs:")
+    assert approval_digest(None, "a", "t", big) == approval_digest(None, "a", "t", {"n": 2**70})
+    assert approval_digest(None, "a", "t", big) != approval_digest(None, "a", "t", {"n": 2**70 + 1})
+
+
+def test_the_summary_is_bounded_and_hides_nothing() -> None:
+    hidden = "ok\u202ereversed\u200bzero\U000e0041tag\x1b[2J\nline"
+    shown = summary({"text": hidden})
+    for character in ("\u202e", "\u200b", "\U000e0041", "\x1b", "\n"):
+        assert character not in shown
+    assert "\\u202e" in shown and "\\u200b" in shown and "\\U000e0041" in shown
+    long = summary({"text": "x" * 10_000})
+    assert len(long) < MAX_SUMMARY_CHARS + 60 and "characters in all" in long
+
+
+@pytest.mark.parametrize(
+    ("annotations", "destructive"),
+    [
+        ({"destructiveHint": True}, True),
+        ({"destructiveHint": True, "readOnlyHint": False}, True),
+        ({"destructiveHint": True, "readOnlyHint": True}, False),
+        ({"destructiveHint": "true"}, False),
+        ({"destructiveHint": False}, False),
+        ({}, False),
+        (["destructiveHint"], False),
+        (None, False),
+    ],
+)
+def test_a_tool_is_destructive_only_when_it_says_so_plainly(annotations: Any, destructive: bool) -> None:
+    assert is_destructive({"name": "t", "annotations": annotations}) is destructive
+
+
+def test_the_destructive_names_are_worked_out_once_per_list() -> None:
+    tools = ({"name": "rm", "annotations": {"destructiveHint": True}}, {"name": "ls"})
+    book = DestructiveTools()
+    first = book.names(tools)
+    assert first == {"rm"} and book.names(tools) is first  # the same list: a look-up
+    assert book.names((*tools, {"name": "dd", "annotations": {"destructiveHint": True}})) == {"rm", "dd"}
