@@ -16,9 +16,20 @@ import mcp_types as types
 import orjson
 import pytest
 import trio
+from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from support import backend_entry, raw_gateway, sdk_client, write_config
+from sdk_websocket import websocket_client
+from support import (
+    SESSION_DEADLINE_S,
+    backend_entry,
+    raw_gateway,
+    running,
+    sdk_client,
+    with_http,
+    with_websocket,
+    write_config,
+)
 
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from actors.session.approval_asks import APPROVAL_KEY, FOR_SESSION
@@ -376,3 +387,27 @@ async def test_a_malformed_or_refused_legacy_answer_is_a_clear_refusal(
         assert why in result["content"][0]["text"] and "not run" in result["content"][0]["text"]
         assert result["_meta"][META_KEY] == {"outcome": "failed", "rule": "approve_destructive"}
     assert arrived(tmp_path) == []
+
+
+@ERAS
+async def test_approval_over_streamable_http_and_websocket(tmp_path: Path, era: str) -> None:
+    """Over HTTP a modern request is a session of its own: its answer is a new POST (no session to approve
+    "for", so the form does not offer it), bound to the principal; a legacy HTTP session is asked on its
+    call's stream. Over a WebSocket, as over stdio."""
+    config = with_websocket(with_http(config_with(tmp_path)))
+    asked: list[types.ElicitRequestParams] = []
+    callback = answering("accept", "decline", "accept", "decline", asked=asked)
+    async with running(config) as gateway:
+        assert gateway.http_url is not None and gateway.websocket_url is not None
+        with trio.fail_after(SESSION_DEADLINE_S):
+            async with Client(gateway.http_url, mode=era, elicitation_callback=callback) as client:
+                assert text_of(await client.call_tool("delete_item", {"id": "h1"})) == "deleted h1"
+                assert (await client.call_tool("delete_item", {"id": "h2"})).is_error
+            async with websocket_client(
+                gateway.websocket_url, mode=era, elicitation_callback=callback
+            ) as client:
+                assert text_of(await client.call_tool("delete_item", {"id": "w1"})) == "deleted w1"
+                assert (await client.call_tool("delete_item", {"id": "w2"})).is_error
+    offered = [FOR_SESSION in (question.requested_schema or {}).get("properties", {}) for question in asked]  # type: ignore[union-attr]
+    assert offered == ([False, False, True, True] if era == MODERN else [True] * 4)
+    assert [call["arguments"]["id"] for call in arrived(tmp_path)] == ["h1", "w1"]
