@@ -96,6 +96,8 @@ class Policy:
     # costs microseconds to convert); all of them when a rule reads `mcp` whole.
     mcp_keys: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
     approves: tuple[Rule, ...] = attrs.field(init=False, eq=False, repr=False)  # the approve rules
+    # whether one reads the call's arguments: else their answer is one per caller and tool, and is kept
+    approves_by_arguments: bool = attrs.field(init=False, eq=False, repr=False)
     asks: bool = attrs.field(init=False, eq=False, repr=False)  # some call may need approval
 
     def __attrs_post_init__(self) -> None:
@@ -107,6 +109,8 @@ class Policy:
         object.__setattr__(self, "mcp_keys", frozenset(keys))
         approves = tuple(rule for rule in self.rules if rule.effect is Effect.APPROVE)
         object.__setattr__(self, "approves", approves)
+        by_arguments = any(may_read_arguments(rule.when) for rule in approves)
+        object.__setattr__(self, "approves_by_arguments", by_arguments)
         object.__setattr__(self, "asks", bool(approves) or self.approve_destructive)
 
     def evaluate(self, run: Callable[[Rule], Any]) -> Decision:
@@ -148,6 +152,21 @@ class Policy:
             if holds:
                 return Decision(True, rule.name, "an approve rule holds")
         return None
+
+
+_MCP_PATH: Final = re.compile(r"\bmcp\b\s*(?:\.\s*([A-Za-z_]\w*)(?:\s*\.\s*([A-Za-z_]\w*))?)?")
+
+
+def may_read_arguments(when: str) -> bool:
+    """Whether an expression may read a call's arguments: it names them, or reads `mcp` or `mcp.tool` other
+    than by `mcp.tool.name` and `mcp.tool.target` (its answer is then not one per caller and tool)."""
+    if READS_ARGUMENTS.search(when):
+        return True
+    for match in _MCP_PATH.finditer(when):
+        key, field = match.group(1), match.group(2)
+        if key is None or (key == "tool" and field not in ("name", "target")):
+            return True
+    return False
 
 
 def compile_rule(effect: Effect, when: str, name: str, sample: Mapping[str, Any]) -> Rule:

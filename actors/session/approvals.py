@@ -23,7 +23,6 @@ from actors.middleware import CallOutcome, ToolCall
 from actors.middleware.chain import MiddlewareChain
 from actors.policy import Decision, Target
 from actors.policy.approval import DEFAULT_ROUTE, Need, approval_digest, shown
-from actors.policy.context import readable
 from actors.policy.rules import DESTRUCTIVE_RULE, Unasked
 from actors.protocol.capabilities import missing_capability
 from actors.protocol.codec import clip
@@ -86,7 +85,7 @@ def needed(d: Dispatcher, name: str, backend: str, arguments: object) -> Need | 
     if gate is None or policy is None or not policy.asks:
         return None
     if policy.approves:
-        target = Target("tools/call", backend, tool=name, arguments=readable(arguments))
+        target = Target("tools/call", backend, tool=name, arguments=arguments)
         decision = gate.approval(d.caller, target)
         if decision is not None:
             return Need(decision.rule, "an approve rule holds") if decision.allowed else decision

@@ -168,3 +168,50 @@ def test_the_destructive_names_are_worked_out_once_per_list() -> None:
     first = book.names(tools)
     assert first == {"rm"} and book.names(tools) is first  # the same list: a look-up
     assert book.names((*tools, {"name": "dd", "annotations": {"destructiveHint": True}})) == {"rm", "dd"}
+
+
+@pytest.mark.parametrize(
+    ("when", "reads"),
+    [
+        ('mcp.tool.name == "rm"', False),
+        ('mcp.tool.target == "alpha" && mcp.backend == "alpha" && "eng" in jwt.groups', False),
+        ("has(mcp.tool.arguments.path)", True),
+        ('mcp.tool["arguments"] == {}', True),
+        ("size(mcp.tool) > 2", True),
+        ('mcp["tool"]["name"] == "rm"', True),  # mcp whole: it may reach anything
+    ],
+)
+def test_an_approve_rule_that_reads_no_arguments_is_kept_per_caller_and_tool(when: str, reads: bool) -> None:
+    rules = policy(("approve", when))
+    assert rules.approves_by_arguments is reads
+    gate = PolicyGate(rules)
+    gate.approval(ALICE, call("rm", {"path": "/"}))
+    assert (len(gate._approvals) == 0) is reads  # kept only when the arguments cannot change the answer
+    gate.swap(policy())
+    assert gate._approvals == {}
+
+
+def test_a_kept_approval_answers_as_the_rule_would() -> None:
+    gate = PolicyGate(policy(("approve", 'mcp.tool.name == "rm" && "eng" in jwt.groups')))
+    for _ in range(2):
+        kept = gate.approval(ALICE, call("rm", {"a": 1}))
+        assert kept is not None and kept.allowed
+        assert gate.approval(ALICE, call("ls")) is None
+        assert gate.approval(Caller(subject="bob", claims={"groups": []}), call("rm")) is None
+
+
+def test_the_examples_commented_out_policy_is_valid_with_the_approval_defaults(tmp_path: Path) -> None:
+    lines = (Path(__file__).resolve().parents[3] / "config" / "example.toml").read_text().splitlines()
+    start = lines.index("# [policy]")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line.removeprefix("# "))
+    config = tmp_path / "policy.toml"
+    config.write_text('[[backends]]\nname = "a"\ncommand = "python"\n' + "\n".join(block) + "\n")
+    loaded = load_config(config).policy
+    assert loaded is not None and not loaded.approve_destructive
+    assert (loaded.approval_ttl_s, loaded.when_unasked) == (300.0, Unasked.REFUSE)
+    assert [rule.effect for rule in loaded.rules] == [Effect.DENY, Effect.APPROVE]
+    assert loaded.approves_by_arguments
