@@ -5,7 +5,8 @@ OPERATING. A request is checked, then answered by its feature's handler (tools, 
 completion, logs, lifecycle: one module each). A handler either answers at once or decides to forward; a
 forwarded call is put in the backend's inbox and the dispatcher goes on (forward.py): the backend answers
 the client through the request's InFlight entry. Only what must wait runs in a task of its own:
-initialize, subscriptions, middleware around a call, batches, and requests pipelined behind initialize.
+initialize, subscriptions, middleware around a call, batches, requests pipelined behind initialize, and a
+call held for its user's approval (approvals.py).
 
 A request of the 2026-07-28 era (its `_meta` names its version) stands outside the state machine: it is
 checked, decided and encoded by modern.py whatever the state, never pins the connection, and may continue a

@@ -5,6 +5,7 @@ user is shown of the arguments is bounded and hides nothing."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from actors.cli import EXIT_CONFIG_ERROR, main
 from actors.config import ConfigError, load_config
 from actors.policy import Caller, PolicyGate, Target
 from actors.policy.approval import (
+    MAX_CANONICAL_BYTES,
     MAX_SUMMARY_CHARS,
     DestructiveTools,
     approval_digest,
@@ -128,11 +130,20 @@ def test_the_digest_is_one_per_call_whatever_its_spelling() -> None:
     assert digest not in others and len(others) == 6
 
 
-def test_arguments_the_scheme_cannot_write_still_get_one_form() -> None:
-    big = {"n": 2**70}
-    assert canonical_arguments(big).startswith(b"non-jcs:")
-    assert approval_digest(None, "a", "t", big) == approval_digest(None, "a", "t", {"n": 2**70})
-    assert approval_digest(None, "a", "t", big) != approval_digest(None, "a", "t", {"n": 2**70 + 1})
+def test_arguments_the_scheme_cannot_write_or_too_long_for_it_still_get_one_form() -> None:
+    for value, other in ((2**70, 2**70 + 1), (2**60, 2**60 + 1), ("x" * MAX_CANONICAL_BYTES, "y")):
+        assert canonical_arguments({"n": value}).startswith(b"non-jcs:")
+        assert approval_digest(None, "a", "t", {"n": value}) == approval_digest(None, "a", "t", {"n": value})
+        assert approval_digest(None, "a", "t", {"n": value}) != approval_digest(None, "a", "t", {"n": other})
+
+
+def test_canonicalizing_hostile_arguments_is_bounded() -> None:
+    """100,000 small objects (2 MB) took the scheme a second of the event loop: past MAX_CANONICAL_BYTES
+    the C writer's sorted form is used."""
+    many = {"items": [{"k": n, "v": "abc"} for n in range(100_000)]}
+    started = time.perf_counter()
+    canonical_arguments(many)
+    assert time.perf_counter() - started < 0.2
 
 
 def test_the_summary_is_bounded_and_hides_nothing() -> None:
