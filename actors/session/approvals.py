@@ -298,6 +298,7 @@ async def in_round(
         await chain.call(request_id, asked_round, _never, CallOutcome(result=shown_result))
         judged = await _asked(d, request_id, judged, call.backend_tool)
         call.round += 1
+        call_round.number += 1  # the call's later rounds (a modern backend's) count on from here
         _note(call, judged)
     if judged.answer is None:
         return None

@@ -92,7 +92,7 @@ async def call_through_middleware(
             params = {**routed.params, **extra}
             return Forward(routed.backend, routed.method, params, routed.rewrite, routed.target)
 
-        round_ = CallRound(call_round.call_id, number)
+        round_ = CallRound(call_round.call_id, number + call_round.number - 1)  # after an approval's round
         return (await _round(d, chain, request_id, params, round_, entry, shaped))[0]
 
     return await shim.complete(d, request_id, sent, answer.result, entry, next_round)

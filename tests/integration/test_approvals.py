@@ -8,6 +8,7 @@ input_required round and retries (the SDK drives the round itself). Replays and 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -21,6 +22,7 @@ from mcp.client import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from sdk_websocket import websocket_client
 from support import (
+    ROOT,
     SESSION_DEADLINE_S,
     backend_entry,
     raw_gateway,
@@ -39,6 +41,7 @@ MODERN: Final = "2026-07-28"
 LEGACY: Final = "legacy"
 ERAS: Final = pytest.mark.parametrize("era", [MODERN, LEGACY])
 DESTRUCTIVE: Final = "[policy]\napprove_destructive = true\n"
+ROUNDS_BACKEND: Final = ROOT / "tests" / "backends" / "sdk_rounds.py"  # a modern backend that asks twice
 Elicit = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -411,3 +414,37 @@ async def test_approval_over_streamable_http_and_websocket(tmp_path: Path, era: 
     offered = [FOR_SESSION in (question.requested_schema or {}).get("properties", {}) for question in asked]  # type: ignore[union-attr]
     assert offered == ([False, False, True, True] if era == MODERN else [True] * 4)
     assert [call["arguments"]["id"] for call in arrived(tmp_path)] == ["h1", "w1"]
+
+
+ROUNDS: Final = """[policy]
+[[policy.rules]]
+effect = "approve"
+when = 'mcp.tool.name == "three_rounds"'
+"""
+
+
+@ERAS
+async def test_an_approved_call_whose_backend_asks_counts_its_rounds_on_after_the_approval(
+    tmp_path: Path, era: str
+) -> None:
+    """A modern backend (the SDK server of tests/backends/sdk_rounds.py) asks twice before it answers: the
+    approval is asked once, at the call's first round, and the backend's rounds are not asked again."""
+    backend = {"name": "r", "command": sys.executable, "args": [str(ROUNDS_BACKEND)], "era": "modern"}
+    audit = tmp_path / "audit.sqlite3"
+    config = write_config(tmp_path / "g.toml", [backend])
+    config.write_text(config.read_text() + ROUNDS + f'[audit]\npath = "{audit}"\n')
+    asked: list[types.ElicitRequestParams] = []
+    callback = answering("accept", "accept", "accept", asked=asked, name="Ada")
+    async with sdk_client(config, tmp_path / "g.log", mode=era, elicitation_callback=callback) as client:
+        assert not (await client.call_tool("three_rounds", {"text": "a"})).is_error
+    assert "'three_rounds' of backend 'r'" in asked[0].message and len(asked) == 3  # approval + 2 rounds
+    with sqlite3.connect(audit) as db:
+        rows = db.execute(
+            "SELECT round, outcome, approval FROM calls WHERE tool = 'three_rounds' ORDER BY id"
+        )
+        assert rows.fetchall() == [
+            (1, "input_required", "asked"),
+            (2, "input_required", "accepted"),
+            (3, "input_required", None),
+            (4, "ok", None),
+        ]
