@@ -5,6 +5,7 @@ user is shown of the arguments is bounded and hides nothing."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from actors.cli import EXIT_CONFIG_ERROR, main
-from actors.config import ConfigError, load_config
+from actors.config import AuditSettings, ConfigError, load_config
+from actors.middleware import CallOutcome, ClientInfo, ToolCall
+from actors.middleware.audit import AuditStore, make_record
 from actors.policy import Caller, PolicyGate, Target
 from actors.policy.approval import (
     MAX_CANONICAL_BYTES,
@@ -226,3 +229,26 @@ def test_the_examples_commented_out_policy_is_valid_with_the_approval_defaults(t
     assert (loaded.approval_ttl_s, loaded.when_unasked) == (300.0, Unasked.REFUSE)
     assert [rule.effect for rule in loaded.rules] == [Effect.DENY, Effect.APPROVE]
     assert loaded.approves_by_arguments
+
+
+def test_an_audit_file_from_before_approvals_gets_their_columns(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    with sqlite3.connect(path) as db:  # the columns up to rule, as files were written before #36
+        db.execute(
+            "CREATE TABLE calls (id INTEGER PRIMARY KEY, time TEXT NOT NULL, session TEXT NOT NULL, subject"
+            " TEXT, client TEXT, backend TEXT, tool TEXT NOT NULL, backend_tool TEXT, duration_ms REAL NOT"
+            " NULL, outcome TEXT NOT NULL, error_code INTEGER, argument_bytes INTEGER NOT NULL, result_bytes"
+            " INTEGER NOT NULL, arguments TEXT, cut TEXT, call_id TEXT, round INTEGER NOT NULL DEFAULT 1,"
+            " decision TEXT, rule TEXT)"
+        )
+    db.close()
+    store = AuditStore(AuditSettings(path=path))
+    store.open()
+    call = ToolCall(ClientInfo("stdio"), "rm", "alpha", "rm", {"path": "/"}, 0.0, decision="approve")
+    call.rule, call.approval, call.approval_digest = "approve_destructive", "declined", "ab" * 32
+    store.write([make_record(call, CallOutcome(rejected=True), False)])
+    store.close()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT decision, rule, approval, approval_digest, arguments FROM calls").fetchall()
+    db.close()
+    assert rows == [("approve", "approve_destructive", "declined", "ab" * 32, None)]
