@@ -1,14 +1,15 @@
 """Approval before side effects: a tools/call that an `approve` rule or `approve_destructive` marks runs
 only after the user at the client says yes, and the backend never sees one that was not approved.
 
-Judged after the [policy] allowed the call and the [limits] counted it, on every round: the call's
-approval digest (actors/policy/approval.py) binds the answer to this principal, route, tool and these
-arguments. Then, in order: a modern retry's verdict (approval_asks.retried) is used once; a tool the user
-approved "for this session" runs (the session remembers at most MAX_SESSION_APPROVALS, forgotten with it);
-a client that cannot be asked (no form elicitation) is refused with a tool error naming the rule, or runs
-unasked with `when_unasked = "allow"`; any other is asked, in its era. Declined, dismissed, expired or
-unanswerable: a tool error saying so. Each step is a span event and a log line (never argument values);
-with middleware, each question and answer is a round of the call that the audit records.
+Judged after the [policy] allowed the call and the [limits] counted it, at the call's first round (a modern
+client's retry carrying the answer is that round again; the rounds a backend asks for later are not judged
+again): the call's approval digest (actors/policy/approval.py) binds the answer to this principal, route,
+tool and these arguments. Then, in order: a modern retry's verdict (approval_asks.retried) is used once; a
+tool the user approved "for this session" runs (the session remembers at most MAX_SESSION_APPROVALS,
+forgotten with it); a client that cannot be asked (no form elicitation) is refused with a tool error naming
+the rule, or runs unasked with `when_unasked = "allow"`; any other is asked, in its era. Declined,
+dismissed, expired or unanswerable: a tool error saying so. Each step is a span event and a log line (never
+argument values); with middleware, each question and answer is a round of the call that the audit records.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def judge(
     if need is None:
         return None
     if isinstance(need, Decision):  # an approve rule that failed denies, as any rule's error does
+        who = d.caller.subject or d.caller.address
+        logger.info("policy denied tools/call {} for {}: {} ({})", clip(name), who, need.rule, need.reason)
         guard.denied(d, request_id, need)
         return guard.unknown(request_id, "tool", name).error
     gate = d.settings.policy
