@@ -3,7 +3,9 @@
 A record holds one round of a call (its call id and round number: a call that asks for input takes
 several), when it came, its session and the client's subject, backend and tool, how long it
 took, how it ended, and the sizes of its arguments and result; argument values only with
-`include_arguments = true`. Records are queued by the sessions and written in batches by one writer task
+`include_arguments = true`. A call that needs the user's approval has its question and the answer as
+rounds too (decision "approve", the `approval` step and the digest the answer is bound to).
+Records are queued by the sessions and written in batches by one writer task
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
 rather than lose records; shutdown writes what is queued before the gateway exits.
 
@@ -72,8 +74,10 @@ CREATE TABLE IF NOT EXISTS calls (
     cut TEXT,                     -- the fields cut to their cap, comma-separated ("tool,arguments")
     call_id TEXT,                 -- the same for every round of one call
     round INTEGER NOT NULL DEFAULT 1, -- 1 for the call, 2, 3... for each retry after it asked for input
-    decision TEXT,                -- the [policy]'s: allow or deny; NULL without a [policy]
-    rule TEXT                     -- the rule that decided (its name, "rules[N]" or "default")
+    decision TEXT,                -- the [policy]'s: allow, deny or approve; NULL without a [policy]
+    rule TEXT,                    -- the rule that decided (its name, "rules[N]", "default"...)
+    approval TEXT,                -- with decision approve: asked, accepted, declined, expired... (base.py)
+    approval_digest TEXT          -- what the approval is bound to: principal, route, tool, arguments (hashed)
 )
 """
 # Columns added since the first files were written: a file without one gains it when opened.
@@ -83,13 +87,15 @@ ADDED_COLUMNS: Final = {
     "round": "round INTEGER NOT NULL DEFAULT 1",
     "decision": "decision TEXT",
     "rule": "rule TEXT",
+    "approval": "approval TEXT",
+    "approval_digest": "approval_digest TEXT",
 }
 # Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
 # escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule, approval,"
+    " approval_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 INT64_MIN: Final = -(2**63)  # an INTEGER column of SQLite, a BIGINT of PostgreSQL
@@ -175,6 +181,8 @@ def make_record(
         call.round if type(call.round) is int else 1,
         call.decision,
         rule,
+        cap_name(call.approval)[0],
+        cap_name(call.approval_digest)[0],
     )
 
 

@@ -2,7 +2,8 @@
 
 Variables: `jwt` (the verified token's claims; {} without a token), `scopes` (its `scope`/`scp`, a list),
 `principal` ({issuer, subject}), `source` ({address, listener}), and `mcp` ({method, backend, tool: {name,
-target}, prompt: {name}, resource: {uri}}; what a request does not name is "").
+target, arguments}, prompt: {name}, resource: {uri}}; what a request does not name is "", and `arguments`,
+which only approve rules read, {} but for the tools/call they judge).
 """
 
 from __future__ import annotations
@@ -124,13 +125,16 @@ class Target:
     tool: str = ""
     prompt: str = ""
     uri: str = ""
+    # a tools/call's arguments, for approve rules alone (an object; anything else reads as {})
+    arguments: Any = attrs.field(default=None, eq=False, repr=False)
 
     def variables(self, keys: frozenset[str] | None = None) -> dict[str, Any]:
         """`mcp` as rules see it; with `keys`, only those parts (what no rule reads is left out)."""
+        arguments = self.arguments if type(self.arguments) is dict else {}
         every = {
             "method": self.method,
             "backend": self.backend,
-            "tool": {"name": self.tool, "target": self.backend if self.tool else ""},
+            "tool": {"name": self.tool, "target": self.backend if self.tool else "", "arguments": arguments},
             "prompt": {"name": self.prompt},
             "resource": {"uri": self.uri},
         }

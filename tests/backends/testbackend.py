@@ -4,11 +4,14 @@
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
         [--exit-after-initialize] [--exit-on-discover] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
-        [--no-trace-context] [--tools-file PATH] [--env-to-stderr PREFIX]
+        [--no-trace-context] [--tools-file PATH] [--env-to-stderr PREFIX] [--destructive]
+        [--record-calls PATH]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
 stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, leak_env, client_view,
-send_raw.
+send_raw; with --destructive also delete_item (annotated destructiveHint). --record-calls appends every
+tools/call it receives (name and arguments, one JSON line each) to PATH before running it: what reached the
+backend.
 stdout carries MCP only (unless --banner, --garbage-only or the garbage and send_raw tools say otherwise);
 logs go to stderr.
 """
@@ -515,6 +518,22 @@ TOOLS: Final[dict[str, ToolSpec]] = {
 }
 
 
+async def delete_item(ctx: Context, arguments: JsonObject) -> JsonObject:
+    return text_result(f"deleted {arguments['id']}")
+
+
+def recording_calls(call_tool: MethodHandler, path: Path) -> MethodHandler:
+    """--record-calls: each tools/call noted in `path` (one JSON line: name, arguments) as it arrives."""
+
+    async def record_then_call(ctx: Context, params: JsonObject) -> JsonObject:
+        seen = {"name": params.get("name"), "arguments": params.get("arguments")}
+        with path.open("ab") as record:
+            record.write(orjson.dumps(seen) + b"\n")
+        return await call_tool(ctx, params)
+
+    return record_then_call
+
+
 # --- misbehaviour -------------------------------------------------------------------------------------------
 
 OBJECT: Final = {"type": "object"}
@@ -635,6 +654,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--env-to-stderr", metavar="PREFIX", help="at start, log each variable named PREFIX* as an ERROR line"
     )
+    parser.add_argument("--destructive", action="store_true", help="serve delete_item, marked destructive")
+    parser.add_argument("--record-calls", metavar="PATH", help="append each tools/call received to PATH")
     args = parser.parse_args(argv)
     if args.ignore_sigterm and not args.ignore_stdin_eof:
         parser.error("--ignore-sigterm needs --ignore-stdin-eof")
@@ -679,6 +700,16 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     if args.tools_file:
         TOOLS_FILE.append(Path(args.tools_file))
         server.set_method("tools/list", list_shared_tools(server, Path(args.tools_file)))
+    if args.destructive:
+        server.add_tool(
+            "delete_item",
+            delete_item,
+            description="Delete the item `id` (pretend: nothing is kept).",
+            input_schema=_schema({"id": STRING}, ("id",)),
+            annotations={"destructiveHint": True, "readOnlyHint": False, "idempotentHint": True},
+        )
+    if args.record_calls:
+        server.set_method("tools/call", recording_calls(server.method("tools/call"), Path(args.record_calls)))
     if args.prompts:
         serve_prompts(server)
     if args.resources:
