@@ -62,7 +62,7 @@ async def test_block_refuses_arguments_and_withholds_results_naming_the_rule(log
     assert isinstance(withheld, ErrorResponse) and withheld.error.code == INTERNAL_ERROR
     assert SECRET not in repr(withheld) and answered.rule == "block_secrets: result holds env:BLOCK_SECRET"
     record = make_record(answered, CallOutcome(error=withheld.error), False)
-    assert record[8] == "error" and record[16:] == ("deny", "block_secrets: result holds env:BLOCK_SECRET")
+    assert record[8] == "error" and record[16:18] == ("deny", "block_secrets: result holds env:BLOCK_SECRET")
     assert len(logs) == 2 and all("env:BLOCK_SECRET" in line and SECRET not in line for line in logs)
 
 
