@@ -50,12 +50,13 @@ from actors.middleware.loading import build_middleware
 from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.errors import GatewayStartError
-from actors.reload import ReloadOutcome
+from actors.reload import CONFIG_SECRETS, ReloadOutcome
 from actors.reload import reload as reload_config
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.children import Children
 from actors.runtime.control import ControlFiles
 from actors.runtime.file_watch import watch_file
+from actors.runtime.redact import REDACTOR
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
 from actors.runtime.signals import watch_signals
 from actors.runtime.supervisor import (
@@ -133,6 +134,7 @@ class Gateway:
     tracing: Tracing | None = attrs.field(init=False, default=None)  # while it runs, when traced
 
     def __attrs_post_init__(self) -> None:
+        REDACTOR.know(CONFIG_SECRETS, self.config.secret_values())  # before anything can log or show one
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)

@@ -8,6 +8,8 @@ difference applied as supervisor operations, in an order that never mixes two ru
 2. the catalog takes its new shape in one event (one list_changed for clients): the removed leave it, the
    changed start over as STARTING, the naming rule and order are the new ones;
 3. the backends added or changed are started.
+Every secret reference is read again with the file (config/secret.py): a backend whose secret's value
+changed counts as changed, and the redactor is told the new values (the old ones stay known to it).
 Unchanged backends and every client session are untouched. Listener settings go to the connections that
 come after; what needs a restart is said in the log. Each outcome is also written beside the gateway's pid
 file (runtime/control.py), where `mcp-gateway reload` reads it.
@@ -15,7 +17,7 @@ file (runtime/control.py), where `mcp-gateway reload` reads it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -24,9 +26,13 @@ from loguru import logger
 from actors.catalog.catalog import Reconfigured
 from actors.config import Config, ConfigError, load_config
 from actors.config.diff import ConfigDiff, diff
+from actors.runtime.redact import REDACTOR
 
 if TYPE_CHECKING:
     from actors.gateway import Gateway
+
+
+CONFIG_SECRETS: Final = "config"  # the redactor's group of the values the config's secrets resolved to
 
 
 @attrs.frozen
@@ -45,6 +51,7 @@ async def reload(gateway: Gateway, why: str) -> ReloadOutcome:
             logger.error("reload refused: {}", problem)
         logger.error("reload refused: {} keeps running on its previous config", path)
         return ReloadOutcome(False, tuple(str(problem) for problem in exc.problems))
+    REDACTOR.know(CONFIG_SECRETS, new.secret_values())  # read anew: the old values stay known (retired)
     change = diff(gateway.config, new)
     for what in change.needs_restart:
         logger.warning("reload: {} changed; that takes a restart of the gateway", what)

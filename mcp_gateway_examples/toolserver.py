@@ -360,6 +360,10 @@ class ToolServer:
         """Replace or add the handler of a request method (e.g. to make a deliberately broken server)."""
         self._methods[method] = handler
 
+    def method(self, method: str) -> MethodHandler:
+        """The handler of a request method now (to wrap it: set_method with a handler that calls it)."""
+        return self._methods[method]
+
     def list_tools_result(self, params: JsonObject) -> JsonObject:
         """A tools/list result: every tool, or one page of `page_size` when pagination is on."""
         tools = [tool.describe() for tool in self._tools.values()] + self.raw_tool_entries

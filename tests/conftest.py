@@ -5,6 +5,7 @@ clients and backend processes), tests/interop (third-party peers: Node, the conf
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,9 +34,11 @@ def node() -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     try:
-        done = subprocess.run(
-            [str(SETUP)], capture_output=True, text=True, timeout=INSTALL_DEADLINE_S, check=False
-        )
+        with open(INTEROP / ".setup.lock", "w") as lock:  # test workers in parallel: one installs at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(
+                [str(SETUP)], capture_output=True, text=True, timeout=INSTALL_DEADLINE_S, check=False
+            )
     except subprocess.TimeoutExpired:
         pytest.fail(f"scripts/setup-interop took more than {INSTALL_DEADLINE_S:.0f}s")
     if done.returncode != 0:

@@ -76,6 +76,7 @@ class Receiver:
     spans: list[ReceivedSpan] = attrs.field(factory=list)
     metrics: list[str] = attrs.field(factory=list)  # names of the metrics received
     posts: list[Post] = attrs.field(factory=list)  # every post, answered or refused
+    bodies: list[bytes] = attrs.field(factory=list)  # every post's body as exported (decompressed), kept
     url: str = ""
     _refusals: deque[tuple[int, str | None]] = attrs.field(factory=deque)
     _changed: threading.Condition = attrs.field(factory=threading.Condition)
@@ -93,6 +94,8 @@ class Receiver:
             return self._refusals.popleft() if self._refusals else None
 
     def take(self, path: str, body: bytes) -> bytes:
+        with self._changed:
+            self.bodies.append(body)
         if path == "/v1/metrics":
             metrics = ExportMetricsServiceRequest.FromString(body)
             with self._changed:

@@ -20,6 +20,9 @@ through DNS rebinding); with a token
 configured, a request without `Authorization: Bearer <token>` 401, except the page's static files (the page
 itself then sends the token, which it takes from the URL's #token=... or asks for).
 
+Every body but the static files is redacted (runtime/redact.py) as it is sent: no secret the gateway knows,
+and no text shaped like a credential, is on any page, whoever reads it.
+
 Backends' stderr lines (in /status and /events) are shown only to a reader that gave the token, or for a
 backend whose `expose_backend_stderr` is true: with no token, any local process may read this listener.
 """
@@ -44,6 +47,7 @@ from actors.admin.trust_routes import MAX_BODY_BYTES, TrustRoutes
 from actors.frontends.admission import LOOPBACK_NAMES, parse_host
 from actors.frontends.auth import Refused
 from actors.frontends.http.sse import SSE_HEADERS, Receive, Scope, Send, until_disconnect
+from actors.runtime.redact import redact
 from actors.runtime.watch import Watch
 
 KEEPALIVE_S: Final = 15.0  # a comment this often on a quiet event stream, so proxies keep it open
@@ -100,6 +104,16 @@ class AdminApp:
         try:
             self._admit(scope, path)
         except Refused as refused:
+            client = scope.get("client")
+            peer = f"{client[0]}:{client[1]}" if client else "?"
+            logger.info(
+                "admin: refused {} {} from {}: HTTP {}: {}",
+                scope["method"],
+                path,
+                peer,
+                refused.status,
+                refused.reason,
+            )
             await _respond(send, refused.status, JSON, _json({"error": refused.reason}), refused.headers)
             return
         if path in self._files:
@@ -111,7 +125,7 @@ class AdminApp:
             ready, body = self.model.readiness()
             await _respond(send, 200 if ready else 503, JSON, _json(body))
         elif path == "/metrics":
-            await _respond(send, 200, CONTENT_TYPE.encode(), render(self.registry))
+            await _respond(send, 200, CONTENT_TYPE.encode(), _redacted(render(self.registry)))
         elif path == "/status":
             await _respond(send, 200, JSON, _json(self.model.status(stderr=self.stderr)))
         elif path == "/events":
@@ -219,7 +233,7 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
 
 
 def _event(data: dict[str, Any]) -> bytes:
-    return b"event: status\ndata: " + orjson.dumps(data) + b"\n\n"
+    return b"event: status\ndata: " + _redacted(orjson.dumps(data)) + b"\n\n"
 
 
 async def _within(limit_s: float, send: Send, body: bytes) -> bool:
@@ -239,4 +253,12 @@ async def _respond(
 
 
 def _json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    return _redacted(orjson.dumps(value, option=orjson.OPT_INDENT_2)) + b"\n"
+
+
+def _redacted(body: bytes) -> bytes:
+    """What a page is sent, redacted as the text it is (no redaction marker or pattern can span two JSON
+    strings, so JSON stays JSON; a label is written as in Prometheus' text, so /metrics stays parseable)."""
+    text = body.decode("utf-8", "replace")
+    clean = redact(text)
+    return body if clean is text else clean.encode()

@@ -14,7 +14,7 @@ library's process collector (CPU, memory, open files). Nothing is pushed to prom
     mcp_gateway_client_bytes_total{frontend,direction}           MCP frames from (in) and to (out) clients
     mcp_gateway_sessions{frontend}                               open sessions
     mcp_gateway_ready                                            1 when /readyz says ready
-    mcp_gateway_policy_decisions_total{method,decision}          [policy] decisions (allow, deny)
+    mcp_gateway_policy_decisions_total{method,decision}          [policy] decisions (allow, deny, approve)
     mcp_gateway_limit_refusals_total{kind}                       [limits] refusals: rate, inflight, http
     mcp_gateway_limit_admitted_total                             tools/call counted and let through
     mcp_gateway_jwks_fetches_total{frontend,issuer}              key sets fetched from a trusted issuer

@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors.backends.client_requests import ClientRequests
 from actors.backends.era import stamped
-from actors.backends.errors import BackendError, BackendExitedError
+from actors.backends.errors import BackendError, BackendExitedError, redacted
 from actors.backends.input import progress_params
 from actors.backends.round_roots import answered_by_config
 from actors.catalog.clients import ClientDirectory
@@ -265,7 +265,7 @@ class BackendLink:
             case Response(id=request_id, result=result):
                 self._settle(request_id, Reply(result=result), nursery)
             case ErrorResponse(id=request_id, error=error):
-                self._settle(request_id, Reply(error=error))
+                self._settle(request_id, Reply(error=redacted(error)))  # its text may go to a client, a log
             case Notification(method="notifications/progress", params=params):
                 self._progress(params)
             case Notification(method="notifications/cancelled", params=params):

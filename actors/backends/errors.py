@@ -8,6 +8,8 @@ They are not wire errors: a client sees at most their reason, in the error its c
 from __future__ import annotations
 
 from actors.protocol.errors import GatewayError
+from actors.protocol.messages import RpcError
+from actors.runtime.redact import REDACTOR
 from actors.runtime.supervisor import ChildExitError
 
 
@@ -33,3 +35,10 @@ class BackendHungError(BackendError):
 class BackendLaneError(BackendError):
     """The backend's legacy lane (its second process or connection, for legacy clients) died or hung once
     open: the run ends, as it would for the death of its only process, and the supervisor restarts both."""
+
+
+def redacted(error: RpcError) -> RpcError:
+    """A backend's error as the gateway passes it on (to a client, a log, a span): its message and data
+    redacted (runtime/redact.py); the same object when there was nothing to take out."""
+    message, data = REDACTOR.redact(error.message), REDACTOR.redact_json(error.data)
+    return error if message is error.message and data is error.data else RpcError(error.code, message, data)

@@ -17,6 +17,7 @@ from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.websocket import WebSocketBackendTransport
 from actors.config.commands import CommandNotFoundError, locate_command
+from actors.config.secret import revealed
 from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply, answer
 from actors.protocol.errors import unavailable
@@ -34,7 +35,8 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
     url = backend.config.url
     if url is not None:
         kind = HttpBackendTransport if url.startswith(("http://", "https://")) else WebSocketBackendTransport
-        backend = await kind.connect(connection, url, backend.config.headers, backend.max_message_bytes)
+        headers = revealed(backend.config.headers)  # the values of its secrets, handed on
+        backend = await kind.connect(connection, url, headers, backend.max_message_bytes)
         logger.info("connecting to {}", url)
         return backend
     return await spawn(backend)
@@ -53,7 +55,9 @@ async def spawn(backend: Backend) -> ProcessTransport:
             "inherit_env names {} which a listener reads its token secret from; not passed on",
             ", ".join(withheld),
         )
-    env = backend_environment(backend.config.env, backend.config.inherit_env, backend.withheld_env)
+    # a secret reaches a stdio backend only through its environment, never its command line (readable by
+    # every local user in /proc/PID/cmdline)
+    env = backend_environment(revealed(backend.config.env), backend.config.inherit_env, backend.withheld_env)
     transport = await ProcessTransport.spawn(
         argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
     )

@@ -37,6 +37,7 @@ from actors.backends.errors import BackendStartError
 from actors.framing.lines import READ_SIZE, LineStream
 from actors.framing.pipes import PipeStream
 from actors.runtime.log import RateLimiter
+from actors.runtime.redact import redact
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
 
 STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
@@ -195,6 +196,7 @@ class ProcessTransport:
         line = raw[:STDERR_LINE_MAX].decode("utf-8", "replace").rstrip()
         if not line:
             return
+        line = redact(line)  # at the source: the tail, the log, the status page and clients' errors get this
         self.stderr_tail.append(line)
         suppressed = limiter.suppressed
         if limiter.allow():

@@ -12,6 +12,9 @@ A bad file fails before anything starts, naming every problem as `FILE: key: rea
     commands.py          the program a stdio backend runs, looked up as check and a start both do
     resolve.py           what the file names outside itself: paths, environment variables, key files,
                          middleware modules, a backend's program
+    secret.py            secrets by reference ({ env }, { file }, { value }): read once, shown by name
+    files.py             reading a file the config names: a regular file only, up to a cap
+    advice.py            what `check` warns of in a config it accepts
     errors.py            ConfigError and ConfigProblem
 """
 

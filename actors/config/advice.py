@@ -3,10 +3,25 @@ likely did not mean, each as `FILE: key: warning: reason`. A warning never fails
 
 from __future__ import annotations
 
-from actors.config.errors import ConfigProblem
+import os
+import re
+from collections.abc import Iterator
+from typing import Final
+from urllib.parse import urlsplit
+
+from actors.config.errors import ConfigProblem, Problem
 from actors.config.listener_schema import LOOPBACK_HOSTS
 from actors.config.schema import Config
+from actors.config.secret import SecretSource
+from actors.runtime.redact import MIN_CHARS
 from actors.trust import TrustMode
+
+# A plain value under such a name is most likely a credential that should be a secret reference.
+CREDENTIAL_NAME: Final = re.compile(
+    r"(?i)^(?:authorization|proxy-authorization|cookie)$|token|secret|passw(?:or)?d|api[-_]?key|private[-_]?key"
+    r"|credential"
+)
+REFERENCE: Final = '{ env = "NAME" } or { file = "..." }'
 
 
 def advice(config: Config) -> list[ConfigProblem]:
@@ -27,4 +42,57 @@ def advice(config: Config) -> list[ConfigProblem]:
             " token_env nobody can review them (`mcp-gateway trust` needs the admin listener's token)"
         )
         found.append(ConfigProblem(str(config.path), "admin.token_env", reason))
+    found += [
+        ConfigProblem(str(config.path), key, f"warning: {reason}") for key, reason in secret_advice(config)
+    ]
     return found
+
+
+def secret_advice(config: Config) -> Iterator[Problem]:
+    """What `check` says of secrets: a literal, a file others may read, a value too short for the
+    redactor, a credential written as a plain string, a password in a URL."""
+    for key, secret in config.secrets():
+        if secret.source is SecretSource.VALUE:
+            yield (
+                key,
+                f"a secret written in the config file: whoever reads the file has it; prefer {REFERENCE}",
+            )
+        if secret.path is not None:
+            yield from _file_advice(key, secret.where, secret.path)
+        if secret.resolved and len(secret.reveal()) < MIN_CHARS:
+            yield (
+                key,
+                f"{secret.name} is shorter than {MIN_CHARS} characters: the redactor does not look for it",
+            )
+    for index, backend in enumerate(config.backends):
+        for table in ("headers", "env"):
+            for name, value in getattr(backend, table, {}).items():
+                if isinstance(value, str) and CREDENTIAL_NAME.search(name):
+                    reason = (
+                        f"a plain string; if it is a credential, write it as {REFERENCE}, kept out of logs"
+                    )
+                    yield f"backends[{index}].{table}.{name}", reason
+        if backend.url is not None and _has_password(backend.url):
+            yield (
+                f"backends[{index}].url",
+                "holds a password; send the credential in headers, as a secret reference",
+            )
+
+
+def _file_advice(key: str, written: str, path: os.PathLike[str]) -> Iterator[Problem]:
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return
+    if mode & 0o077:
+        yield (
+            key,
+            f"secret file {written!r} may be read by its group or others (mode {mode:04o}): chmod 600 it",
+        )
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:
+        return False

@@ -26,6 +26,7 @@ from actors.config.checks import (
     positive,
     rule,
 )
+from actors.config.secret import Secret
 from actors.config.tool_policy import ToolPolicy
 from actors.trust import TrustMode
 
@@ -97,8 +98,10 @@ class BaseBackend:
     name: str = attrs.field(
         validator=rule(NAME_PATTERN.fullmatch, "{value!r} may use only letters, digits, '_' and '-'")
     )
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # values may be secrets
-    headers_env: Mapping[str, str] = attrs.field(factory=dict)  # header -> variable holding its value
+    # a value is a plain string (not secret: X-Team = "tools") or a secret reference (config/secret.py)
+    headers: Mapping[str, str | Secret] = attrs.field(factory=dict, repr=False)
+    # header -> variable holding its value: the same as { env = "VARIABLE" } in headers (resolved into it)
+    headers_env: Mapping[str, str] = attrs.field(factory=dict)
     request_timeout_s: float | None = attrs.field(
         default=None, validator=optional(positive)
     )  # None: [gateway]'s
@@ -129,7 +132,9 @@ class StdioBackend(BaseBackend):
         validator=not_blank, metadata={WHEN_MISSING: "required key is missing (or url, for a remote backend)"}
     )
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = attrs.field(factory=dict)  # set for the backend, over the safe default set
+    # set for the backend, over the safe default set: a plain string (not secret: LOG_LEVEL = "debug") or
+    # a secret reference ({ env = ... }, { file = ... }, { value = ... }), handed on through its environment
+    env: Mapping[str, str | Secret] = attrs.field(factory=dict, repr=False)
     # the gateway's own variables passed on, besides the default set
     inherit_env: tuple[str, ...] = attrs.field(default=(), validator=every(environment_name))
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder

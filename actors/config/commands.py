@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from actors.config.backend_schema import StdioBackend
+from actors.config.files import shown_path as shown_path
+from actors.config.secret import revealed
 
 PYTHON_NAME: Final = re.compile(r"python[0-9.]*")
 PYTHON_OPTIONS_WITH_VALUE: Final = frozenset(["-W", "-X", "--check-hash-based-pycs"])
@@ -25,12 +27,6 @@ PYTHON_OPTIONS_WITH_VALUE: Final = frozenset(["-W", "-X", "--check-hash-based-py
 
 class CommandNotFoundError(Exception):
     """The backend's command names no program that can run; the message says what was looked at."""
-
-
-def shown_path(written: str | os.PathLike[str], resolved: Path) -> str:
-    """A path as the file has it and, when that differs, as it was resolved: 'data' (/etc/gw/data)."""
-    text = os.fspath(written)
-    return repr(text) if text == str(resolved) else f"{text!r} ({resolved})"
 
 
 def locate_command(backend: StdioBackend) -> str:
@@ -41,7 +37,7 @@ def locate_command(backend: StdioBackend) -> str:
         resolved = Path(os.path.normpath(backend.cwd / expanded))  # an absolute path ignores cwd
         return _runnable(resolved, shown_path(command, resolved))
     here = os.path.dirname(sys.executable)
-    own_path = backend.env.get("PATH") or None  # empty: as if unset
+    own_path = revealed(backend.env).get("PATH") or None  # empty: as if unset
     searched = [here, *(own_path if own_path is not None else os.environ.get("PATH", "")).split(os.pathsep)]
     first_found: Path | None = None
     for folder in filter(None, searched):
@@ -105,7 +101,7 @@ def _module_found(name: str, backend: StdioBackend) -> bool:
     """Whether `python -m name` in the backend's cwd finds the module: the cwd and the backend's PYTHONPATH
     first, then what this interpreter finds (its site-packages, editable installs)."""
     top, *rest = name.split(".")
-    first = [str(backend.cwd), *filter(None, backend.env.get("PYTHONPATH", "").split(os.pathsep))]
+    first = [str(backend.cwd), *filter(None, revealed(backend.env).get("PYTHONPATH", "").split(os.pathsep))]
     try:
         spec = importlib.machinery.PathFinder.find_spec(top, first) or importlib.util.find_spec(top)
     except (ImportError, ValueError):

@@ -27,6 +27,7 @@ from cattrs.errors import (
 from actors.config.backend_schema import HealthConfig, RestartConfig, RootsMode
 from actors.config.checks import WHEN_MISSING, environment_name
 from actors.config.listener_schema import AuthTable
+from actors.config.secret import FORMS, Secret, SecretSource, structure_secret
 from actors.config.tool_policy import HINTS, ToolPolicy
 
 # What structuring a value raises when the value is wrong; anything else is a bug and propagates.
@@ -65,11 +66,13 @@ def make_converter() -> cattrs.Converter:
         (tuple[str, ...], _strings),
         (tuple[str, ...] | None, lambda value, _: None if value is None else _strings(value, tuple)),
         (Mapping[str, str], _string_table),
+        (Mapping[str, str | Secret], _string_or_secret_table),
         (Mapping[str, Any], _options),
         (RootsMode | tuple[str, ...] | None, _roots),
         (Mapping[str, Mapping[str, bool]], _hint_overrides),
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
+    converter.register_structure_hook(Secret, lambda value, _: structure_secret(value))
     converter.register_structure_hook(enum.StrEnum, _choice)  # a StrEnum is a str too: this hook is nearer
     converter.register_structure_hook_factory(attrs.has, lambda cls: _table_hook(converter, cls))
     return converter
@@ -164,6 +167,12 @@ def _boolean(value: Any, _: type) -> bool:
 def _strings(value: Any, _: type) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise TypeError(f"expected an array of strings, got {kind_of(value)}")
+    for index, item in enumerate(value):
+        if isinstance(item, dict) and item and set(item) <= set(SecretSource):
+            raise TypeError(
+                f"item {index} is a secret reference, which is not taken here: a stdio backend gets a secret"
+                " through its env (its command line is readable by every local user), never its args"
+            )
     _only_strings(enumerate(value), "item {name} is {kind}; every item must be a string")
     return tuple(value)
 
@@ -176,6 +185,34 @@ def _string_table(value: Any, _: type) -> Mapping[str, str]:
         environment_name(None, None, name)  # the rule inherit_env's items follow
     _only_strings(value.items(), "{name} is {kind}; every value must be a string")
     return dict(value)
+
+
+def _string_or_secret_table(value: Any, _: type) -> Mapping[str, str | Secret]:
+    """env and headers: under each name a plain string (not secret) or a secret reference. Every entry
+    that is wrong is reported, each under its own key (`env.API_TOKEN`)."""
+    if not isinstance(value, dict):
+        example = '{ TZ = "UTC", API_TOKEN = { env = "API_TOKEN" } }'
+        raise TypeError(f"expected a table such as {example}, got {kind_of(value)}")
+    table: dict[str, str | Secret] = {}
+    errors: list[Exception] = []
+    for name, item in value.items():
+        try:
+            environment_name(None, None, name)
+        except ValueError as exc:
+            errors.append(exc)  # the name itself is wrong: said under the table's key
+            continue
+        try:
+            if isinstance(item, dict):
+                table[name] = structure_secret(item)
+            elif isinstance(item, str):
+                table[name] = item
+            else:
+                raise TypeError(f"expected a string or a secret ({FORMS}), got {kind_of(item)}")
+        except (TypeError, ValueError) as exc:
+            errors.append(_noted(exc, dict, name))
+    if errors:
+        raise ClassValidationError("While structuring a table of strings and secrets", errors, dict)
+    return table
 
 
 def _only_strings(entries: Iterable[tuple[Any, Any]], reason: str) -> None:

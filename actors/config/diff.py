@@ -107,6 +107,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
             if _key_sources(was) != _key_sources(now):  # each issuer's keeper runs from the start
                 needs_restart.append(f"[[{table}.auth.issuers]] issuers or where their keys come from")
             listeners.append(table)
+    if old.gateway.block_secrets != new.gateway.block_secrets:
+        needs_restart.append("[gateway] block_secrets")
     if old.stdio != new.stdio:
         needs_restart.append("[stdio]")
     if old.middleware != new.middleware:

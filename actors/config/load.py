@@ -6,7 +6,6 @@ the way they appear in the file (`backends[1].restart.policy`).
 from __future__ import annotations
 
 import os
-import stat
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from actors.config.backend_schema import (
 )
 from actors.config.converter import STRUCTURE_ERRORS, kind_of, make_converter
 from actors.config.errors import ConfigError, ConfigProblem, Problem
+from actors.config.files import NotReadableError, read_regular_file
 from actors.config.fleet_schema import FleetTable
 from actors.config.listener_schema import AuthTable, HttpSettings, ListenerSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
@@ -65,7 +65,6 @@ TOP_LEVEL: Final = {
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
-READ_SIZE: Final = 65536
 
 
 def load_config(path: str | os.PathLike[str], *, check_start: bool = False) -> Config:
@@ -101,7 +100,9 @@ def load_auth_tables(path: str | os.PathLike[str]) -> dict[str, AuthTable]:
 def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     shown = str(path)
     try:
-        return tomllib.loads(_read_bytes(Path(path)).decode("utf-8"))
+        return tomllib.loads(
+            read_regular_file(Path(path), MAX_CONFIG_BYTES, what="a TOML file").decode("utf-8")
+        )
     except FileNotFoundError:
         reason = "no such file"
         if not Path(path).is_absolute():  # the default, or a path meant for another folder
@@ -109,37 +110,12 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError([ConfigProblem(shown, "", reason)]) from None
     except IsADirectoryError:
         raise ConfigError([ConfigProblem(shown, "", "is a directory, not a TOML file")]) from None
-    except _NotReadableError as exc:
+    except NotReadableError as exc:
         raise ConfigError([ConfigProblem(shown, "", str(exc))]) from None
     except OSError as exc:
         raise ConfigError([ConfigProblem(shown, "", f"cannot read: {exc.strerror or exc}")]) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(shown, "", f"not valid TOML: {exc}")]) from None
-
-
-class _NotReadableError(Exception):
-    """A config path that is not a regular file, or a file past MAX_CONFIG_BYTES: the reason, as said."""
-
-
-def _read_bytes(file: Path) -> bytes:
-    """A config file's bytes. Only a regular file is read (opening does not wait for a FIFO's writer; a
-    device such as /dev/zero is never read), and at most MAX_CONFIG_BYTES of it."""
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(file)
-        if not stat.S_ISREG(mode):
-            raise _NotReadableError("not a regular file (a FIFO, a device or a socket); give a TOML file")
-        chunks, size = [], 0
-        while (chunk := os.read(fd, READ_SIZE)) and size <= MAX_CONFIG_BYTES:
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:
-        raise _NotReadableError(f"larger than {MAX_CONFIG_BYTES} bytes; not read")
-    return b"".join(chunks)
 
 
 def _structure(

@@ -25,25 +25,42 @@ from actors.config.errors import Problem
 from actors.config.listener_schema import AuthTable, JwtAuth
 from actors.config.oauth_schema import OAuthSettings
 from actors.config.schema import AuditSettings, MiddlewareSpec, MiddlewareTable
+from actors.config.secret import HEADER, VARIABLE, Carrier, Secret, SecretSource, resolve_secret
 
 
 def resolve_backend(backend: BackendConfig, key: str, folder: Path, problems: list[Problem]) -> BackendConfig:
-    """`headers` with the values of `headers_env` added; a stdio backend's cwd made absolute (and checked)."""
-    from_env = {header: os.environ.get(variable, "") for header, variable in backend.headers_env.items()}
-    for header, value in from_env.items():
-        if not value:
-            variable = backend.headers_env[header]
-            problems.append(
-                (f"{key}.headers_env.{header}", f"environment variable {variable} is not set or empty")
-            )
-    headers = {**backend.headers, **from_env}
+    """Its secrets read (`headers_env` becomes secrets in `headers`); a stdio backend's cwd made absolute
+    (and checked)."""
+    headers = {
+        **backend.headers,
+        **{header: Secret(SecretSource.ENV, variable) for header, variable in backend.headers_env.items()},
+    }
+    headers = {
+        header: _resolved(value, f"{key}.{_where(backend, header)}.{header}", folder, problems, HEADER)
+        for header, value in headers.items()
+    }
     if not isinstance(backend, StdioBackend):
         return attrs.evolve(backend, headers=headers)
+    env = {
+        name: _resolved(value, f"{key}.env.{name}", folder, problems, VARIABLE)
+        for name, value in backend.env.items()
+    }
     cwd = (folder / backend.cwd.expanduser()).resolve()
     if not cwd.is_dir():
         what = "is not a directory" if cwd.exists() else "does not exist"
         problems.append((f"{key}.cwd", f"{shown_path(backend.cwd, cwd)} {what}"))
-    return attrs.evolve(backend, cwd=cwd, headers=headers)
+    return attrs.evolve(backend, cwd=cwd, headers=headers, env=env)
+
+
+def _where(backend: BackendConfig, header: str) -> str:
+    return "headers_env" if header in backend.headers_env else "headers"
+
+
+def _resolved(
+    value: str | Secret, key: str, folder: Path, problems: list[Problem], carrier: Carrier
+) -> str | Secret:
+    """A plain value as it is; a secret read (refused when `carrier` cannot hold its value)."""
+    return resolve_secret(value, key, folder, problems, carrier) if isinstance(value, Secret) else value
 
 
 def resolve_command(backend: BackendConfig) -> str | None:

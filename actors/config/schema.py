@@ -7,10 +7,12 @@ listener_schema.py. Nothing here reads the environment or the filesystem: that i
 
 from __future__ import annotations
 
+import base64
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 import attrs
 from attrs.validators import optional
@@ -29,6 +31,7 @@ from actors.config.checks import (
 from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.secret import Secret
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings
 from actors.limits import LimitSettings
@@ -38,6 +41,14 @@ from actors.trust import TrustMode
 MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # one request's raw size: as max_message_bytes' default
 MAX_CLIENT_BYTES: Final = 16 * 1024 * 1024  # one client's, in flight and parked: 4 of the largest requests
 MAX_UNREAD_BYTES: Final = 64 * 1024 * 1024  # answers one session's client has not read: 16 of the largest
+
+
+class BlockSecrets(enum.StrEnum):
+    """[gateway] block_secrets: what a known secret value in a tool's arguments or result does."""
+
+    OFF = "off"  # nothing looked for
+    WARN = "warn"  # the call goes on; the log and its audit row name the secret (never its value)
+    BLOCK = "block"  # the call is refused (arguments) or its result withheld (result), said the same way
 
 
 class ToolNaming(enum.StrEnum):
@@ -77,6 +88,7 @@ class GatewaySettings:
     )
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
     watch_config: bool = False  # reload when the config file changes (as on SIGHUP)
+    block_secrets: BlockSecrets = BlockSecrets.OFF  # a secret's value in a tool's arguments or result
 
 
 @attrs.frozen(kw_only=True)
@@ -176,9 +188,54 @@ class Config:
             )
         )
 
+    def secrets(self) -> Iterator[tuple[str, Secret]]:
+        """Every secret reference in the file, with its key: what `check` looks at."""
+        for index, backend in enumerate(self.backends):
+            for table in ("headers", "env"):
+                for name, value in getattr(backend, table, {}).items():
+                    if isinstance(value, Secret):
+                        yield f"backends[{index}].{table}.{name}", value
+
+    def secret_values(self) -> dict[str, str]:
+        """Every secret value this config resolved, by the name the redactor shows in its place: the
+        references, and what the older `*_env` and `*_file` keys read (listener and admin tokens, the fleet's
+        keys, the password in a URL: the fleet's Redis, the audit's database, a backend's)."""
+        values = {secret.name: secret.reveal() for _, secret in self.secrets() if secret.resolved}
+        for listener in (self.websocket, self.http):
+            if listener is not None and listener.auth is not None and listener.auth.secret_env:
+                values[f"env:{listener.auth.secret_env}"] = listener.auth.key
+        if self.admin is not None and self.admin.token is not None:
+            values[f"env:{self.admin.token_env}"] = self.admin.token
+        if self.audit is not None and self.audit.postgres_url:
+            values.update(_url_secrets(f"env:{self.audit.postgres_url_env}", self.audit.postgres_url))
+        if self.fleet is not None:
+            values.update(_url_secrets("fleet.redis_url", self.fleet.redis_url))
+            for number, key in enumerate(self.fleet.keys, 1):
+                for form, text in _key_forms(key).items():
+                    values[f"fleet.keys[{number}].{form}"] = text
+        for index, backend in enumerate(self.backends):
+            if backend.url is not None:
+                values.update(_url_secrets(f"backends[{index}].url", backend.url))
+        return values
+
     def roots_of(self, backend: BackendConfig) -> RootsMode | tuple[str, ...]:
         """ "none", "client" or the operator's URIs. Unset: a client's roots reach a backend only when the
         gateway can have no more than one client (no network listener), since backends are shared."""
         if backend.roots is not None:
             return backend.roots
         return RootsMode.CLIENT if self.websocket is None and self.http is None else RootsMode.NONE
+
+
+def _url_secrets(label: str, url: str) -> dict[str, str]:
+    """The password a URL holds, if any (the rest of the URL says where, and stays readable)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    return {f"{label}.password": unquote(password)} if password else {}
+
+
+def _key_forms(key: bytes) -> dict[str, str]:
+    """A fleet key as it may be written: hex (either case) and base64url (with or without its padding)."""
+    text = base64.urlsafe_b64encode(key).decode()
+    return {"hex": key.hex(), "HEX": key.hex().upper(), "base64": text.rstrip("=")}

@@ -3,9 +3,14 @@
 A record holds one round of a call (its call id and round number: a call that asks for input takes
 several), when it came, its session and the client's subject, backend and tool, how long it
 took, how it ended, and the sizes of its arguments and result; argument values only with
-`include_arguments = true`. Records are queued by the sessions and written in batches by one writer task
+`include_arguments = true`. A call that needs the user's approval has its question and the answer as
+rounds too (decision "approve", the `approval` step and the digest the answer is bound to).
+Records are queued by the sessions and written in batches by one writer task
 (SQLite in a worker thread, so the event loop never waits on the disk). A full queue makes calls wait
 rather than lose records; shutdown writes what is queued before the gateway exits.
+
+Every stored text (names, arguments) is redacted first (runtime/redact.py): a secret the gateway knows, or
+text shaped like a credential, is stored as a marker naming it, never as its value.
 
 What a client can do to the trail: every stored name is cut to NAME_BYTES and the arguments to
 `max_argument_bytes` (the `cut` column names what was cut), and text is stored with its control
@@ -39,6 +44,7 @@ from actors.config import AuditSettings
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
+from actors.runtime.redact import REDACTOR, redact
 
 if TYPE_CHECKING:
     from actors.middleware.audit_postgres import PostgresAuditStore
@@ -68,8 +74,10 @@ CREATE TABLE IF NOT EXISTS calls (
     cut TEXT,                     -- the fields cut to their cap, comma-separated ("tool,arguments")
     call_id TEXT,                 -- the same for every round of one call
     round INTEGER NOT NULL DEFAULT 1, -- 1 for the call, 2, 3... for each retry after it asked for input
-    decision TEXT,                -- the [policy]'s: allow or deny; NULL without a [policy]
-    rule TEXT                     -- the rule that decided (its name, "rules[N]" or "default")
+    decision TEXT,                -- the [policy]'s: allow, deny or approve; NULL without a [policy]
+    rule TEXT,                    -- the rule that decided (its name, "rules[N]", "default"...)
+    approval TEXT,                -- with decision approve: asked, accepted, declined, expired... (base.py)
+    approval_digest TEXT          -- what the approval is bound to: principal, route, tool, arguments (hashed)
 )
 """
 # Columns added since the first files were written: a file without one gains it when opened.
@@ -79,13 +87,15 @@ ADDED_COLUMNS: Final = {
     "round": "round INTEGER NOT NULL DEFAULT 1",
     "decision": "decision TEXT",
     "rule": "rule TEXT",
+    "approval": "approval TEXT",
+    "approval_digest": "approval_digest TEXT",
 }
 # Names and arguments are stored with control characters escaped (\xNN, \uNNNN; in arguments as JSON
 # escapes), so the stored JSON means what the client sent.
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule, approval,"
+    " approval_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 NAME_FIELDS: Final = ("session", "subject", "client", "backend", "tool", "backend_tool")
 INT64_MIN: Final = -(2**63)  # an INTEGER column of SQLite, a BIGINT of PostgreSQL
@@ -108,13 +118,21 @@ def _prefix(data: bytes, limit: int) -> str:
 
 
 def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
-    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut."""
+    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut. The
+    caller has redacted it (`redacted_names`)."""
     if value is None:
         return None, False
     raw = str(value).encode("utf-8", "backslashreplace")
     text = escape_controls(_prefix(raw, limit))
     stored = _prefix(text.encode(), limit)
     return stored, len(raw) > limit or len(stored) < len(text)
+
+
+def redacted_names(*values: object) -> list[str | None]:
+    """Names as the audit stores them, redacted (runtime/redact.py) in one pass; None stays None."""
+    texts = [str(value) for value in values if value is not None]
+    clean = iter(REDACTOR.redact_all(texts))
+    return [None if value is None else next(clean) for value in values]
 
 
 def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -131,15 +149,15 @@ def make_record(
     when = datetime.datetime.fromtimestamp(call.started_at, datetime.UTC).isoformat(timespec="milliseconds")
     body = outcome.error.to_wire() if outcome.error is not None else outcome.result
     client = call.client
-    names = [
-        cap_name(value)
-        for value in (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
-    ]
+    values = (client.session, client.subject, client.name, call.backend, call.tool, call.backend_tool)
+    names = [cap_name(value) for value in redacted_names(*values, call.call_id or None, call.rule)]
+    rule, call_id = names.pop()[0], names.pop()[0]  # the last two, in reverse
     cut = [field for field, (_, was_cut) in zip(NAME_FIELDS, names, strict=True) if was_cut]
     raw = orjson.dumps(call.arguments) if call.arguments is not None else None
     arguments = None
     if include_arguments and raw is not None:
-        arguments, was_cut = cap_arguments(raw, max_argument_bytes)
+        # redacted before it is cut, so a secret the cut would split is taken out whole; JSON stays JSON
+        arguments, was_cut = cap_arguments(redact(raw.decode()).encode(), max_argument_bytes)
         cut += ["arguments"] if was_cut else []
     code = outcome.error.code if outcome.error is not None else None
     cut += ["error_code"] if storable_int(code) != code else []
@@ -159,10 +177,12 @@ def make_record(
         _size(body) if not outcome.cancelled else 0,
         arguments,
         ",".join(cut) or None,
-        cap_name(call.call_id)[0] if call.call_id else None,
+        call_id,
         call.round if type(call.round) is int else 1,
         call.decision,
-        cap_name(call.rule)[0],
+        rule,
+        cap_name(call.approval)[0],
+        cap_name(call.approval_digest)[0],
     )
 
 

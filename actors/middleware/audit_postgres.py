@@ -37,13 +37,17 @@ CREATE TABLE IF NOT EXISTS calls (
     call_id TEXT,
     round INTEGER NOT NULL DEFAULT 1,
     decision TEXT,
-    rule TEXT
+    rule TEXT,
+    approval TEXT,
+    approval_digest TEXT
 )
 """
+# Columns added since the first tables were made: a table without one gains it when opened.
+ADDED_COLUMNS: Final = ("approval TEXT", "approval_digest TEXT")
 INSERT: Final = (
     "INSERT INTO calls (time, session, subject, client, backend, tool, backend_tool, duration_ms, outcome,"
-    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " error_code, argument_bytes, result_bytes, arguments, cut, call_id, round, decision, rule, approval,"
+    " approval_digest) VALUES (" + ", ".join(["%s"] * 20) + ")"
 )
 CONNECT_S: Final = 5  # a database that does not answer within this fails the start (or the batch)
 
@@ -86,6 +90,8 @@ class PostgresAuditStore:
         assert self.settings.postgres_url is not None
         self._db = psycopg.connect(self.settings.postgres_url, connect_timeout=CONNECT_S, autocommit=True)
         self._db.execute(SCHEMA)
+        for column in ADDED_COLUMNS:
+            self._db.execute(f"ALTER TABLE calls ADD COLUMN IF NOT EXISTS {column}")
 
     def write(self, records: list[tuple[Any, ...]]) -> None:
         if self._db is None or self._db.closed:

@@ -40,8 +40,13 @@ class ToolCall:
     started_at: float  # wall clock (time.time()) when the gateway received it
     call_id: str = ""  # the same for every round of one call
     round: int = 1  # which round of the call this is: a retry after the backend asked for input is 2, 3...
-    decision: str | None = None  # the [policy]'s word on it (allow, deny); None without a [policy]
-    rule: str | None = None  # the rule that decided: its name, "rules[N]" or "default"
+    decision: str | None = None  # the [policy]'s word on it (allow, deny, approve); None without a [policy]
+    rule: str | None = None  # the rule that decided: its name, "rules[N]", "default" or approve_destructive
+    # With decision "approve": what became of the user's approval this round (asked, accepted,
+    # accepted_for_session, session, declined, cancelled, expired, failed, unasked, unasked_allowed), and the
+    # digest it is bound to (principal, route, tool, canonical arguments: actors/policy/approval.py)
+    approval: str | None = None
+    approval_digest: str | None = None
 
 
 @attrs.define(slots=True)

@@ -2,7 +2,9 @@
 reload), each decision counted, and the lists each caller may see cached per list version.
 
 Owns: the cache of filtered lists (at most MAX_CACHED, the least recently used dropped first; emptied by a
-swap). One per gateway, shared by its sessions; used only from Trio tasks of the one thread.
+swap), and the decisions kept per caller and target and the approvals per caller and tool (each at most
+MAX_DECISIONS, started afresh when full; emptied by a swap). One per gateway, shared by its sessions; used
+only from Trio tasks of the one thread.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class PolicyGate:
     decisions: Counter[tuple[str, str]] = attrs.field(factory=Counter)  # (method, allow|deny) -> count
     _visible: OrderedDict[tuple[str, str, int], tuple[Item, ...]] = attrs.field(factory=OrderedDict)
     _decided: dict[tuple[str, str, str, str, str, str], Decision] = attrs.field(factory=dict)
+    _approvals: dict[tuple[str, str, str], Decision | None] = attrs.field(factory=dict)  # by caller, tool
 
     def swap(self, policy: Policy | None) -> None:
         """A reload's new rules, in force from the next request on (one assignment: never half of each)."""
@@ -55,6 +58,7 @@ class PolicyGate:
         self.generation += 1
         self._visible.clear()
         self._decided.clear()
+        self._approvals.clear()
 
     def decide(self, caller: Caller, target: Target) -> Decision:
         policy = self.policy
@@ -70,6 +74,28 @@ class PolicyGate:
                 self._decided[key] = decision
         method = target.method if target.method in METHODS else "other"
         self.decisions[(method, decision.word)] += 1
+        return decision
+
+    def approval(self, caller: Caller, target: Target) -> Decision | None:
+        """Whether a tools/call the rules allowed needs the user's approval: the approve rule that holds
+        (allowed), one that failed (not allowed: an error denies), or None. Kept per caller and tool as
+        decisions are, unless an approve rule reads the call's arguments."""
+        policy = self.policy
+        if policy is None or not policy.approves:
+            return None
+        if policy.approves_by_arguments or len(target.tool) > MAX_KEPT_TARGET_CHARS:
+            decision = policy.approval(RuleRun(policy, caller, target))
+        else:
+            key = (caller.fingerprint, target.backend, target.tool)
+            if key in self._approvals:
+                decision = self._approvals[key]
+            else:
+                decision = policy.approval(RuleRun(policy, caller, target))
+                if len(self._approvals) >= MAX_DECISIONS:
+                    self._approvals.clear()
+                self._approvals[key] = decision
+        if decision is not None:
+            self.decisions[("tools/call", "approve" if decision.allowed else "deny")] += 1
         return decision
 
     def version(self, list_version: int) -> int:

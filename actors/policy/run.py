@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from actors.policy.context import Caller, Target, engine_context
+from actors.policy.context import Caller, Target, engine_context, readable
 from actors.policy.fast import Fallback
 from actors.policy.rules import Default, Effect, Policy, Rule
 
@@ -48,7 +48,10 @@ class RuleRun:
         """The engine's context for this request: the caller's, with this target's `mcp` set once."""
         context = engine_context(self.caller)
         if self.target is not None and not self.engine_ready:
-            context.add_variable("mcp", self.target.variables(self.policy.mcp_keys))
+            mcp = self.target.variables(self.policy.mcp_keys)
+            if self.target.arguments:  # a call's, for approve rules: the engine refuses a lone surrogate
+                mcp = readable(mcp)
+            context.add_variable("mcp", mcp)
             self.engine_ready = True  # the engine context keeps it for this request's other rules
         return context
 
@@ -78,6 +81,8 @@ def filter_items(
     ending: Any = policy.default is Default.ALLOW  # the walk's end: the default, or a caller-only allow's
     walking = True
     for rule in policy.rules:
+        if rule.effect is Effect.APPROVE:
+            continue  # a call that needs approval is listed: the user is asked when it is called
         if rule.effect is Effect.ALLOW:
             if not walking:
                 continue

@@ -10,9 +10,14 @@ line it and its child tasks log.
 Every line is one line: the patcher escapes control characters in the message and in the context shown in
 `[..]`, whoever chose the text (a request path, a clientInfo, a backend's log data or stderr), so no peer
 can forge log lines or send escape sequences to the operator's terminal. No message of the gateway's own
-needs a newline; a traceback (`logger.opt(exception=...)`) is added by loguru after the escaped message
-and keeps its lines. A JSON line carries the same escaped text, and no raw control character at all: JSON
-escapes C0 itself, `escape_json_controls` the rest, so each line stays one valid JSON object.
+needs a newline; a traceback (`logger.opt(exception=...)`) follows the escaped message and keeps its
+lines. A JSON line carries the same escaped text, and no raw control character at all: JSON escapes C0
+itself, `escape_json_controls` the rest, so each line stays one valid JSON object.
+
+Every line is redacted (runtime/redact.py) before it is written, whatever the sink: the message and the
+context, by the patcher, once per record; a traceback as it is formatted (an exception's text may quote a
+URL with its password, a header, a backend's words). A secret's value never reaches the log's file or
+stderr, in either format.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Any, Final
 import orjson
 import trio
 from loguru import logger
+
+from actors.runtime.redact import redact
 
 FORMAT: Final = "{time:YYYY-MM-DD HH:mm:ss.SSS} {level: <7} {extra[where]}{message}"
 CONTEXT_KEYS: Final = ("backend", "session", "subject", "child")
@@ -56,12 +63,31 @@ def escape_json_controls(text: str) -> str:
 
 
 def _patch(record: Any) -> None:
-    """The loguru patcher: escape the message and compute `[..]`, the line's context, escaped too."""
-    record["message"] = escape_controls(record["message"])
+    """The loguru patcher: redact and escape the message and compute `[..]`, the line's context, redacted
+    and escaped too."""
+    record["message"] = escape_controls(redact(record["message"]))
     extra = record["extra"]
     keys = [key for key in CONTEXT_KEYS if key in extra and not (key == "child" and "backend" in extra)]
-    parts = [f"{key}={escape_controls(str(extra[key]))}" for key in keys]
+    parts = [f"{key}={_context(extra[key])}" for key in keys]
     extra["where"] = f"[{' '.join(parts)}] " if parts else ""
+
+
+def _context(value: object) -> str:
+    return escape_controls(redact(str(value)))
+
+
+def _traceback(error: Any) -> str:
+    """A record's exception as the standard library writes it, redacted."""
+    return redact("".join(traceback.format_exception(error.type, error.value, error.traceback))).rstrip("\n")
+
+
+def _text_format(record: Any) -> str:
+    """loguru's format for text lines: FORMAT, and the traceback (redacted) when the record has one."""
+    error = record["exception"]
+    if error is None or error.type is None:
+        return FORMAT + "\n"
+    record["extra"]["traceback"] = _traceback(error)
+    return FORMAT + "\n{extra[traceback]}\n"
 
 
 def json_fields(record: Any) -> dict[str, Any]:
@@ -72,14 +98,13 @@ def json_fields(record: Any) -> dict[str, Any]:
         "level": record["level"].name,
         "message": record["message"],
     }
-    fields.update((key, escape_controls(str(extra[key]))) for key in CONTEXT_KEYS if key in extra)
+    fields.update((key, _context(extra[key])) for key in CONTEXT_KEYS if key in extra)
     fields["logger"] = record["name"]
     error = record["exception"]
     if error is not None and error.type is not None:
-        text = "".join(traceback.format_exception(error.type, error.value, error.traceback))
         # One string keeping its line breaks (a JSON string holds them escaped); every other control
         # character is escaped, \r and U+2028 included (not splitlines, which would break on them).
-        fields["exception"] = "\n".join(map(escape_controls, text.rstrip("\n").split("\n")))
+        fields["exception"] = "\n".join(map(escape_controls, _traceback(error).split("\n")))
     return fields
 
 
@@ -107,7 +132,7 @@ def configure_logging(level: str = "INFO", file: str | None = None, log_format: 
     stdout stays protocol-only."""
     global _json_lines
     _json_lines = log_format == "json"
-    form = _json_format if _json_lines else FORMAT
+    form = _json_format if _json_lines else _text_format
     logger.remove()
     logger.configure(patcher=_patch)
     logger.add(sys.stderr, level=level.upper(), format=form, colorize=False, backtrace=False, diagnose=False)
@@ -124,7 +149,7 @@ def report(line: str, level: str = "ERROR") -> None:
     if _json_lines:
         logger.opt(depth=1).log(level, "{}", line)
     else:
-        print(line, file=sys.stderr)
+        print(redact(str(line)), file=sys.stderr)
 
 
 class RateLimiter:

@@ -14,6 +14,8 @@ import attrs
 import trio
 from loguru import logger
 
+from actors.runtime.redact import redact
+
 
 class Restart(enum.Enum):
     PERMANENT = "permanent"  # restart after any exit
@@ -81,9 +83,11 @@ class ChildExitError(Exception):
     """An exit the child explains fully in its message: logged without a traceback.
 
     A child that runs a process may add the process's last stderr lines: `str()` (for the log) carries them,
-    `without_stderr` is the reason alone (what others may be told), `stderr` the lines apart."""
+    `without_stderr` is the reason alone (what others may be told), `stderr` the lines apart. Both are
+    redacted (runtime/redact.py): the reason goes to clients' errors and the status page."""
 
     def __init__(self, message: str, stderr: str = "") -> None:
+        message, stderr = redact(message), redact(stderr)
         super().__init__(f"{message}; last stderr: {stderr}" if stderr else message)
         self.without_stderr = message
         self.stderr = stderr
@@ -97,12 +101,15 @@ def leaves(error: BaseException) -> list[BaseException]:
 
 
 def describe(error: BaseException | None) -> str:
-    """One line for the log and for the catalog's `reason`: the message of each exception in the group."""
+    """One line for the log and for the catalog's `reason`: the message of each exception in the group,
+    redacted (an exception's text may quote a URL with its password, or a backend's words)."""
     if error is None:
         return "exited normally"
-    return "; ".join(
-        str(leaf) if isinstance(leaf, ChildExitError) else f"{type(leaf).__name__}: {leaf}"
-        for leaf in leaves(error)
+    return redact(
+        "; ".join(
+            str(leaf) if isinstance(leaf, ChildExitError) else f"{type(leaf).__name__}: {leaf}"
+            for leaf in leaves(error)
+        )
     )
 
 

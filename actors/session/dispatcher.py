@@ -5,7 +5,8 @@ OPERATING. A request is checked, then answered by its feature's handler (tools, 
 completion, logs, lifecycle: one module each). A handler either answers at once or decides to forward; a
 forwarded call is put in the backend's inbox and the dispatcher goes on (forward.py): the backend answers
 the client through the request's InFlight entry. Only what must wait runs in a task of its own:
-initialize, subscriptions, middleware around a call, batches, and requests pipelined behind initialize.
+initialize, subscriptions, middleware around a call, batches, requests pipelined behind initialize, and a
+call held for its user's approval (approvals.py).
 
 A request of the 2026-07-28 era (its `_meta` names its version) stands outside the state machine: it is
 checked, decided and encoded by modern.py whatever the state, never pins the connection, and may continue a
@@ -43,7 +44,8 @@ from actors.protocol.messages import (
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
-from actors.session import lifecycle, listen, mailbox, modern, retries, shim, tools
+from actors.session import approvals, lifecycle, listen, mailbox, modern, retries, shim, tools
+from actors.session.approvals import AskFirst, SessionKey
 from actors.session.batches import receive_batch
 from actors.session.budget import QueuedBytes, client_of, request_bytes
 from actors.session.client_asks import PLAIN_ASK_IDS, AskIds, ClientAsks
@@ -104,6 +106,8 @@ class Dispatcher:
     listens: dict[RequestId, listen.Listen] = attrs.field(factory=dict)  # open subscriptions/listen requests
     listen_holders: set[str] = attrs.field(factory=set)  # each listen's, from its start: counts and caps
     announced: dict[str, int] = attrs.field(factory=dict)  # list kind -> version the client was told of
+    # tools its user approved "for this session" (at most approvals.MAX_SESSION_APPROVALS; gone with it)
+    approved_tools: set[SessionKey] = attrs.field(factory=set)
     operating: trio.Event = attrs.field(factory=trio.Event)
     client_ready: trio.Event = attrs.field(factory=trio.Event)
     ready_pending: bool = False  # notifications/initialized came while initialize was held
@@ -269,11 +273,17 @@ class Dispatcher:
             self.answers.deliver(answer)
         return True
 
-    def _act(self, request: Request, entry: InFlight, outcome: Message | Forward | Resume) -> Message | None:
-        """A decision carried out: a call forwarded, a retry attached to its parked call (None: the answer
-        will come through the entry), or the client's answer now (the entry is then done)."""
+    def _act(
+        self, request: Request, entry: InFlight, outcome: Message | Forward | Resume | AskFirst
+    ) -> Message | None:
+        """A decision carried out: a call forwarded, a retry attached to its parked call, a call held for
+        the user's approval (None: the answer will come through the entry), or the client's answer now (the
+        entry is then done)."""
         if isinstance(outcome, Forward):
             self.forwarder.now(entry, outcome)
+            return None
+        if isinstance(outcome, AskFirst):
+            approvals.start_asking(self, entry, outcome)
             return None
         if isinstance(outcome, Resume):
             assert entry.modern is not None
@@ -317,7 +327,9 @@ class Dispatcher:
         entry = self.inflight.get(request_id)
         return entry.modern.chain if entry is not None and entry.modern is not None else self.chain
 
-    def _decide(self, request: Request, entry: InFlight | None) -> Message | Forward | Resume | None:
+    def _decide(
+        self, request: Request, entry: InFlight | None
+    ) -> Message | Forward | Resume | AskFirst | None:
         """The answer or forward of a request handled at once; None when it must wait for initialize (a
         legacy request) or for the catalog's first settle (a modern one)."""
         call = entry.modern if entry is not None else None
@@ -361,6 +373,8 @@ class Dispatcher:
             if isinstance(outcome, Resume):
                 assert call is not None
                 return await modern.resumed(self, request, call, entry)
+            if isinstance(outcome, AskFirst):
+                outcome = await approvals.settle(self, request.id, outcome)
             if not isinstance(outcome, Forward):
                 return outcome
             answer = await shim.forwarded(self, outcome, request.id, entry)

@@ -13,10 +13,12 @@ from actors.protocol.messages import Message, Params, RequestId, Response
 from actors.session import completion, discover, lifecycle, listen, logs, prompts, resources, tools
 
 if TYPE_CHECKING:
+    from actors.session.approvals import AskFirst
     from actors.session.dispatcher import Dispatcher
     from actors.session.forward import Forward
 
-Now = Callable[["Dispatcher", RequestId, Params], "Message | Forward"]
+# AskFirst: tools/call of a legacy client held for the user's approval (session/approvals.py)
+Now = Callable[["Dispatcher", RequestId, Params], "Message | Forward | AskFirst"]
 Later = Callable[["Dispatcher", RequestId, Params], Awaitable[Message]]
 # Handlers that answer or decide at once, and those that wait (each runs in a task of its own).
 NOW: Final[dict[str, Now]] = {

@@ -48,6 +48,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.modern_results import PRIVATE, cache_hint_of, merge_cache_hints, modern_result
 from actors.protocol.request_state import RequestStateError
+from actors.session import approval_asks
 from actors.session.bridge import MAX_INPUT_RESPONSES, Target, too_many_responses
 from actors.session.discover import undeclared
 from actors.session.fields import invalid_field, meta_error
@@ -278,7 +279,11 @@ def decide(d: Dispatcher, request: Request, call: ModernCall) -> Message | Forwa
 
 
 def unwrap(d: Dispatcher, call: ModernCall) -> Unwrapped | RpcError | None:
-    """A retry's state opened and spent (see Bridges.unwrap); the call learns which call and round it is."""
+    """A retry's state opened and spent (see Bridges.unwrap; an answer to the gateway's own approval
+    question: approval_asks.retried); the call learns which call and round it is."""
+    approved = approval_asks.retried(d, call)
+    if approved is not None:
+        return approved  # the call made again as its next round, the user's verdict in hand
     unwrapped = d.settings.bridges.unwrap(
         method=call.method,
         params=call.params,

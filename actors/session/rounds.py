@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
+
+if TYPE_CHECKING:
+    from actors.session.approval_asks import Verdict
 
 MAX_SPENT: Final = 65_536  # spent state ids remembered gateway-wide
 MAX_SPENT_PER_CLIENT: Final = 2048  # of those, one client's (1/32): several clients at their cap fill it
@@ -39,6 +42,7 @@ class CallRound:
 
     call_id: str = attrs.field(factory=new_call_id)
     number: int = 1
+    verdict: Verdict | None = None  # the user's answer to the gateway's approval this round carries
 
 
 @attrs.frozen(slots=True)

@@ -12,6 +12,7 @@ from actors.catalog.subscriptions import Subscriptions
 from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.policy import PolicyGate
+from actors.policy.approval import DestructiveTools
 from actors.protocol.envelopes import BackendEvent
 from actors.runtime.broadcast import Broadcast
 from actors.session.budget import ByteBudget
@@ -62,3 +63,4 @@ class SessionSettings:
     policy: PolicyGate | None = None  # the gateway's [policy] in force (a reload swaps its rules)
     limiter: Limiter | None = None  # the gateway's [limits]: buckets per caller, not per session
     tracing: Tracing | None = None  # the gateway's traces, when on (telemetry/tracing.py)
+    destructive: DestructiveTools = attrs.field(factory=DestructiveTools)  # approve_destructive's look-up

@@ -3,7 +3,9 @@
 With middleware, every round of a call passes it: the first request, a modern client's retry of a modern
 backend's round, and each round the shim makes for a legacy client. Each round is a ToolCall of its own
 (before_call sees the client's arguments again, so a rewrite applies to every round; after_call sees the
-round's result) with the call's id and the round's number."""
+round's result) with the call's id and the round's number. A call that needs the user's approval
+(session/approvals.py) is judged last, after the [policy] and the [limits]: its question and the answer are
+rounds too."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.protocol.pages import page
-from actors.session import guard, shim
+from actors.session import approvals, guard, shim
+from actors.session.approvals import AskFirst
 from actors.session.fields import named_error
 from actors.session.forward import Forward
 from actors.session.rounds import CallRound
@@ -41,14 +44,17 @@ def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     return page(request_id, params, "tools", tools, version, d.settings.page_size)
 
 
-def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward:
-    """Without middleware: forwarded at once, when the [policy] and the [limits] let it go."""
+def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward | AskFirst:
+    """Without middleware: forwarded at once, when the [policy] and the [limits] let it go and the user
+    approved it where a rule says so (a legacy client's question is asked in a task: AskFirst)."""
     outcome = forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
-    if isinstance(outcome, Forward) and _new_call(d, request_id):
+    if not isinstance(outcome, Forward):
+        return outcome
+    if _new_call(d, request_id):
         refusal = guard.limit_call(d, request_id, outcome.backend.name, params["name"])
         if refusal is not None:
             return Response(request_id, guard.limited_result(refusal))
-    return outcome
+    return approvals.check(d, request_id, params, outcome) if approvals.asks(d) else outcome
 
 
 def _new_call(d: Dispatcher, request_id: RequestId) -> bool:
@@ -86,7 +92,7 @@ async def call_through_middleware(
             params = {**routed.params, **extra}
             return Forward(routed.backend, routed.method, params, routed.rewrite, routed.target)
 
-        round_ = CallRound(call_round.call_id, number)
+        round_ = CallRound(call_round.call_id, number + call_round.number - 1)  # after an approval's round
         return (await _round(d, chain, request_id, params, round_, entry, shaped))[0]
 
     return await shim.complete(d, request_id, sent, answer.result, entry, next_round)
@@ -130,6 +136,9 @@ async def _round(
         call_id=call_round.call_id,
         round=call_round.number,
     )
+    if refused is None and route is not None and shape is None and approvals.asks(d):
+        # a call's approval, asked at its first round (its question and answer are rounds of their own)
+        refused = await approvals.in_round(d, chain, request_id, call, params, call_round)
     sent: list[Forward] = []
 
     async def forward(call: ToolCall) -> Message:

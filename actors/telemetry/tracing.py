@@ -16,6 +16,8 @@ thread's queue when it ends; the thread, a batch at a time, counts its duration 
 (tracing_wire.py: its name and the attributes of its shape written once and kept), then posts the batch.
 Sampling follows OTEL_TRACES_SAMPLER (default parentbased_always_on) or [tracing] sample_ratio
 (parent-based); an unsampled span is not encoded but still passes its context on, flagged unsampled.
+Every text a span carries (its name, attributes, events, status message) is redacted (runtime/redact.py):
+once per shape for what is kept, as it comes for a client's id, an event or an error's message.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Final
 from actors.config.tracing_schema import TracingSettings
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import Message, Request, RequestId
+from actors.runtime.redact import REDACTOR, redact
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing_attributes import (
     MAX_VALUE_CHARS,
@@ -53,6 +56,16 @@ MAX_EVENTS: Final = 32  # per span: what a span can be told past this is dropped
 ASKS: Final = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})  # relayed asks
 MAX_SHAPES: Final = 4096  # encoded names and attributes kept by the export thread; past it, start over
 _shapes: dict[tuple[Any, ...], bytes] = {}  # the export thread's alone
+EXPORT_HEADERS: Final = "otlp-headers"  # the redactor's group of the exporter's header values
+
+
+def _id_text(request_id: RequestId) -> str:
+    """A JSON-RPC id as its span attribute says it: a client's string redacted, then cut."""
+    return (
+        str(request_id)[:MAX_VALUE_CHARS]
+        if type(request_id) is int
+        else redact(str(request_id))[:MAX_VALUE_CHARS]
+    )
 
 
 class Tracing:
@@ -72,10 +85,14 @@ class Tracing:
         if settings.protocol is None:
             warn_of_protocol(environ)
         timeout_s, compression = settings.export_timeout_s, settings.compression
+        headers = (signal_headers(environ, "traces"), signal_headers(environ, "metrics"))
+        REDACTOR.know(  # a collector's API key: a secret the log and the pages must not show
+            EXPORT_HEADERS, {f"otlp-header:{name}": value for each in headers for name, value in each.items()}
+        )
         exporter = Exporter(
             traces_url=signal_url(settings.endpoint, environ, "traces"),
             metrics_url=signal_url(settings.endpoint, environ, "metrics"),
-            headers=(signal_headers(environ, "traces"), signal_headers(environ, "metrics")),
+            headers=headers,
             resource=resource_of(name, environ),
             durations=(server, client),
             environ=environ,
@@ -185,8 +202,8 @@ class _Span:
             if self.events is None:
                 self.events = []
             if len(self.events) < MAX_EVENTS:
-                items = {
-                    key: value[:MAX_VALUE_CHARS] if isinstance(value, str) else value
+                items = {  # redacted before the cut: a secret the cut would split is taken out whole
+                    key: redact(value)[:MAX_VALUE_CHARS] if isinstance(value, str) else value
                     for key, value in (attributes or {}).items()
                 }
                 self.events.append((time.time_ns(), name, items))
@@ -196,7 +213,8 @@ class _Span:
         if tracing is None:
             return  # ended already
         self.tracing = None  # type: ignore[assignment]
-        self.failure, self.reason, self.end_ns = failure, reason[:MAX_VALUE_CHARS], time.time_ns()
+        reason = redact(reason)[:MAX_VALUE_CHARS] if reason else ""  # a backend's error text, say
+        self.failure, self.reason, self.end_ns = failure, reason, time.time_ns()
         tracing.exporter.put(self)
 
     # --- the export thread's ---------------------------------------------------------------------------
@@ -212,7 +230,7 @@ class _Span:
         shared = _shapes.get(shape)
         if shared is None:
             shared = self._shared(shape)
-        rest = b"" if numbered is None else wire.request_id_attribute(str(numbered)[:MAX_VALUE_CHARS])
+        rest = b"" if numbered is None else wire.request_id_attribute(_id_text(numbered))
         if failure is not None or state or self.events or self.links:
             rest += self._rarer(failure, state)
         return wire.span_entry(trace_id, span_id, self.parent_id, start_ns, end_ns, shared, rest)
@@ -220,7 +238,10 @@ class _Span:
     def _shared(self, shape: tuple[Any, ...]) -> bytes:
         """Its name and the attributes it shares with the spans of its shape, encoded once and kept."""
         name, attributes = self.described()
-        shared = wire.span_head(name, self.KIND) + wire.attributes(9, attributes)
+        attributes = {
+            key: redact(value) if isinstance(value, str) else value for key, value in attributes.items()
+        }
+        shared = wire.span_head(redact(name), self.KIND) + wire.attributes(9, attributes)
         if len(_shapes) >= MAX_SHAPES:
             _shapes.clear()
         _shapes[shape] = shared

@@ -4,10 +4,14 @@
         [--crash-on-start [CODE]] [--crash-after-starts N] [--hold-while PATH] [--hang-on-initialize]
         [--exit-after-initialize] [--exit-on-discover] [--banner] [--roots-on-start] [--bad-tools]
         [--garbage-only] [--page-size N] [--instructions TEXT] [--ignore-stdin-eof [--ignore-sigterm]]
-        [--no-trace-context] [--tools-file PATH]
+        [--no-trace-context] [--tools-file PATH] [--env-to-stderr PREFIX] [--destructive]
+        [--record-calls PATH]
 
 Tools: echo, add, sleep, crash, pid, fail, rpc_error, progress, set_tools, ask_client, spawn_child,
-stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, client_view, send_raw.
+stderr_flood, log, freeze, garbage, big_response, cancelled_requests, environment, leak_env, client_view,
+send_raw; with --destructive also delete_item (annotated destructiveHint). --record-calls appends every
+tools/call it receives (name and arguments, one JSON line each) to PATH before running it: what reached the
+backend.
 stdout carries MCP only (unless --banner, --garbage-only or the garbage and send_raw tools say otherwise);
 logs go to stderr.
 """
@@ -251,6 +255,27 @@ async def environment(ctx: Context, arguments: JsonObject) -> JsonObject:
     return text_result(orjson.dumps(sorted(env)).decode(), {"env": env})
 
 
+def env_lines(prefix: str) -> list[str]:
+    """NAME=value of each variable whose name starts with `prefix`: what a careless server prints."""
+    return [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith(prefix)]
+
+
+async def leak_env(ctx: Context, arguments: JsonObject) -> JsonObject:
+    """The variables starting with `prefix`, put where `how` says: "result" (its text), "tool_error" (an
+    isError result), "error" (a JSON-RPC error's message and data), "stderr" (as ERROR lines), "log" (a
+    notifications/message to the client)."""
+    lines, how = env_lines(str(arguments["prefix"])), arguments["how"]
+    text = "; ".join(lines)
+    if how == "error":
+        raise ToolError(-32000, f"cannot go on with {text}", {"env": lines})
+    if how == "stderr":
+        for line in lines:
+            log.error("leaked %s", line)
+    elif how == "log":
+        await ctx.server.notify("notifications/message", {"level": "error", "logger": "leak", "data": text})
+    return text_result(text, is_error=how == "tool_error")
+
+
 async def send_raw(ctx: Context, arguments: JsonObject) -> JsonObject:
     """Write each of `messages` (any JSON value) to stdout as one line, then answer. The strings
     "$requestId" and "$progressToken" anywhere in them stand for this call's id and progress token."""
@@ -432,6 +457,15 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         _schema({}),
         _schema({"env": {"type": "object"}}, ("env",)),
     ),
+    "leak_env": (
+        leak_env,
+        "Put the variables whose names start with `prefix` where `how` says (see leak_env).",
+        _schema(
+            {"prefix": STRING, "how": {"enum": ["result", "tool_error", "error", "stderr", "log"]}},
+            ("prefix", "how"),
+        ),
+        None,
+    ),
     "client_view": (
         client_view,
         "The capabilities the client declared and the methods of the notifications it sent, in order.",
@@ -482,6 +516,22 @@ TOOLS: Final[dict[str, ToolSpec]] = {
         _schema({"cancelled": {"type": "array"}}, ("cancelled",)),
     ),
 }
+
+
+async def delete_item(ctx: Context, arguments: JsonObject) -> JsonObject:
+    return text_result(f"deleted {arguments['id']}")
+
+
+def recording_calls(call_tool: MethodHandler, path: Path) -> MethodHandler:
+    """--record-calls: each tools/call noted in `path` (one JSON line: name, arguments) as it arrives."""
+
+    async def record_then_call(ctx: Context, params: JsonObject) -> JsonObject:
+        seen = {"name": params.get("name"), "arguments": params.get("arguments")}
+        with path.open("ab") as record:
+            record.write(orjson.dumps(seen) + b"\n")
+        return await call_tool(ctx, params)
+
+    return record_then_call
 
 
 # --- misbehaviour -------------------------------------------------------------------------------------------
@@ -601,6 +651,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-trace-context", action="store_true", help="send requests to the client without trace context"
     )
     parser.add_argument("--tools-file", help="set_tools keeps its tools in this file; tools/list reads it")
+    parser.add_argument(
+        "--env-to-stderr", metavar="PREFIX", help="at start, log each variable named PREFIX* as an ERROR line"
+    )
+    parser.add_argument("--destructive", action="store_true", help="serve delete_item, marked destructive")
+    parser.add_argument("--record-calls", metavar="PATH", help="append each tools/call received to PATH")
     args = parser.parse_args(argv)
     if args.ignore_sigterm and not args.ignore_stdin_eof:
         parser.error("--ignore-sigterm needs --ignore-stdin-eof")
@@ -645,6 +700,16 @@ def build_server(args: argparse.Namespace) -> ToolServer:
     if args.tools_file:
         TOOLS_FILE.append(Path(args.tools_file))
         server.set_method("tools/list", list_shared_tools(server, Path(args.tools_file)))
+    if args.destructive:
+        server.add_tool(
+            "delete_item",
+            delete_item,
+            description="Delete the item `id` (pretend: nothing is kept).",
+            input_schema=_schema({"id": STRING}, ("id",)),
+            annotations={"destructiveHint": True, "readOnlyHint": False, "idempotentHint": True},
+        )
+    if args.record_calls:
+        server.set_method("tools/call", recording_calls(server.method("tools/call"), Path(args.record_calls)))
     if args.prompts:
         serve_prompts(server)
     if args.resources:
@@ -780,6 +845,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     if args.hold_while:
         hold_while(args.hold_while)
+    for line in env_lines(args.env_to_stderr) if args.env_to_stderr else ():
+        log.error("starting with %s", line)
     if args.crash_on_start is not None:
         log.error("--crash-on-start: exiting with %d", args.crash_on_start)
         return args.crash_on_start

@@ -136,7 +136,7 @@ def test_the_audit_file_rotates_by_size_and_keeps_its_backups(tmp_path: Path) ->
     store.open()
     when, arguments = "2026-11-23T00:00:00+00:00", "x" * 500
     names = (when, "s", None, None, "b", "t", "t")
-    record = (*names, 1.0, "ok", None, 10, 10, arguments, None, "c", 1, "allow", "r")
+    record = (*names, 1.0, "ok", None, 10, 10, arguments, None, "c", 1, "allow", "r", None, None)
     for _ in range(40):
         store.write([record] * 10)
     store.close()

@@ -9,11 +9,13 @@ import orjson
 import trio
 import trio.testing
 from catalog_double import crashed, make_catalog, make_model, ready, tell
+from prometheus_client.parser import text_string_to_metric_families
 
 from actors.admin.app import MAX_EVENT_READERS, SLOW_READER_S, AdminApp
 from actors.admin.exposition import make_registry
 from actors.admin.rates import RateSampler
 from actors.catalog import Catalog
+from actors.runtime.redact import REDACTOR
 from actors.runtime.watch import Watch
 
 
@@ -230,3 +232,33 @@ async def test_each_change_is_encoded_once_for_every_reader() -> None:
         assert len(change) == 3 and change[0] is change[1] is change[2]  # one encoding, sent three times
         assert first[0] is not first[1]  # the whole snapshot is each reader's own
         gone.set()
+
+
+async def test_every_page_is_redacted_as_it_is_sent() -> None:
+    """A secret the gateway knows (here a backend's name, which nothing else redacts) is sent as its marker
+    on /status, /metrics and /events, and each page still parses."""
+    secret = "admin-secret-1679091c5a88"
+    REDACTOR.know("test-admin", {"env:ADMIN_SECRET": secret})
+    try:
+        catalog = make_catalog(secret)
+        tell(catalog, ready(secret, "add"))
+        app, _ = make_app(catalog=catalog)
+        pages = {path: (await get(app, path))[2] for path in ("/status", "/metrics")}
+        gone, sent = trio.Event(), []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message.get("body", b"").startswith(b"event: status"):
+                sent.append(message["body"])
+                gone.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(app, events_scope(), disconnect_on(gone), send)
+        first = sent[0]
+    finally:
+        REDACTOR.know("test-admin", {})
+    for body in (*pages.values(), first):
+        assert secret.encode() not in body and b"[REDACTED:env:ADMIN_SECRET]" in body
+    assert orjson.loads(pages["/status"])["backends"][0]["name"] == "[REDACTED:env:ADMIN_SECRET]"
+    assert orjson.loads(first.split(b"data: ", 1)[1])["status"]["backends"][0]["name"].startswith("[REDACTED")
+    assert b'backend="[REDACTED:env:ADMIN_SECRET]"' in pages["/metrics"]
+    assert list(text_string_to_metric_families(pages["/metrics"].decode()))  # still Prometheus' text

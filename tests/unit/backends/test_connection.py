@@ -17,7 +17,8 @@ from actors.backends.connection import BackendLink, request_frame
 from actors.protocol.codec import encode
 from actors.protocol.envelopes import Call, Cancel, ReplySlot
 from actors.protocol.errors import REQUEST_TIMEOUT
-from actors.protocol.messages import Request, Response
+from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
+from actors.runtime.redact import REDACTOR
 
 
 @attrs.define
@@ -181,3 +182,25 @@ async def test_a_plain_answer_reaches_its_caller_with_its_results_bytes_and_a_se
         nursery.cancel_scope.cancel()
     assert reply.result == {"content": []} and bytes(reply.raw) == b'{"content":[]}'
     assert list(link.inflight) == [2]  # the answer with a second id answered nothing
+
+
+async def test_a_backends_error_is_redacted_before_anyone_sees_it() -> None:
+    """A backend's JSON-RPC error goes to a client, the log and a span: its message and data are redacted
+    where they enter the gateway (a secret it was given, echoed back)."""
+    secret = "backend-secret-8f14e45fceea"
+    REDACTOR.know("test-connection", {"env:BACKEND_SECRET": secret})
+    try:
+        link = link_over(RecordingTransport())
+        asked = call(5)
+        link.frame_for(asked)
+        async with trio.open_nursery() as nursery:
+            error = RpcError(-32000, f"bad key {secret}", {"env": [f"KEY={secret}"], "n": 1})
+            link._dispatch(ErrorResponse(5, error), nursery)
+        reply = await asked.reply_to.wait()  # type: ignore[union-attr]
+    finally:
+        REDACTOR.know("test-connection", {})
+    assert reply.error == RpcError(
+        -32000,
+        "bad key [REDACTED:env:BACKEND_SECRET]",
+        {"env": ["KEY=[REDACTED:env:BACKEND_SECRET]"], "n": 1},
+    )

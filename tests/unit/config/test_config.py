@@ -20,6 +20,7 @@ from actors.config import (
     load_config,
     resolve_command,
 )
+from actors.config.secret import revealed
 from actors.middleware.examples import ReadOnlyForGuests
 from actors.middleware.loading import build_middleware
 
@@ -198,7 +199,7 @@ def test_wrong_types_are_named_and_never_coerced(tmp_path: Path) -> None:
     assert problems["gateway.request_timeout_s"] == "expected a number, got a boolean"
     assert problems["gateway.name"] == "expected a string, got an integer"
     assert problems["backends[0].args"] == "expected an array of strings, got a string"
-    assert "TZ" in problems["backends[0].env"] and "string" in problems["backends[0].env"]
+    assert problems["backends[0].env.TZ"].startswith("expected a string or a secret")
     assert problems["backends[0].cwd"] == "expected a string, got an array"
     assert "expected a table" in problems["backends[0].restart"]
     assert problems["backends[1].restart.max_restarts"] == "expected an integer, got a string"
@@ -485,8 +486,8 @@ def test_websocket_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     )
     (remote,) = load_config(path).backends
     assert remote.url == "ws://127.0.0.1:9000/mcp" and remote.command is None
-    assert remote.headers == {"X-Team": "a", "Authorization": "Bearer abc"}
-    assert "abc" not in repr(remote)
+    assert revealed(remote.headers) == {"X-Team": "a", "Authorization": "Bearer abc"}
+    assert "abc" not in repr(remote) and "abc" not in repr(remote.headers)
 
     problems = problems_of(
         tmp_path,

@@ -21,6 +21,7 @@ from actors.config import AuditSettings
 from actors.middleware.audit import NAME_BYTES, AuditMiddleware, AuditStore, Record, make_record
 from actors.middleware.base import CallOutcome, ClientInfo, ToolCall
 from actors.protocol.messages import RpcError
+from actors.runtime.redact import REDACTOR
 
 MB = 1024 * 1024
 
@@ -105,6 +106,26 @@ def test_arguments_are_capped_escaped_and_marked_as_cut() -> None:
     assert made[10] == len(json.dumps(big, ensure_ascii=False, separators=(",", ":")).encode())
     assert made[13] == "arguments"
     assert make_record(call(arguments=big), CallOutcome(), False)[12] is None  # values only when told
+
+
+def test_names_and_arguments_are_redacted_before_they_are_cut() -> None:
+    """A secret the gateway knows (or a credential's shape) is stored as its marker, in a name or in the
+    arguments; one the cap would split is taken out whole, and the arguments stay JSON when not cut."""
+    secret = "audit-secret-eccbc87e4b5c"
+    REDACTOR.know("test-audit", {"env:AUDIT_SECRET": secret})
+    try:
+        arguments = {"query": f"token {secret}", "auth": "Bearer 0123456789abcdef"}
+        made = make_record(call(tool=f"t-{secret}", arguments=arguments), CallOutcome(), True, 4096)
+        cut = make_record(call(arguments={"pad": "x" * 40, "s": secret}), CallOutcome(), True, 64)
+    finally:
+        REDACTOR.know("test-audit", {})
+    assert secret not in repr(made) and secret[:10] not in repr(cut)
+    assert made[5] == "t-[REDACTED:env:AUDIT_SECRET]"
+    assert json.loads(made[12]) == {
+        "query": "token [REDACTED:env:AUDIT_SECRET]",
+        "auth": "Bearer [REDACTED:bearer]",
+    }
+    assert made[10] == len(json.dumps(arguments, separators=(",", ":")).encode())  # the size as sent
 
 
 def test_rotation_by_age(tmp_path: Path, log_lines: list[str]) -> None:

@@ -16,6 +16,7 @@ from support import captured_logs
 
 from actors.protocol.envelopes import Reply
 from actors.protocol.messages import ErrorResponse, Request, Response, RpcError
+from actors.runtime.redact import REDACTOR
 from actors.telemetry import tracing_wire as wire
 from actors.telemetry.tracing import Tracing
 from actors.telemetry.tracing_attributes import MAX_VALUE_CHARS
@@ -291,3 +292,33 @@ def test_a_woken_thread_posts_full_batches_only_and_the_rest_at_the_schedule() -
     assert len(traced.exporter._queue) == 1  # left for the next batch or the schedule, not posted alone
     traced.exporter._export_spans(everything=True)  # the schedule
     assert len(posts.spans()) == 5 and not traced.exporter._queue
+
+
+def test_no_secret_the_gateway_knows_leaves_in_a_span() -> None:
+    """Redaction (runtime/redact.py) of each text a span carries: its name and attributes (a client's tool
+    name, its string id), an event's attribute (a secret the cut at MAX_VALUE_CHARS would split is taken out
+    whole) and the error's message."""
+    secret = "span-secret-3c59dc048e88"
+    REDACTOR.know("test-tracing", {"env:SPAN_SECRET": secret})
+    try:
+        posts = Posts()
+        traced = tracing(posts)
+        tool = f"lookup-{secret}"
+        server = traced.server(Request(f"id-{secret}", "tools/call", {"name": tool}), PEER, None)
+        hop, _ = traced.client(server, 2, "tools/call", {"name": tool}, "alpha")
+        hop.event("mcp.gateway.backend_down", {"reason": "x" * (MAX_VALUE_CHARS - 5) + secret})
+        hop.answered(Reply(error=RpcError(-32000, f"backend said {secret}")))
+        server.end(ErrorResponse(f"id-{secret}", RpcError(-32000, f"backend said {secret}")))
+        traced.shutdown(5.0)
+    finally:
+        REDACTOR.know("test-tracing", {})
+    spans = posts.spans()
+    exported = b"".join(body for _, body, _ in posts.made)
+    assert len(spans) == 2 and secret.encode() not in exported and secret[:12].encode() not in exported
+    for span in spans:
+        assert span.name == "tools/call lookup-[REDACTED:env:SPAN_SECRET]"
+        assert span.status.message == "backend said [REDACTED:env:SPAN_SECRET]"
+    (server_span,) = [span for span in spans if span.kind == Span.SPAN_KIND_SERVER]
+    assert attributes(server_span)["jsonrpc.request.id"] == "id-[REDACTED:env:SPAN_SECRET]"
+    (event,) = next(span for span in spans if span.kind == Span.SPAN_KIND_CLIENT).events
+    assert event.attributes[0].value.string_value == "x" * (MAX_VALUE_CHARS - 5) + "[REDA"  # then cut
