@@ -22,7 +22,7 @@ from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, 
 from actors.protocol.pages import page
 from actors.session import approvals, guard, shim
 from actors.session.approvals import AskFirst
-from actors.session.fields import named_error
+from actors.session.fields import held_error, named_error
 from actors.session.forward import Forward
 from actors.session.rounds import CallRound
 from actors.session.routing import forward_named
@@ -115,8 +115,12 @@ async def _round(
     route = routes.get(name)
     refused = None
     decision = guard.decide(d, guard.named_target("tools/call", "tool", name, route)) if route else None
+    held = d.catalog.value.held
     if decision is not None and not decision.allowed:  # the audit names the rule; the client, no tool
         refused = CallOutcome(error=guard.unknown(request_id, "tool", name).error, rejected=True)
+    elif route is not None and held and name in held:  # its trust holds it (no list shows it, so no
+        # middleware's filter of a list can be asked of it): refused as routing refuses it, by name
+        refused = CallOutcome(error=held_error(held[name], route.backend, "tool", name), rejected=True)
     else:
         routes = _routes(d, chain, name)
         route = routes.get(name)

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Final
 
 import httpx2
+import mcp_types as types
 import orjson
 import pytest
 import trio
 from mcp import Client, MCPError
+from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from sdk_websocket import websocket_client
 from support import (
@@ -23,6 +25,7 @@ from support import (
     connect,
     running,
     sdk_client,
+    toml_value,
     tool_names,
     with_http,
     with_websocket,
@@ -302,3 +305,25 @@ async def test_a_trust_store_that_cannot_be_opened_stops_the_start_in_one_line(t
     (line,) = [line for line in said.splitlines() if "trust store" in line]
     assert done.returncode == 1 and "Traceback" not in said, said
     assert line.startswith("mcp-gateway: cannot open the trust store: ") and "taken: File exists" in line
+
+
+@pytest.mark.parametrize("audited", [False, True])
+async def test_a_held_tool_is_refused_before_its_approval_is_asked(tmp_path: Path, audited: bool) -> None:
+    """An approve rule on `fetch`: its first call is asked and runs (and pulls the rug); the next is refused
+    as held without asking the user (with [audit] too, where calls go through the middleware)."""
+    config = rugpull_config(tmp_path, "--change-after", "1")
+    rule = '[policy]\n[[policy.rules]]\neffect = "approve"\nwhen = \'mcp.tool.name == "fetch"\'\n'
+    audit = f"[audit]\npath = {toml_value(str(tmp_path / 'audit.sqlite3'))}\n" if audited else ""
+    config.write_text(config.read_text() + rule + audit)
+    asked: list[types.ElicitRequestParams] = []
+
+    async def accept(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={})
+
+    heard = Notifications()
+    async with sdk_client(config, tmp_path / "g.log", heard, elicitation_callback=accept) as client:
+        assert not (await client.call_tool("fetch", {"url": "https://example.com"})).is_error
+        await heard.wait_for(CHANGED, 1)
+        await refused_as_held(client, "fetch")
+        assert len(asked) == 1 and await fetched(client) == 1
