@@ -383,6 +383,7 @@ class Gateway:
             policy=self.policy,
             limiter=self.limiter,
             tracing=self.tracing,
+            forward_headers=self.config.forwarded_headers(),
         )
 
     async def _serve_stdio(

@@ -28,6 +28,7 @@ from loguru import logger
 from actors.framing.transport import receive_or_end
 from actors.protocol.codec import is_id
 from actors.protocol.messages import RequestId
+from actors.protocol.on_behalf import OnBehalf
 
 INBOUND_SIZE: Final = 16  # POSTed messages queued before a POST waits for the session's reader
 REPLAY_EVENTS: Final = 256  # events kept per stream for a client that reconnects with Last-Event-ID
@@ -96,13 +97,14 @@ class EventStream:
 
 
 class RequestStream(EventStream):
-    __slots__ = ("progress_token", "request_id", "traceparent")
+    __slots__ = ("on_behalf", "progress_token", "request_id", "traceparent")
 
     def __init__(self, key: str, request_id: RequestId, progress_token: RequestId | None) -> None:
         super().__init__(key)
         self.request_id = request_id
         self.progress_token = progress_token
         self.traceparent: str | None = None  # the POST's own trace context header, as sent
+        self.on_behalf: OnBehalf | None = None  # the POST's token and forwardable headers, for its calls
 
 
 def _id_key(value: Any) -> tuple[type, Any]:
@@ -192,6 +194,11 @@ class HttpSessionTransport(FilingTransport):
         """The traceparent header of the POST that carried `request_id` (its span links to it)."""
         stream = self._requests.get(_id_key(request_id))
         return stream.traceparent if stream is not None else None
+
+    def on_behalf_of(self, request_id: RequestId) -> OnBehalf | None:
+        """What the POST that carried `request_id` gives its calls: its token, its forwardable headers."""
+        stream = self._requests.get(_id_key(request_id))
+        return stream.on_behalf if stream is not None else None
 
     def forget(self, stream: EventStream) -> None:
         """Nobody will read `stream` again; an answer that still comes for it is dropped."""
