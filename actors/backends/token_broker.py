@@ -68,6 +68,7 @@ class TokenBroker:
     clock: Callable[[], float] = time.time  # wall clock: tokens expire by it
     cache: TokenCache = attrs.field(init=False)
     _own: TokenEndpointAuth = attrs.field(init=False)  # what the gateway's own token is asked with
+    _target: str = attrs.field(init=False)  # what its tokens are for, as keys name it
     _pending: dict[TokenKey, _Pending] = attrs.field(init=False, factory=dict)
     _down_until: float = attrs.field(init=False, default=0.0)
     _down_reason: str = attrs.field(init=False, default="")
@@ -76,6 +77,7 @@ class TokenBroker:
 
     def __attrs_post_init__(self) -> None:
         self.cache = TokenCache(self.auth.max_cached)
+        self._target = self.auth.target
         self._own = self.auth.own() if isinstance(self.auth, TokenExchangeAuth) else self.auth
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -98,10 +100,10 @@ class TokenBroker:
     # --- keys ---------------------------------------------------------------------------------------------
 
     def own_key(self) -> TokenKey:
-        return (self.auth.token_url, self.auth.client_id, self.backend, self.auth.target)
+        return (self.auth.token_url, self.auth.client_id, self.backend, self._target)
 
     def caller_key(self, caller: CallerToken) -> TokenKey:
-        return (caller.issuer or "", caller.subject, self.backend, self.auth.target)
+        return (caller.issuer or "", caller.subject, self.backend, self._target)
 
     # --- handing tokens out --------------------------------------------------------------------------------
 
@@ -162,7 +164,7 @@ class TokenBroker:
             grant_type=AuthKind.TOKEN_EXCHANGE if caller is not None else AuthKind.CLIENT_CREDENTIALS,
             issuer=key[0] or None,
             subject=key[1],
-            target=self.auth.target,
+            target=self._target,
             cause=cause,
             outcome="ok",
             status=None,

@@ -113,6 +113,13 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert [(c["backends"], c["tools"], c["errors"]) for c in scale["catalogs"]] == [(2, 10, 0), (4, 20, 0)]
     assert scale["call_cpu_ratio"] > 0 and scale["page_cpu_ratio"] > 0
     assert scenarios["rss"]["calls"] == 500 and len(scenarios["rss"]["rss_mib"]) == 10
+    auth = scenarios["auth"]["levels"]
+    assert list(auth) == ["1", "8", "32"] and not any(level["errors"] for level in auth.values())
+    assert all(
+        level["static_cpu_us_per_call"] > 0 and level["exchanged_cpu_us_per_call"] > 0
+        for level in auth.values()
+    )
+    assert "with a cached exchanged token" in done.stdout
     guard = {entry["target"]: entry for entry in report["guard"]}
     assert len(guard) == 8 and "targets of issues #27 and #28" in done.stdout
     rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))

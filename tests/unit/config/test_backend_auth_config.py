@@ -224,3 +224,34 @@ def test_a_changed_client_secret_changes_its_backend(tmp_path: Path, monkeypatch
     before = load_config(path)
     monkeypatch.setenv("GW_STS_SECRET", "rotated-client-secret-1")
     assert diff(before, load_config(path)).changed == ("t",)
+
+
+@pytest.mark.parametrize("name", ["search", "reports", "tickets"])
+def test_the_examples_commented_out_auth_backends_are_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("SEARCH_KEY", "search-key-0123456789")
+    monkeypatch.setenv("IDP_CLIENT_SECRET", SECRET)
+    lines = (Path(__file__).resolve().parents[3] / "config" / "example.toml").read_text().splitlines()
+    start = lines.index(f'# name = "{name}"') - 1
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line.removeprefix("# "))
+    text = "\n".join(block) + "\n"
+    if name == "reports":  # its secret file is the operator's; here one beside the config
+        (tmp_path / "idp").write_text(SECRET)
+        text = text.replace("/run/credentials/mcp-gateway.service/idp", "idp")
+    (tmp_path / "backend.toml").write_text(text)
+    (backend,) = load_config(tmp_path / "backend.toml").backends
+    assert (
+        isinstance(backend, RemoteBackend)
+        and backend.auth is not None
+        and backend.auth.kind
+        == {
+            "search": "static",
+            "reports": "client_credentials",
+            "tickets": "token_exchange",
+        }[name]
+    )
