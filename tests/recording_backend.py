@@ -87,8 +87,10 @@ def recording_app(name: str, recorded: Recorded, check: Check | None = None) -> 
         if scope["type"] == "websocket":
             await receive()  # websocket.connect
             claims = _checked(check, authorization, recorded)
-            if claims is None:
-                await send({"type": "websocket.close", "code": 1008})
+            if claims is None:  # refused at the handshake with 401, as a protected server does
+                headers = [(b"www-authenticate", b'Bearer error="invalid_token"')]
+                await send({"type": "websocket.http.response.start", "status": 401, "headers": headers})
+                await send({"type": "websocket.http.response.body", "body": b""})
                 return
             await send({"type": "websocket.accept", "subprotocol": "mcp"})
             while (event := await receive())["type"] == "websocket.receive":

@@ -12,7 +12,7 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendLink
-from actors.backends.errors import BackendExitedError, BackendStartError
+from actors.backends.errors import BackendExitedError, BackendRejectedError, BackendStartError
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.token_broker import TokenUnavailableError
@@ -45,12 +45,19 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
         return await HttpBackendTransport.connect(
             connection, url, headers, backend.max_message_bytes, credentials
         )
+    minted = None
     if credentials is not None:  # a WebSocket's credential goes in its handshake, for the connection
         try:
-            headers = {**headers, **credentials.static, **(await credentials.headers_for(None, own=True))[0]}
+            extra, minted = await credentials.headers_for(None, own=True)
         except TokenUnavailableError as exc:
             raise BackendStartError(f"cannot connect to {url}: {exc}") from None
-    return await WebSocketBackendTransport.connect(connection, url, headers, backend.max_message_bytes)
+        headers = {**headers, **credentials.static, **extra}
+    try:
+        return await WebSocketBackendTransport.connect(connection, url, headers, backend.max_message_bytes)
+    except BackendRejectedError as exc:
+        if exc.status == 401 and minted is not None and credentials is not None and credentials.broker:
+            credentials.broker.refused(minted)  # the restart's handshake asks for a new token
+        raise
 
 
 async def spawn(backend: Backend) -> ProcessTransport:

@@ -24,7 +24,15 @@ from nanoidp_fixture import Idp, nanoidp
 from oauth_support import CLIENTS, http_client
 from recording_backend import Recorded, recording_backend
 from sts_fixture import CLIENT_ID, CLIENT_SECRET, Sts, security_token_service, verify
-from support import DEADLINE_S, Notifications, listed_again, running, toml_value
+from support import (
+    DEADLINE_S,
+    Notifications,
+    fast_restarts,
+    listed_again,
+    running,
+    toml_value,
+    write_config,
+)
 
 AUDIENCE = "tickets-mcp"
 
@@ -343,3 +351,39 @@ async def test_a_reload_that_changes_a_header_secret_takes_effect_in_the_same_se
                     assert not (await client.call_tool("seen_by_keyed", {})).is_error  # the same session
     calls = [headers["x-api-key"] for headers, body in seen.posts if b"tools/call" in body]
     assert calls[0] == "key first-static-key-000" and calls[-1] == "key second-static-key-00"
+
+
+async def test_a_websocket_refusing_its_token_at_the_handshake_gets_a_new_one_at_the_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GW_STS_SECRET", CLIENT_SECRET)
+    async with security_token_service() as sts:
+        refused: list[str] = []
+
+        def check(authorization: str | None) -> dict[str, Any]:
+            token = (authorization or "").removeprefix("Bearer ")
+            if not refused:  # the first token it sees has been revoked, say
+                refused.append(token)
+            assert token != refused[0]
+            return verify(token, "sock-mcp", sts.issuer)
+
+        async with recording_backend("sock", check) as (sock, seen):
+            own = {"kind": "client_credentials", "token_url": sts.url, "client_id": CLIENT_ID}
+            own |= {"client_secret": {"env": "GW_STS_SECRET"}, "audience": ["sock-mcp"]}
+            backend = {"name": "sock", "url": f"ws://{sock}/mcp", "auth": own, "restart": fast_restarts()}
+            config = write_config(tmp_path / "gateway.toml", [backend])
+            config.write_text(config.read_text() + "[http]\nport = 0\n")
+            async with running(config) as gateway:
+                assert gateway.http_url is not None
+                notifications = Notifications()
+                client_cm = Client(
+                    streamable_http_client(gateway.http_url),
+                    mode="legacy",
+                    message_handler=notifications.handle,
+                )
+                with trio.fail_after(DEADLINE_S):
+                    async with client_cm as client:
+                        await listed_again(client, notifications, 0, "seen_by_sock")
+                        assert not (await client.call_tool("seen_by_sock", {})).is_error
+    assert len(sts.own_grants()) == 2 and seen.refused == 1
+    assert refused == [sts.granted[0]]
