@@ -255,3 +255,21 @@ def test_the_examples_commented_out_auth_backends_are_valid(
             "tickets": "token_exchange",
         }[name]
     )
+
+
+def test_check_warns_of_a_token_endpoint_in_clear_and_a_literal_client_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = remote() + (
+        'auth = { kind = "client_credentials", token_url = "http://idp.example/token", client_id = "gw",'
+        ' client_secret = { value = "literal-secret-99" } }\n'
+        '[[backends]]\nname = "local"\nurl = "https://l.example/mcp"\n'
+        'auth = { kind = "client_credentials", token_url = "http://127.0.0.1:8080/token", client_id = "gw",'
+        ' client_secret = { env = "GW_STS_SECRET" } }\n'
+    )
+    path = write(tmp_path, text)
+    assert main(["check", "--config", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: backends[0].auth.token_url: warning: plain http to another machine" in err
+    assert f"{path}: backends[0].auth.client_secret: warning: a secret written in the config file" in err
+    assert "backends[1].auth" not in err  # loopback, and a reference
