@@ -96,6 +96,16 @@ class AdminApp:
         try:
             self._admit(scope, path)
         except Refused as refused:
+            client = scope.get("client")
+            peer = f"{client[0]}:{client[1]}" if client else "?"
+            logger.info(
+                "admin: refused {} {} from {}: HTTP {}: {}",
+                scope["method"],
+                path,
+                peer,
+                refused.status,
+                refused.reason,
+            )
             await _respond(send, refused.status, JSON, _json({"error": refused.reason}), refused.headers)
             return
         if path in self._files:

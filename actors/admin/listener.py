@@ -21,10 +21,12 @@ from loguru import logger
 from actors.admin.app import AdminApp
 from actors.config.admin_schema import AdminSettings
 from actors.frontends.http.listener import hypercorn_log
+from actors.frontends.http.whole_body import whole_bodies
 from actors.frontends.listening import Acceptor, bind, bound_port
 
 GRACEFUL_S: Final = 1.0  # for hypercorn to finish its connections once the listener is cancelled
 ROUTES: Final = "/ /healthz /readyz /metrics /status"
+MAX_BODY_BYTES: Final = 64 * 1024  # a body sent to a GET-only listener, read and dropped before the answer
 
 
 @attrs.define(eq=False)
@@ -72,7 +74,9 @@ class AdminListener:
             await Acceptor("admin", self._connection).run(self._sockets, connections)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        app = wrap_app(self.app, self._server.wsgi_max_body_size, "asgi")
+        app = wrap_app(
+            whole_bodies(self.app, lambda: MAX_BODY_BYTES), self._server.wsgi_max_body_size, "asgi"
+        )
         await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
     def close(self) -> None:

@@ -7,15 +7,18 @@ resolve.py, so the settings the frontends get never name a file or a variable th
 
 from __future__ import annotations
 
+import enum
+import ipaddress
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
-from actors.config.checks import at_least, message_size, positive, rule
+from actors.config.checks import at_least, every, message_size, positive, rule
 from actors.config.oauth_schema import IssuerTable, OAuthSettings, ResourceServerKeys
 
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
+MAX_STREAMS_PER_SESSION: Final = 64  # calls open at once in one HTTP session: far more than clients make
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +50,27 @@ def listener_port(default: int) -> int:
     return attrs.field(default=default, validator=port_range)  # type: ignore[no-any-return]
 
 
+class ForwardedHeader(enum.StrEnum):
+    """[NAME] forwarded_header: the header a trusted proxy writes the client's address in."""
+
+    X_FORWARDED_FOR = "x-forwarded-for"
+    FORWARDED = "forwarded"  # RFC 7239: its `for=` parameters
+
+
+def is_network(text: str) -> bool:
+    """An address or a CIDR block (`10.0.0.0/8`, `::1`); host bits after the prefix are let be."""
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _needs_trusted_proxies(instance: Any, _attribute: Any, value: bool) -> None:
+    if value and not instance.trusted_proxies:
+        raise ValueError("needs trusted_proxies: the addresses whose PROXY header is taken")
+
+
 @attrs.frozen(kw_only=True)
 class ListenerSettings:
     """The keys [websocket] and [http] share."""
@@ -63,6 +87,14 @@ class ListenerSettings:
     max_sessions_per_client: int = attrs.field(default=32, validator=at_least(1))
     # a session that has not finished initialize by then is closed
     initialize_timeout_s: float = attrs.field(default=30.0, validator=positive)
+    # peers (addresses or CIDR blocks) whose word on the client's address is taken: a PROXY protocol
+    # header, else the forwarded_header; everyone else is known by the address it connects from
+    trusted_proxies: tuple[str, ...] = attrs.field(
+        default=(), validator=every(rule(is_network, "{value!r} is not an IP address or CIDR block"))
+    )
+    # a trusted proxy's connections start with a PROXY protocol (v1 or v2) header, required of it
+    proxy_protocol: bool = attrs.field(default=False, validator=_needs_trusted_proxies)
+    forwarded_header: ForwardedHeader = ForwardedHeader.X_FORWARDED_FOR  # read when proxy_protocol is off
     auth: JwtAuth | None = None  # from [NAME.auth]: loaded by resolve.py, never structured from the file
     oauth: OAuthSettings | None = None  # [NAME.auth]'s issuers, when it names any: loaded by resolve.py
 
@@ -94,3 +126,5 @@ class HttpSettings(ListenerSettings):
     resume_window_s: float = attrs.field(
         default=5.0, validator=at_least(0, "must be 0 (no resuming) or more")
     )
+    # a session's POSTs whose answers are awaited, being written or kept for resuming; past it, 429
+    max_streams_per_session: int = attrs.field(default=MAX_STREAMS_PER_SESSION, validator=at_least(1))

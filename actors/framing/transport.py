@@ -7,7 +7,7 @@ HTTP) adds a module here and no branch in any actor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import trio
 
@@ -37,6 +37,33 @@ class Transport(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class UnreadLedger(Protocol):
+    """Where a session counts the bytes waiting for its client (session/inflight.py's Answers)."""
+
+    def hold(self, size: int) -> None:
+        """`size` more bytes wait for the client (checked against the budget at the writer's next batch)."""
+        ...
+
+    def written(self, size: int) -> None:
+        """`size` of the bytes counted are written to the client (or dropped for good)."""
+        ...
+
+
+@runtime_checkable
+class HoldsFrames(Protocol):
+    """A transport that keeps frames after `send_many` returns, until its client takes them (Streamable
+    HTTP's response streams): they count in the session's ledger meanwhile, and a client dropped for not
+    reading loses them all at once."""
+
+    def count_unread_in(self, ledger: UnreadLedger) -> None:
+        """Count the bytes kept from now on (and those kept so far) in `ledger`."""
+        ...
+
+    def drop_client(self) -> None:
+        """The client has left too much unread: everything kept for it goes, and every write to it is cut."""
+        ...
 
 
 class BackendTransport(Transport, Protocol):

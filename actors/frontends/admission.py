@@ -6,29 +6,30 @@ session to make room (Streamable HTTP) is asked first; a refusal carries Retry-A
 
 Host and Origin are parsed strictly: `127.0.0.1:1@evil.com` is no host, `http://localhost:3000` is not the
 listener's own origin. Sessions are counted per client (`client_key`: the token's principal, or the peer's
-address when there is no auth, every loopback address as one), so one client cannot take every slot.
+address when there is no auth, every loopback address as one), so one client cannot take every slot. The
+address is the client's own, told by a trusted proxy only (`proxies`, client_address.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Final
 
 import attrs
-import orjson
 
 from actors.config import HttpSettings, WebSocketSettings
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.bearer import BearerRules
+from actors.frontends.client_address import TrustedProxies
+from actors.policy.context import LOOPBACK_CLIENT as LOOPBACK_CLIENT
+from actors.policy.context import client_key as key_of_client
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
 _ORIGIN: Final = re.compile(r"(?P<scheme>https?)://" + _HOST.pattern, re.ASCII)
 LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
-LOOPBACK_CLIENT: Final = "loopback"  # 127.0.0.0/8, ::1 and their IPv4-mapped forms: one host, one client
 # A refused client may try again after this long: a busy session's call or stream usually ends by then,
 # and a client that retries sooner only adds load to a full listener.
 RETRY_AFTER_S: Final = 5
@@ -72,6 +73,7 @@ class Admission:
     max_sessions: int
     per_client: int
     port: int = 0  # the listener's own port, once bound: pages it serves may call it
+    proxies: TrustedProxies = attrs.field(factory=TrustedProxies)  # whose word on a client's address counts
     _sessions: Counter[str] = attrs.field(factory=Counter)
 
     @classmethod
@@ -83,6 +85,7 @@ class Admission:
             allowed_origins=frozenset(settings.allowed_origins),
             max_sessions=settings.max_sessions,
             per_client=settings.max_sessions_per_client,
+            proxies=TrustedProxies.of(settings),
         )
 
     def update(self, settings: WebSocketSettings | HttpSettings) -> None:
@@ -95,6 +98,7 @@ class Admission:
         if self.bearer is not None:
             self.bearer.bound(url)
         self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins
+        self.proxies = rules.proxies
 
     async def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
         """Path, Host, Origin, then the bearer token: its principal when auth is on, else None; Refused for
@@ -163,14 +167,8 @@ def _refusal(status: int, reason: str) -> Refused:
 
 
 def client_key(principal: Principal | None, address: str) -> str:
-    """Whom a session is counted against: its token's principal (issuer and subject), else the address it
-    comes from, with every loopback address (127.0.0.0/8, ::1, IPv4-mapped or not) as one client."""
-    if principal is not None:
-        return "token:" + orjson.dumps([principal.issuer, principal.subject]).decode()
-    try:
-        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
-    except ValueError:
-        return f"address:{address}"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return LOOPBACK_CLIENT if ip.is_loopback else f"address:{ip.compressed}"
+    """Whom a session is counted against: policy.context.client_key, the one key of a client (its token's
+    issuer and subject, else its address, every loopback address as one), which [limits] count by too."""
+    if principal is None:
+        return key_of_client(None, None, address)
+    return key_of_client(principal.issuer, principal.subject, address)

@@ -7,6 +7,7 @@ The token itself is never logged; only its subject is, once it is verified.
 from __future__ import annotations
 
 from actors.identity.principal import Principal as Principal
+from actors.protocol.messages import RequestId
 
 
 class Refused(Exception):
@@ -17,3 +18,11 @@ class Refused(Exception):
         self.status = status
         self.reason = reason
         self.headers = headers or []
+
+
+class RequestRefused(Refused):
+    """A Refused for a request whose id is known: its error body names that id."""
+
+    def __init__(self, refused: Refused, request_id: RequestId) -> None:
+        super().__init__(refused.status, refused.reason, refused.headers)
+        self.request_id = request_id

@@ -12,10 +12,12 @@ from typing import ClassVar, Generic, TypeVar
 
 import attrs
 import trio
+from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
-from actors.frontends.listening import Acceptor, Endpoint
+from actors.frontends.listening import Acceptor, Endpoint, peer_address, refuse_connection, shown
+from actors.frontends.proxy_protocol import Peer, ProxyHeaderError, read_proxy_header
 from actors.identity.keys import IssuerKeys
 from actors.runtime.supervisor import ChildEvent, discard_reports, supervise
 from actors.runtime.watch import Watch
@@ -94,16 +96,31 @@ class Listener(abc.ABC, Generic[SettingsT]):
                 nursery.start_soon(discard_reports, reports)
                 await nursery.start(supervise, keepers, events)
             nursery.start_soon(self._housekeeping, connections)
-            nursery.start_soon(Acceptor(self.TABLE, self._connection).run, sockets, connections)
+            nursery.start_soon(Acceptor(self.TABLE, self._accepted).run, sockets, connections)
             task_status.started(self.url)
 
     @abc.abstractmethod
     async def _housekeeping(self, connections: trio.Nursery) -> None:
         """This kind's own task for the length of a run; its first step runs before any connection's."""
 
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        """One accepted connection: whom it is from (the client a trusted proxy's PROXY header names, when
+        that proxy must send one; else the peer), then `_connection`. A header that is missing or bad is
+        answered 400 and the connection closed."""
+        peer = peer_address(stream)
+        if self.endpoint.admission.proxies.wants_proxy_header(peer[0]):
+            try:
+                peer = await read_proxy_header(stream) or peer
+            except ProxyHeaderError as refused:
+                logger.warning("refused a connection from {}: HTTP 400: {}", shown(peer), refused)
+                await refuse_connection(stream, str(refused))
+                return
+        await self._connection(stream, peer)
+
     @abc.abstractmethod
-    async def _connection(self, stream: trio.SocketStream) -> None:
-        """One accepted connection, until it ends; what it raises ends this connection alone."""
+    async def _connection(self, stream: trio.SocketStream, peer: Peer) -> None:
+        """One accepted connection from `peer` (the client's address and port), until it ends; what it
+        raises ends this connection alone."""
 
     @abc.abstractmethod
     def sessions(self) -> list[Session]:

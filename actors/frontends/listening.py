@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from typing import Final
 
 import attrs
@@ -18,6 +19,7 @@ from loguru import logger
 
 from actors.config import HttpSettings, WebSocketSettings
 from actors.frontends.admission import LOOPBACK_NAMES, Admission
+from actors.frontends.client_address import spelled
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import RateLimiter
 from actors.runtime.supervisor import describe
@@ -25,6 +27,7 @@ from actors.runtime.supervisor import describe
 # Out of file descriptors or memory: accepting again at once would spin; the connections that exist go on.
 RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 ACCEPT_RETRY_S: Final = 0.1
+REFUSE_S: Final = 5.0  # to write a refusal to a connection refused before its HTTP is read
 FAILURE_LOG_RATE: Final = 5.0  # connection failures logged per second, per listener; the rest are counted
 
 Handler = Callable[[trio.SocketStream], Awaitable[None]]
@@ -93,19 +96,22 @@ class Endpoint:
 
 
 def peer_of(stream: trio.SocketStream) -> str:
+    return shown(peer_address(stream))
+
+
+def peer_address(stream: trio.SocketStream) -> tuple[str, int]:
+    """The connection's peer: its address (in its one spelling) and port; ("?", 0) once it is gone."""
     try:
         address = stream.socket.getpeername()
     except OSError:
-        return "?"
-    host, port = address[0], address[1]
+        return "?", 0
+    return spelled(str(address[0])), int(address[1])
+
+
+def shown(peer: tuple[str, int]) -> str:
+    """`1.2.3.4:80`, `[::1]:80`: an address and port as the log writes them."""
+    host, port = peer
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def peer_host(stream: trio.SocketStream) -> str:
-    try:
-        return str(stream.socket.getpeername()[0])
-    except OSError:
-        return "?"
 
 
 class Acceptor:
@@ -154,3 +160,13 @@ class Acceptor:
             "WARNING", "{}: connection from {} failed and was closed: {}", self._what, peer, describe(error)
         )
         logger.opt(exception=error).debug("{}: the failed connection's traceback", self._what)
+
+
+async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
+    """Answer a connection that may not go on before any HTTP is read: 400 with `reason`, then it closes
+    (the caller's Acceptor closes it). Bounded: a peer that reads nothing does not hold it."""
+    body = f"{reason}\n".encode()
+    head = "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+    answer = f"{head}content-length: {len(body)}\r\n\r\n".encode() + body
+    with trio.move_on_after(REFUSE_S), suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(answer)

@@ -25,8 +25,9 @@ from actors.framing.websocket import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, Web
 from actors.frontends.auth import Principal, Refused
 from actors.frontends.http.param_headers import request_headers
 from actors.frontends.listener import Listener
-from actors.frontends.listening import peer_host, peer_of
+from actors.frontends.listening import shown
 from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_request, read_head
+from actors.frontends.proxy_protocol import Peer
 from actors.policy import Caller, caller_of
 from actors.protocol.codec import clip
 from actors.protocol.on_behalf import OnBehalf, on_behalf
@@ -70,23 +71,24 @@ class WebSocketListener(Listener[WebSocketSettings]):
         for session in list(self._sessions):
             await session.done.wait()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
-        """One TCP connection: the WebSocket handshake within HANDSHAKE_TIMEOUT_S, then its session. The
-        library's reader task runs in this connection's nursery, so what it raises ends this connection."""
+    async def _connection(self, stream: trio.SocketStream, peer: Peer) -> None:
+        """One TCP connection from `peer`: the WebSocket handshake within HANDSHAKE_TIMEOUT_S, then its
+        session. The library's reader task runs in this connection's nursery, so what it raises ends this
+        connection."""
         async with trio.open_nursery() as nursery:
             request = None
             with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
-                handshake = await self._metadata_or_handshake(stream)
+                handshake = await self._metadata_or_handshake(stream, peer)
                 if handshake is None:
                     return
                 request = await wrap_server_stream(
                     nursery, handshake, max_message_size=self.settings.max_message_bytes
                 )
             if request is not None:
-                await self._handle(request, stream)
+                await self._handle(request, stream, peer)
             nursery.cancel_scope.cancel()
 
-    async def _metadata_or_handshake(self, stream: trio.SocketStream) -> trio.abc.Stream | None:
+    async def _metadata_or_handshake(self, stream: trio.SocketStream, peer: Peer) -> trio.abc.Stream | None:
         """With issuers configured, a plain GET of the metadata is answered here (None); otherwise the stream
         for the WebSocket handshake."""
         bearer = self.endpoint.admission.bearer
@@ -100,17 +102,20 @@ class WebSocketListener(Listener[WebSocketSettings]):
         try:
             self.endpoint.admission.check_host(host)
         except Refused as refused:
-            logger.warning("refused a metadata request from {}: {}", peer_of(stream), refused.reason)
+            logger.warning("refused a metadata request from {}: {}", shown(peer), refused.reason)
             return None
         await answer_metadata(stream, server.document())
         return None
 
-    async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream) -> None:
-        peer, address = peer_of(stream), peer_host(stream)
+    async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream, connected: Peer) -> None:
         headers, repeated = request_headers(request.headers)
         path = request.path.partition("?")[0]  # never the query string: it may carry a token
         admission = self.endpoint.admission
+        peer, address = shown(connected), connected[0]
         try:
+            address = admission.proxies.client_of(connected[0], request.headers)  # behind a trusted proxy
+            if address != connected[0]:
+                peer = f"{address} (via {peer})"
             if repeated is not None:
                 raise Refused(400, f"the {clip(repeated)} header comes more than once; send it once")
             principal = await admission.check(path, _host_of(request), headers)

@@ -7,6 +7,7 @@ target}, prompt: {name}, resource: {uri}}; what a request does not name is "").
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -36,7 +37,7 @@ class Caller:
     address: str = ""
     listener: str = ""  # "stdio", "websocket" or "http"
     variables: dict[str, Any] = attrs.field(init=False, eq=False, repr=False)
-    # Whom limits count against and decisions are cached for: the principal, else the address.
+    # Whom limits count against: the principal, else the address (client_key, as sessions are counted).
     key: str = attrs.field(init=False, eq=False)
     # Everything a rule can read of the caller, as one string: what cached decisions are keyed by.
     fingerprint: str = attrs.field(init=False, eq=False, repr=False)
@@ -49,8 +50,7 @@ class Caller:
             "principal": {"issuer": self.issuer or "", "subject": self.subject or ""},
             "source": {"address": self.address, "listener": self.listener},
         }
-        who = ["token", self.issuer, self.subject] if self.subject else ["peer", self.listener, self.address]
-        object.__setattr__(self, "key", orjson.dumps(who).decode())
+        object.__setattr__(self, "key", client_key(self.issuer, self.subject, self.address))
         try:
             seen = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS, default=str).decode()
         except TypeError:  # an integer past 64 bits, or a lone surrogate: the slow writer, on what rules see
@@ -58,6 +58,25 @@ class Caller:
             seen = json.dumps(variables, sort_keys=True, default=str)
         object.__setattr__(self, "variables", variables)
         object.__setattr__(self, "fingerprint", seen)
+
+
+LOOPBACK_CLIENT: Final = "loopback"  # 127.0.0.0/8, ::1 and their IPv4-mapped forms: one host, one client
+
+
+def client_key(issuer: str | None, subject: str | None, address: str) -> str:
+    """Whom a client is counted as, by every count keyed by a client (sessions per client, [limits],
+    requests per second): its token's issuer and subject when it has one, else the address it comes from,
+    on any listener, in one spelling (IPv4-mapped as IPv4, IPv6 compressed), every loopback address as one
+    client. An address that is no IP (stdio, "?") is a client of its own."""
+    if subject is not None:
+        return "token:" + orjson.dumps([issuer, subject]).decode()
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
+    except ValueError:
+        return f"address:{address}"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return LOOPBACK_CLIENT if ip.is_loopback else f"address:{ip.compressed}"
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")

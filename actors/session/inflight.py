@@ -81,8 +81,16 @@ class Answers:
 
     def written(self, size: int) -> None:
         """The writer's: `size` bytes of the answers queued here are out (counted until then, while the
-        writer holds them too: a client that reads nothing keeps the writer's batch in its hands)."""
+        writer holds them too: a client that reads nothing keeps the writer's batch in its hands); a
+        transport's (HoldsFrames): `size` bytes it held are written to the client. Checked after each batch:
+        what a transport took from that batch counts from then on."""
         self.unread -= size
+        self._check_unread()
+
+    def hold(self, size: int) -> None:
+        """A transport's (HoldsFrames): `size` bytes the writer handed it are kept until the client takes them
+        (an HTTP response stream nobody reads yet), counted as unread until it says `written`."""
+        self.unread += size
 
     def _check_unread(self) -> None:
         budget = self.budget

@@ -17,7 +17,7 @@ from loguru import logger
 
 from actors.catalog import CatalogView
 from actors.framing.lines import LineStream
-from actors.framing.transport import Transport
+from actors.framing.transport import HoldsFrames, Transport
 from actors.framing.websocket import CLOSE_POLICY_VIOLATION, WebSocketTransport
 from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
@@ -75,6 +75,8 @@ class Session:
                         budget=self.settings.budget,
                         on_unread=partial(self._not_reading, nursery),
                     )
+                    if isinstance(self.transport, HoldsFrames):
+                        self.transport.count_unread_in(answers)  # what it keeps for the client counts
                     writer = Writer(
                         transport=self.transport,
                         outbox=outbox_recv,
@@ -158,6 +160,8 @@ class Session:
         stream = self.transport.stream if isinstance(self.transport, WebSocketTransport) else None
         if stream is not None:
             await trio.aclose_forcefully(stream)
+        if isinstance(self.transport, HoldsFrames):
+            self.transport.drop_client()  # an HTTP session's response streams: cut, their frames let go
         scope.cancel()
 
     async def _answer_after_crash(self, unwritten: trio.MemoryReceiveChannel[Message | Encoded]) -> None:

@@ -84,8 +84,8 @@ class Writer:
                     logger.info("client is gone; closing the session")
                     self.on_peer_gone()
                     return
-                if self.answers is not None and queued:
-                    self.answers.written(queued)
+                if self.answers is not None:
+                    self.answers.written(queued)  # and checked: a transport may hold what it took
 
 
 def _frame(message: Message | Encoded) -> bytes:

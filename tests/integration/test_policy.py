@@ -33,6 +33,7 @@ from support import (
 )
 from ts_modern import modern_server_argv
 
+from actors.policy.context import client_key
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 
 SECRET: Final = "policy-test-secret-that-is-long-enough"
@@ -142,6 +143,29 @@ async def test_a_caller_over_its_rate_gets_a_tool_error_and_a_new_session_does_n
     assert sample(metrics, "mcp_gateway_limit_refusals_total", kind="rate") == 3
     assert sample(metrics, "mcp_gateway_limit_refusals_total", kind="inflight") == 0
     assert sample(metrics, "mcp_gateway_limit_admitted_total") == 3
+
+
+async def test_without_auth_another_loopback_address_on_the_other_listener_shares_the_bucket(
+    tmp_path: Path,
+) -> None:
+    """Sessions count every loopback address as one client on both listeners; so do [limits]: a client
+    over its rate on the WebSocket from 127.0.0.1 is over it on HTTP from 127.0.0.2 too."""
+    config = with_websocket(write_config(tmp_path / "g.toml", [backend_entry("alpha", TOOLS)]))
+    config = with_http(config)
+    config.write_text(config.read_text() + "[limits]\ncalls_per_s = 0.01\nburst = 2\n")
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None and gateway.http_url is not None
+        async with websocket_client(gateway.websocket_url) as client:
+            for n in range(2):
+                assert text_of(await client.call_tool("echo", {"text": f"call {n}"})) == f"call {n}"
+            assert (await client.call_tool("echo", {"text": "one too many"})).is_error
+        transport = httpx2.AsyncHTTPTransport(local_address="127.0.0.2")
+        async with (
+            httpx2.AsyncClient(transport=transport) as http,
+            Client(streamable_http_client(gateway.http_url, http_client=http), mode=LEGACY_ERA) as client,
+        ):
+            limited = await client.call_tool("echo", {"text": "from another loopback address"})
+            assert limited.is_error and text_of(limited).startswith("rate limited")
 
 
 async def test_a_reload_swaps_the_rules_and_tells_sessions_whose_tools_changed(
@@ -324,7 +348,7 @@ async def test_a_slot_in_flight_is_freed_when_its_call_is_cancelled_or_its_sessi
     config.write_text(config.read_text().replace(TOOLS, "--only=echo,sleep"))
     alice = token(config, "alice")
     monkeypatch.setenv(VARIABLE, SECRET)
-    key = '["token",null,"alice"]'
+    key = client_key(None, "alice", "")  # whom [limits] count: the principal, on every listener
     async with running(config) as gateway:
         assert gateway.websocket_url is not None and gateway.limiter.caps is not None
         caps = gateway.limiter.caps

@@ -52,7 +52,6 @@ from actors.frontends.http.sse import (
     Scope,
     Send,
     pump,
-    reading,
     released,
     stream_to_read,
     until_disconnect,
@@ -259,7 +258,7 @@ class HttpApp:
         send: Send,
     ) -> None:
         """JSON when the response is the first thing for the client; otherwise an SSE stream."""
-        with reading(stream):
+        with entry.transport.reading(stream):
             answered = await until_disconnect(receive, partial(stream.wait_beyond, 0))
             if answered and stream.finished and stream.last_number <= 1:
                 if stream.last_number == 0:  # cancelled by the client, or the session ended: no answer
@@ -273,7 +272,7 @@ class HttpApp:
                     await self.sessions.refused_initialize(session_id, entry)
                     extra = []
                 await respond(send, 200, frame, [*JSON_HEADERS, *extra])
-                stream.delivered = 1
+                stream.wrote(1)
             elif answered:
                 await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]})
                 answered = await self._pump(stream, 0, receive, send, prime=True)
@@ -291,7 +290,7 @@ class HttpApp:
         try:
             with logger.contextualize(session=entry.label):
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                with reading(stream):
+                with entry.transport.reading(stream):
                     async with self.sessions.standalone_stream(headers[SESSION_HEADER], entry, stream):
                         finished = await self._pump(stream, cursor, receive, send, prime=not last_event_id)
                 if isinstance(stream, RequestStream):

@@ -22,10 +22,12 @@ from loguru import logger
 
 from actors.config import Config, HttpSettings
 from actors.frontends.http.app import HttpApp
+from actors.frontends.http.edge import per_connection
 from actors.frontends.http.fleet_messages import told_here
 from actors.frontends.http.modern import ModernPosts
 from actors.frontends.http.sessions import HttpSessions
 from actors.frontends.listener import Listener
+from actors.frontends.proxy_protocol import Peer
 from actors.session.session import Session
 
 if TYPE_CHECKING:
@@ -101,9 +103,11 @@ class HttpListener(Listener[HttpSettings]):
         self._sessions.serve_in(connections)
         await self._sessions.expire_idle()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
+    async def _connection(self, stream: trio.SocketStream, peer: Peer) -> None:
         """hypercorn's server for one connection; what it raises on a peer's bytes ends this one alone."""
-        app = wrap_app(self.app, self._server.wsgi_max_body_size, "asgi")
+        max_bytes = lambda: self.settings.max_message_bytes  # noqa: E731 (a reload's value counts)
+        edge = per_connection(self.app, stream, peer, self.endpoint.admission, max_bytes)
+        app = wrap_app(edge, self._server.wsgi_max_body_size, "asgi")
         await TCPServer(app, self._server, self._context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
 

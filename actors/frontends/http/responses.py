@@ -14,6 +14,7 @@ import attrs
 import orjson
 
 from actors.frontends.auth import Refused
+from actors.frontends.auth import RequestRefused as RequestRefused
 from actors.frontends.http.sse import Send
 from actors.protocol import codec
 from actors.protocol.eras import http_status
@@ -21,14 +22,6 @@ from actors.protocol.messages import ErrorResponse, RequestId, RpcError
 
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 REFUSED_CODE: Final = -32000  # the implementation's range: a refusal with no protocol code of its own
-
-
-class RequestRefused(Refused):
-    """A Refused for a request whose id is known: its error body names that id."""
-
-    def __init__(self, refused: Refused, request_id: RequestId) -> None:
-        super().__init__(refused.status, refused.reason, refused.headers)
-        self.request_id = request_id
 
 
 def refused_id(refused: Refused) -> RequestId | None:

@@ -215,7 +215,7 @@ class HttpSessions(Mapping[str, HttpSession]):
         if session_id is None:  # 256 bits from the OS CSPRNG, visible ASCII only; or sealed, naming us
             session_id = self.fleet.mint() if self.fleet is not None else secrets.token_urlsafe(32)
         label = f"http-{next(self._numbers)}"
-        transport = HttpSessionTransport()
+        transport = HttpSessionTransport(self.settings.max_streams_per_session)
         if self.relay is not None:
             transport.relay = partial(self.relay.publish_stream, session_id)
         session = Session(

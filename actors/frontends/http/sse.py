@@ -11,8 +11,8 @@ resume_window_s has its call cancelled at the backend.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any, Final
 
 import trio
@@ -48,16 +48,6 @@ def stream_to_read(transport: HttpSessionTransport, last_event_id: str | None) -
     if stream.attached:
         raise Refused(409, "that stream is already being read; one reader per stream")
     return stream, cursor
-
-
-@contextmanager
-def reading(stream: EventStream) -> Iterator[None]:
-    """A client is connected to `stream` meanwhile (messages about its call may go there)."""
-    stream.attached += 1
-    try:
-        yield
-    finally:
-        stream.attached -= 1
 
 
 async def until_disconnect(receive: Receive, work: Callable[[], Awaitable[object]]) -> bool:
@@ -109,7 +99,7 @@ async def pump(
                 chunks.append(b"event: message\ndata: %s\n\n" % frame)
                 cursor = number
             await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
-            stream.delivered = max(stream.delivered, cursor)
+            stream.wrote(cursor)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return await until_disconnect(receive, write)

@@ -11,100 +11,43 @@ Frames out: the writer's `send_many` files each message on an SSE stream, never 
   - everything else (list_changed, resources/updated) on the standalone stream.
 The standalone stream keeps what arrives while no GET is open, up to REPLAY_EVENTS, for the next GET.
 
+What a stream keeps and has not yet written to its client counts against the session's max_unread_bytes
+(framing.transport.HoldsFrames) from the moment the writer files it until an HTTP response has written it
+(or it is dropped: the stream forgotten, its oldest events pushed out). A client past the budget is dropped
+as on WebSocket: every HTTP request reading one of the session's streams is cut (request_cut.py). A session
+has at most `max_streams` request streams at once (answers being waited for, written, or kept for a client
+to resume): a POST past it gets 429.
+
 Every event has an id `<stream>.<n>`; a client whose connection dropped comes back with a GET and
 `Last-Event-ID` and gets what it missed on that stream (resumability, spec 2025-11-25).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
 import orjson
 import trio
 from loguru import logger
 
-from actors.framing.transport import receive_or_end
+from actors.config.listener_schema import MAX_STREAMS_PER_SESSION
+from actors.framing.transport import UnreadLedger, receive_or_end
+from actors.frontends.auth import Refused, RequestRefused
+from actors.frontends.http.event_stream import REPLAY_EVENTS as REPLAY_EVENTS
+from actors.frontends.http.event_stream import EventStream as EventStream
+from actors.frontends.http.event_stream import RequestStream as RequestStream
+from actors.frontends.http.event_stream import Tally
+from actors.frontends.http.request_cut import RequestCut, current_request
 from actors.protocol.codec import is_id
 from actors.protocol.messages import RequestId
 from actors.protocol.on_behalf import OnBehalf
 
 INBOUND_SIZE: Final = 16  # POSTed messages queued before a POST waits for the session's reader
-REPLAY_EVENTS: Final = 256  # events kept per stream for a client that reconnects with Last-Event-ID
 STANDALONE: Final = "s"  # the key of the standalone (GET) stream
 CALL_RELATED: Final = frozenset({"notifications/message", "notifications/cancelled"})
-
-
-class EventStream:
-    """The numbered SSE events of one stream. Readers keep a cursor, so a reader that reconnects resumes
-    where it was; `finished` once the last event (a response) is in."""
-
-    __slots__ = (
-        "_changed",
-        "attached",
-        "delivered",
-        "events",
-        "finished",
-        "key",
-        "last_number",
-        "overflowed",
-    )
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.events: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_EVENTS)
-        self.last_number = 0
-        self.delivered = 0  # the highest number a reader has written out
-        self.finished = False
-        self.attached = 0  # readers connected now
-        self.overflowed = False  # said once in the log, not at every event lost
-        self._changed = trio.Event()
-
-    def push(self, frame: bytes, *, last: bool = False) -> None:
-        if self.finished:
-            return
-        if len(self.events) == self.events.maxlen and not self.overflowed:
-            self.overflowed = True
-            logger.warning("stream {}: no reader for {} events; dropping the oldest", self.key, REPLAY_EVENTS)
-        self.last_number += 1
-        self.events.append((self.last_number, frame))
-        self.finished = last
-        self._wake()
-
-    def finish(self) -> None:
-        self.finished = True
-        self._wake()
-
-    def after(self, cursor: int) -> list[tuple[int, bytes]]:
-        return [event for event in self.events if event[0] > cursor]
-
-    def done_after(self, cursor: int) -> bool:
-        """Nothing more will come for a reader at `cursor`."""
-        return self.finished and cursor >= self.last_number
-
-    async def wait_beyond(self, cursor: int) -> None:
-        """Until there is an event after `cursor` or the stream is finished."""
-        while cursor >= self.last_number and not self.finished:
-            await self._changed.wait()
-
-    def event_id(self, number: int) -> str:
-        return f"{self.key}.{number}"
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-
-class RequestStream(EventStream):
-    __slots__ = ("on_behalf", "progress_token", "request_id", "traceparent")
-
-    def __init__(self, key: str, request_id: RequestId, progress_token: RequestId | None) -> None:
-        super().__init__(key)
-        self.request_id = request_id
-        self.progress_token = progress_token
-        self.traceparent: str | None = None  # the POST's own trace context header, as sent
-        self.on_behalf: OnBehalf | None = None  # the POST's token and forwardable headers, for its calls
+STREAMS_RETRY_S: Final = 5  # a session at max_streams: the client may try again after this long
 
 
 def _id_key(value: Any) -> tuple[type, Any]:
@@ -136,18 +79,24 @@ class HttpSessionTransport(FilingTransport):
     """Owns: the session's streams and its inbound queue.
     Receives: POSTed frames (`deliver`), the writer's frames (`send_many`).
     Sends: frames to the reader (`receive`), events to whoever reads a stream.
-    Stops when: the session closes it (`aclose`): no more input, and every stream ends after what it has.
-    Errors: `deliver` raises trio.ClosedResourceError once the session is closing."""
+    Stops when: the session closes it (`aclose`): no more input, and every stream ends after what it has;
+        or drops its client (`drop_client`): every HTTP request reading a stream is cut.
+    Errors: `deliver` raises trio.ClosedResourceError once the session is closing; `open_request` a
+        RequestRefused (429) past `max_streams`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_streams: int = MAX_STREAMS_PER_SESSION) -> None:
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes](INBOUND_SIZE)
         self._requests: dict[tuple[type, Any], RequestStream] = {}
         self._by_progress: dict[tuple[type, Any], RequestStream] = {}
         self._streams: dict[str, EventStream] = {}
         self._numbers = iter(range(1, 1 << 62))
-        self.standalone = EventStream(STANDALONE)
+        self.tally = Tally()
+        self.max_streams = max_streams
+        self.standalone = EventStream(STANDALONE, self.tally)
         self._streams[STANDALONE] = self.standalone
         self.closed = False
+        self.dropped = False  # its client was dropped for leaving too much unread
+        self._readers: set[RequestCut] = set()  # the HTTP requests reading its streams now
         # [fleet]: standalone events while no GET reads them here go to the replica whose GET does (given
         # the frame and where to keep it if no replica took it)
         self.relay: Callable[[bytes, Callable[[bytes], None]], None] | None = None
@@ -164,6 +113,23 @@ class HttpSessionTransport(FilingTransport):
         for stream in self._streams.values():
             stream.finish()
 
+    def count_unread_in(self, ledger: UnreadLedger) -> None:
+        """HoldsFrames: what the streams keep unwritten counts in the session's `ledger`."""
+        self.tally.ledger = ledger
+        if self.tally.unwritten:
+            ledger.hold(self.tally.unwritten)
+
+    def drop_client(self) -> None:
+        """HoldsFrames: the client left more unread than max_unread_bytes. Nothing kept counts any more,
+        and every HTTP request reading a stream of the session is cut (a write blocked on a client that
+        reads nothing too: its connection is closed), so nothing is kept for it; requests that come later
+        are cut as they start reading."""
+        self.dropped = True
+        for stream in self._streams.values():
+            stream.uncount()
+        for reader in list(self._readers):
+            reader.cut()
+
     # --- the frontend's side --------------------------------------------------------------------------
 
     async def deliver(self, frame: bytes) -> None:
@@ -179,11 +145,19 @@ class HttpSessionTransport(FilingTransport):
         return not self._requests and len(self._streams) == 1  # the standalone stream alone
 
     def open_request(self, request_id: RequestId, progress_token: RequestId | None) -> RequestStream | None:
-        """A stream for the answer to `request_id`, or None while a request with that id is in flight."""
+        """A stream for the answer to `request_id`, or None while a request with that id is in flight;
+        RequestRefused (429, Retry-After) when the session has `max_streams` request streams already."""
         key = _id_key(request_id)
         if key in self._requests:
             return None
-        stream = RequestStream(f"r{next(self._numbers)}", request_id, progress_token)
+        if len(self._streams) - 1 >= self.max_streams:  # the standalone stream is not one of them
+            reason = (
+                f"this session has {self.max_streams} requests open or unread (max_streams_per_session); "
+                f"read their answers, or try again in {STREAMS_RETRY_S}s"
+            )
+            retry = [(b"retry-after", str(STREAMS_RETRY_S).encode())]
+            raise RequestRefused(Refused(429, reason, retry), request_id)
+        stream = RequestStream(f"r{next(self._numbers)}", request_id, progress_token, self.tally)
         self._requests[key] = stream
         self._streams[stream.key] = stream
         if progress_token is not None:
@@ -206,6 +180,23 @@ class HttpSessionTransport(FilingTransport):
             self._drop_routes(stream)
         if stream is not self.standalone:
             self._streams.pop(stream.key, None)
+            stream.uncount()
+
+    @contextmanager
+    def reading(self, stream: EventStream) -> Iterator[None]:
+        """An HTTP request reads `stream` meanwhile (messages about its call may go there); the request is
+        cut if the session drops its client (at once if it has)."""
+        stream.attached += 1
+        reader = current_request()
+        if reader is not None:
+            self._readers.add(reader)
+            if self.dropped:
+                reader.cut()
+        try:
+            yield
+        finally:
+            stream.attached -= 1
+            self._readers.discard(reader)  # type: ignore[arg-type]
 
     def cancelled(self, params: object) -> None:
         """The client cancelled a request (`params` of its notifications/cancelled, as it sent them): no

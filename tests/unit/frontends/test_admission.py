@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.config import JwtAuth
+from actors.config.listener_schema import ForwardedHeader
 from actors.frontends.admission import (
     LOOPBACK_CLIENT,
     RETRY_AFTER_S,
@@ -19,6 +20,7 @@ from actors.frontends.admission import (
     parse_origin,
 )
 from actors.frontends.auth import Principal, Refused
+from actors.policy import caller_of
 
 ALICE: Final = Principal(None, "alice")
 BOB: Final = Principal(None, "bob")
@@ -74,6 +76,9 @@ def admission(**overrides: object) -> Admission:
         "max_sessions": 3,
         "max_sessions_per_client": 2,
         "oauth": None,
+        "trusted_proxies": (),
+        "proxy_protocol": False,
+        "forwarded_header": ForwardedHeader.X_FORWARDED_FOR,
         **overrides,
     }
     settings["checks_tokens"] = settings["auth"] is not None or settings["oauth"] is not None
@@ -233,3 +238,26 @@ def test_any_host_or_origin_text_is_parsed_or_refused_never_raises(value: str) -
     parse_origin(value)
     assert refusal(gate.check_host, value) in (None, 421)
     assert refusal(gate.check_origin, value) in (None, 403)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("127.0.0.1", "websocket"), ("127.0.0.2", "http")),
+        (("127.0.0.1", "http"), ("::1", "http")),
+        (("10.0.0.1", "websocket"), ("::ffff:10.0.0.1", "http")),
+    ],
+)
+def test_limits_count_a_client_as_sessions_do_whatever_listener_or_spelling(
+    first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    """Without auth, another loopback address or the other listener is the same client for [limits] as for
+    max_sessions_per_client: it never gets a fresh bucket."""
+    one, other = caller_of(None, *first), caller_of(None, *second)
+    assert one.key == other.key == client_key(None, first[0]) == client_key(None, second[0])
+
+
+def test_with_a_token_limits_count_the_principal_as_sessions_do() -> None:
+    alice = Principal("https://id.example", "alice", claims={})
+    assert caller_of(alice, "10.0.0.1", "http").key == client_key(alice, "127.0.0.1")
+    assert caller_of(alice, "10.0.0.1", "http").key != caller_of(None, "10.0.0.1", "http").key
