@@ -25,12 +25,16 @@ from actors.config.auth_schema import (
 )
 from actors.config.backend_schema import BackendKind, RemoteBackend
 from actors.config.errors import Problem
-from actors.config.secret import HEADER, resolve_secret
+from actors.config.secret import HEADER, VARIABLE, resolve_secret
 
 
 def resolve_remote(backend: RemoteBackend, key: str, folder: Path, problems: list[Problem]) -> RemoteBackend:
     """The backend with its auth's secrets read; its auth and forward_headers checked (problems appended)."""
     _check_forwarded(backend, key, problems)
+    for name, value in backend.headers.items():
+        if isinstance(value, str) and HEADER.refused.search(value):
+            reason = "holds a line break, a control character or a character outside ASCII, which an HTTP"
+            problems.append((f"{key}.headers.{name}", reason + " header cannot carry"))
     auth = backend.auth
     if auth is None:
         return backend
@@ -38,7 +42,8 @@ def resolve_remote(backend: RemoteBackend, key: str, folder: Path, problems: lis
     if isinstance(auth, StaticAuth):
         secret = resolve_secret(auth.secret, f"{key}.auth.secret", folder, problems, HEADER)
         return attrs.evolve(backend, auth=attrs.evolve(auth, secret=secret))
-    secret = resolve_secret(auth.client_secret, f"{key}.auth.client_secret", folder, problems, HEADER)
+    # form-encoded wherever it goes (HTTP Basic or the form): any text but a NUL
+    secret = resolve_secret(auth.client_secret, f"{key}.auth.client_secret", folder, problems, VARIABLE)
     return attrs.evolve(backend, auth=attrs.evolve(auth, client_secret=secret))
 
 

@@ -273,3 +273,24 @@ def test_check_warns_of_a_token_endpoint_in_clear_and_a_literal_client_secret(
     assert f"{path}: backends[0].auth.token_url: warning: plain http to another machine" in err
     assert f"{path}: backends[0].auth.client_secret: warning: a secret written in the config file" in err
     assert "backends[1].auth" not in err  # loopback, and a reference
+
+
+def test_a_header_value_outside_ascii_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx writes header values as ASCII: another character would fail every request, and the backend with
+    them, at run time. A client secret goes form-encoded: any text."""
+    monkeypatch.setenv("GW_STS_SECRET", "clé-secrète-0123")
+    text = (
+        remote()
+        + 'headers = { X-Team = "équipe" }\nauth = { kind = "static", secret = { env = "GW_STS_SECRET" } }\n'
+    )
+    text += '[[backends]]\nname = "c"\nurl = "https://c.example/mcp"\n'
+    text += 'auth = { kind = "client_credentials", token_url = "https://x/t", client_id = "gw",'
+    text += ' client_secret = { env = "GW_STS_SECRET" } }\n'
+    assert problems_of(write(tmp_path, text)) == {
+        "backends[0].headers.X-Team": "holds a line break, a control character or a character outside ASCII,"
+        " which an HTTP header cannot carry",
+        "backends[0].auth.secret": "env:GW_STS_SECRET holds a character outside ASCII, which an HTTP header"
+        " cannot carry",
+    }
