@@ -8,8 +8,13 @@ from typing import TYPE_CHECKING
 import trio
 
 from actors.backends.actor import Backend
+from actors.backends.credentials import Credentials
+from actors.backends.token_broker import AuditSink, TokenBroker
 from actors.catalog import CatalogEvent
 from actors.config import BackendConfig
+from actors.config.auth_schema import TokenEndpointAuth
+from actors.config.backend_schema import RemoteBackend
+from actors.middleware.audit import AuditMiddleware
 from actors.runtime.supervisor import Restart, RestartPolicy
 
 if TYPE_CHECKING:
@@ -49,4 +54,25 @@ def backend_actor(
         expose_stderr=settings.expose_backend_stderr,
         shutdown=gateway.shutdown,  # its budget and urgency stop the backend's process
         list_news=gateway.list_news,
+        credentials=credentials_of(backend, token_audit(gateway)),
     )
+
+
+def credentials_of(backend: BackendConfig, audit: AuditSink | None) -> Credentials | None:
+    """A remote backend's Credentials, with a token broker when its auth gets tokens; None when it has no
+    auth and forwards no header (its `headers` alone, as before)."""
+    if not isinstance(backend, RemoteBackend) or (backend.auth is None and not backend.forward_headers):
+        return None
+    auth = backend.auth
+    broker = (
+        TokenBroker(backend=backend.name, auth=auth, audit=audit)
+        if isinstance(auth, TokenEndpointAuth)
+        else None
+    )
+    return Credentials.of(backend, broker)
+
+
+def token_audit(gateway: Gateway) -> AuditSink | None:
+    """Where token brokers write their rows: the [audit]'s second table, when there is an [audit]."""
+    audit = next((m for m in gateway.middleware if isinstance(m, AuditMiddleware)), None)
+    return audit.token_requested if audit is not None else None

@@ -433,6 +433,7 @@ class Gateway:
             policy=self.policy,
             limiter=self.limiter,
             tracing=self.tracing,
+            forward_headers=self.config.forwarded_headers(),
         )
 
     async def _serve_stdio(

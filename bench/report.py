@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from auth_cost import print_auth
 from clients import Sample
 from policy_cost import print_policy
 from tracing_cost import TARGET as TRACING_TARGET
@@ -205,6 +206,8 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
         print_policy(scenarios["policy"])
     if "trust" in scenarios:
         print_trust(scenarios["trust"])
+    if "auth" in scenarios:
+        print_auth(scenarios["auth"])
     if "scale" in scenarios:
         for c in scenarios["scale"]["catalogs"]:
             print(

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 import orjson
 import trio
+from auth_cost import auth_cost
 from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, stop_all, websocket_peer
 from gateway_profile import profile_gateway
 from policy_cost import policy_cost
@@ -249,6 +250,8 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
     if "trust" in chosen:
         results["trust"] = await trust_cost(folder, args.rounds, args.seconds * 2)
+    if "auth" in chosen:
+        results["auth"] = await auth_cost(folder, args.rounds, args.seconds * 2)
     if "scale" in chosen:
         sizes = [tuple(int(n) for n in size.split("x")) for size in args.scale_sizes.split(",")]
         results["scale"] = await catalog_scale(
@@ -281,8 +284,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--scenarios",
-        default="catalog,memory,sessions,kill,policy,trust,scale,rss",
-        help="extra scenarios, comma-separated, or none (default: all eight)",
+        default="catalog,memory,sessions,kill,policy,trust,auth,scale,rss",
+        help="extra scenarios, comma-separated, or none (default: all nine)",
     )
     parser.add_argument(
         "--scale-sizes",

@@ -211,6 +211,14 @@ async def tool_names(client: Client) -> list[str]:
     return [tool.name for tool in result.tools]
 
 
+async def listed_again(client: Client, notifications: Notifications, seen: int, tool: str) -> None:
+    """tools/list after each list_changed until `tool` is back (its backend restarted and ready)."""
+    with trio.fail_after(DEADLINE_S):
+        while tool not in await tool_names(client):
+            seen += 1
+            await notifications.wait_for("notifications/tools/list_changed", seen)
+
+
 # --- the raw client -----------------------------------------------------------------------------------------
 
 

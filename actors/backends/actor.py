@@ -18,6 +18,7 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendLink, BackendRequestError
+from actors.backends.credentials import Credentials
 from actors.backends.discovery import start_modern
 from actors.backends.door import BackendDoor
 from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
@@ -93,6 +94,9 @@ class Backend:
     meter: BackendMeter = attrs.field(factory=lambda: BackendMeter("-"))  # its starts, calls and bytes
     expose_stderr: bool = False  # [gateway] expose_backend_stderr: calls it fails as it dies are told too
     list_news: ListNews | None = None  # its server's list changes to the fleet, and the fleet's to it
+    # a remote backend's credential and forwarded headers (credentials.py), with its token broker, if any:
+    # the broker runs with each run, its tokens kept across runs
+    credentials: Credentials | None = None
     shutdown: Shutdown = attrs.field(
         factory=Shutdown
     )  # the gateway's: its budget and urgency stop the process

@@ -155,6 +155,10 @@ class BackendLink:
                 self._sweep.deadline = deadline
             self._deadlines[call.call_id] = deadline
 
+    def inflight_call(self, call_id: object) -> Call | None:
+        """The call in flight under `call_id`, if any (an HTTP transport asks whom a request is for)."""
+        return self.inflight.get(call_id) if _is_call_id(call_id) else None  # type: ignore[call-overload]
+
     def cancel_frame(self, cancel: Cancel) -> bytes | None:
         """The notifications/cancelled frame for a call still in flight (which is forgotten), else None."""
         call = self._forget(cancel.call_id)

@@ -28,6 +28,14 @@ class BackendStartError(BackendError):
     """The backend could not be started or did not finish its handshake."""
 
 
+class BackendRejectedError(BackendStartError):
+    """The server refused the connection with an HTTP status (401: a credential it does not take)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class BackendHungError(BackendError):
     """The backend stopped answering health pings: alive, perhaps, but of no use."""
 

@@ -14,11 +14,16 @@ A modern backend (MCP 2026-07-28, once the backend actor sets `modern`) has no s
 POST of its own with the headers http_headers.py builds (no Mcp-Session-Id, no GET stream, no DELETE), and a
 cancelled request's POST is aborted rather than followed by a notification. The era probe's server/discover
 answered 401, 403 or 5xx ends the connection: an error, never a verdict.
+
+What each request carries beside the protocol's headers is the backend's Credentials' (credentials.py): a
+client's call its caller's exchanged token and the headers the backend forwards, the gateway's own
+requests its own credential. A 401 to a broker's token drops that token and sends the request once more
+with a new one; a second 401, or no token at all, is that request's error, naming the backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
@@ -27,11 +32,18 @@ import orjson
 import trio
 from loguru import logger
 
+from actors.backends.credentials import Credentials
 from actors.backends.era import DISCOVER
+from actors.backends.http_answers import error_for, error_frame, read_all, version_of
 from actors.backends.http_headers import ParamHeaders, modern_headers
 from actors.backends.sse import StreamOrigins, TooLargeError, is_answer, read_event, sse_events
+from actors.backends.token_broker import TokenUnavailableError
+from actors.backends.token_cache import Minted
 from actors.framing.transport import receive_or_end
+from actors.protocol.envelopes import Call
 from actors.protocol.eras import is_modern_request
+from actors.protocol.errors import unavailable
+from actors.protocol.on_behalf import OnBehalf
 
 INBOUND_SIZE: Final = 64  # frames from the server queued before its streams wait for the backend actor
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -39,6 +51,7 @@ RETRY_S: Final = 1.0  # before a GET stream is opened again, unless the server s
 RETRY_MAX_S: Final = 30.0
 RESUME_ATTEMPTS: Final = 2  # GETs with Last-Event-ID for a response stream that dropped before its answer
 HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+Extra = dict[str, str]  # a request's headers beside the protocol's: its credential, forwarded headers
 
 
 class HttpBackendTransport:
@@ -49,11 +62,16 @@ class HttpBackendTransport:
         url: str,
         headers: Mapping[str, str],
         max_bytes: int,
+        credentials: Credentials | None = None,
     ) -> None:
         self._nursery = nursery
         self._client = client
         self.url = url
-        self._headers = {**HEADERS, **headers}
+        self._headers = {**HEADERS, **headers, **(credentials.static if credentials is not None else {})}
+        # each request's own headers, when the backend's credential or forward_headers need them
+        self._credentials = credentials if credentials is not None and credentials.per_request else None
+        self.name = credentials.backend if credentials is not None else url
+        self.call_of: Callable[[object], Call | None] | None = None  # its link's in-flight table, by id
         self._max_bytes = max_bytes
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes](INBOUND_SIZE)
         self.session_id: str | None = None
@@ -67,12 +85,17 @@ class HttpBackendTransport:
 
     @classmethod
     async def connect(
-        cls, nursery: trio.Nursery, url: str, headers: Mapping[str, str], max_bytes: int
+        cls,
+        nursery: trio.Nursery,
+        url: str,
+        headers: Mapping[str, str],
+        max_bytes: int,
+        credentials: Credentials | None = None,
     ) -> HttpBackendTransport:
         """Nothing is sent yet: the backend actor's initialize is the first request."""
         timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=None)  # a call may take as long as its timeout
         client = httpx2.AsyncClient(timeout=timeout, follow_redirects=False)
-        return cls(nursery, client, url, headers, max_bytes)
+        return cls(nursery, client, url, headers, max_bytes, credentials)
 
     @property
     def label(self) -> str:
@@ -101,14 +124,17 @@ class HttpBackendTransport:
             if scope is not None:
                 scope.cancel()  # closing the request's stream is how 2026-07-28 cancels it over HTTP
             return
+        on_behalf, own = (
+            (None, True) if self._credentials is None else self._credentials.whose(message, self.call_of)
+        )
         if method == "initialize":
-            await self._post(frame, message)  # its session id goes on everything after it
+            await self._post(frame, message, on_behalf, own)  # its session id goes on everything after it
             return
         if method == "notifications/initialized":
             # The GET stream first: what the server sends as soon as it is initialized (a list_changed for
             # tools it adds for this client, say) has a stream to go to instead of being dropped.
             await self._nursery.start(self._listen)
-        self._nursery.start_soon(self._post, frame, message)
+        self._nursery.start_soon(self._post, frame, message, on_behalf, own)
 
     async def send_many(self, frames: Sequence[bytes]) -> None:
         for frame in frames:
@@ -130,8 +156,9 @@ class HttpBackendTransport:
         if self.session_id is not None and not self.ended.is_set():
             with trio.CancelScope(shield=True), trio.move_on_after(max(close_wait_s, 0.5)):
                 try:
-                    await self._client.delete(self.url, headers=self._request_headers())
-                except httpx2.HTTPError as exc:
+                    extra, _ = await self._extra(None, own=True)
+                    await self._client.delete(self.url, headers={**self._request_headers(), **extra})
+                except (httpx2.HTTPError, TokenUnavailableError) as exc:
                     logger.debug("could not end the session at {}: {}", self.url, exc)
         self._lose("the gateway is stopping this backend", quiet=True)
         with trio.CancelScope(shield=True):
@@ -149,16 +176,33 @@ class HttpBackendTransport:
             headers["mcp-protocol-version"] = self.protocol_version
         return headers
 
-    async def _post(self, frame: bytes, message: dict[str, Any]) -> None:
+    async def _extra(self, on_behalf: OnBehalf | None, own: bool) -> tuple[Extra, Minted | None]:
+        """A request's credential and forwarded headers (none without per-request credentials)."""
+        if self._credentials is None:
+            return {}, None
+        return await self._credentials.headers_for(on_behalf, own)
+
+    async def _post(
+        self, frame: bytes, message: dict[str, Any], on_behalf: OnBehalf | None = None, own: bool = True
+    ) -> None:
         request_id = message.get("id") if "method" in message else None
         with trio.CancelScope() as scope:
             if self.modern and request_id is not None:
                 self._posts[request_id] = scope
             try:
-                async with self._client.stream(
-                    "POST", self.url, content=frame, headers=self._request_headers(message)
-                ) as response:
-                    await self._answer(response, message, request_id)
+                for retry in (False, True):  # once more with a new token, when the backend refused one
+                    extra, minted = await self._extra(on_behalf, own)
+                    async with self._client.stream(
+                        "POST", self.url, content=frame, headers={**self._request_headers(message), **extra}
+                    ) as response:
+                        if response.status_code == 401 and minted is not None and not retry:
+                            assert self._credentials is not None and self._credentials.broker is not None
+                            self._credentials.broker.refused(minted)
+                            continue
+                        await self._answer(response, message, request_id, extra, retried=retry)
+                    break
+            except TokenUnavailableError as exc:
+                await self._refuse(message, request_id, str(exc))
             except httpx2.HTTPError as exc:
                 self._lose(f"cannot reach {self.url}: {exc or type(exc).__name__}")
             except TooLargeError as exc:
@@ -167,7 +211,21 @@ class HttpBackendTransport:
                 if self._posts.get(request_id) is scope:
                     del self._posts[request_id]
 
-    async def _answer(self, response: httpx2.Response, message: dict[str, Any], request_id: Any) -> None:
+    async def _refuse(self, message: dict[str, Any], request_id: Any, reason: str) -> None:
+        """A request that could not be sent for want of a credential: its error, naming the backend."""
+        if request_id is None:
+            logger.warning("did not send a {}: {}", message.get("method", "response"), reason)
+            return
+        await self._push(error_frame(request_id, unavailable(self.name, reason).to_wire()))
+
+    async def _answer(
+        self,
+        response: httpx2.Response,
+        message: dict[str, Any],
+        request_id: Any,
+        extra: Extra,
+        retried: bool = False,
+    ) -> None:
         status = response.status_code
         if status == 404 and self.session_id is not None:
             self._lose(f"{self.url} answered 404 to the session id: the server ended the session")
@@ -182,60 +240,40 @@ class HttpBackendTransport:
                 )
             return
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if status == 401:
+            again = " again, after a new token was asked for" if retried else ""
+            await self._refuse(message, request_id, f"it refused the gateway's credential (HTTP 401{again})")
+            return
         if status >= 400:
-            await self._push(await self._error_for(response, kind, request_id))
+            await self._push(await error_for(self.url, response, kind, request_id, self._max_bytes))
             return
         if message.get("method") == "initialize":
             self.session_id = response.headers.get("mcp-session-id")
         if kind == "application/json":
-            body = await self._read_all(response)
+            body = await read_all(response, self._max_bytes)
             if message.get("method") == "initialize":
-                self._note_version(body)
+                self.protocol_version = version_of(body)
             await self._push(body)
         elif kind == "text/event-stream":
-            await self._follow(response, request_id)
+            await self._follow(response, request_id, extra)
         else:
             self._lose(f"{self.url} answered a request with {kind or 'no content type'}")
 
-    async def _error_for(self, response: httpx2.Response, kind: str, request_id: Any) -> bytes:
-        """The server's JSON-RPC error under this request's id, or one that says what HTTP said."""
-        body = await self._read_all(response)
-        error: Any = None
-        if kind == "application/json":
-            try:
-                error = orjson.loads(body).get("error")
-            except (orjson.JSONDecodeError, AttributeError):
-                error = None
-        if not isinstance(error, dict):
-            error = {"code": -32603, "message": f"{self.url} answered HTTP {response.status_code}"}
-        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
-
-    def _note_version(self, body: bytes) -> None:
-        try:
-            version = orjson.loads(body).get("result", {}).get("protocolVersion")
-        except (orjson.JSONDecodeError, AttributeError):
-            return
-        self.protocol_version = version if isinstance(version, str) else None
-
-    async def _read_all(self, response: httpx2.Response) -> bytes:
-        parts, size = [], 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self._max_bytes:
-                raise TooLargeError(self._max_bytes)
-            parts.append(chunk)
-        return b"".join(parts)
-
     # --- SSE ----------------------------------------------------------------------------------------
 
-    async def _follow(self, response: httpx2.Response, request_id: Any) -> None:
+    async def _follow(self, response: httpx2.Response, request_id: Any, extra: Extra) -> None:
         """Pass a response stream's events on until its answer; a stream that drops first is resumed
-        with Last-Event-ID, or its request gets an error."""
+        with Last-Event-ID (and the request's own credential), or its request gets an error."""
         answered, last_id = await self._relay(response, request_id)
         for _ in range(RESUME_ATTEMPTS):
             if answered or last_id is None:
                 break
-            headers = {**self._request_headers(), "accept": "text/event-stream", "last-event-id": last_id}
+            headers = {
+                **self._request_headers(),
+                **extra,
+                "accept": "text/event-stream",
+                "last-event-id": last_id,
+            }
             try:
                 async with self._client.stream("GET", self.url, headers=headers) as resumed:
                     if resumed.status_code != 200:
@@ -246,7 +284,7 @@ class HttpBackendTransport:
                 break
         if not answered:
             error = {"code": -32603, "message": f"{self.url} closed the stream without answering"}
-            await self._push(orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
+            await self._push(error_frame(request_id, error))
 
     async def _relay(self, response: httpx2.Response, request_id: Any) -> tuple[bool, str | None]:
         answered, last_id = False, None
@@ -268,8 +306,9 @@ class HttpBackendTransport:
         the first GET is answered (or has failed)."""
         delay = RETRY_S
         while not self.ended.is_set():
-            headers = {**self._request_headers(), "accept": "text/event-stream"}
             try:
+                extra, _ = await self._extra(None, own=True)
+                headers = {**self._request_headers(), **extra, "accept": "text/event-stream"}
                 async with self._client.stream("GET", self.url, headers=headers) as response:
                     task_status.started()
                     task_status = trio.TASK_STATUS_IGNORED
@@ -281,7 +320,7 @@ class HttpBackendTransport:
                     if response.status_code == 200:
                         delay = RETRY_S
                         await self._relay(response, None)
-            except httpx2.HTTPError as exc:
+            except (httpx2.HTTPError, TokenUnavailableError) as exc:
                 logger.debug("the GET stream of {} broke: {}", self.url, exc)
             except TooLargeError as exc:
                 self._lose(f"{self.url} sent {exc}")

@@ -12,9 +12,10 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendLink
-from actors.backends.errors import BackendExitedError, BackendStartError
+from actors.backends.errors import BackendExitedError, BackendRejectedError, BackendStartError
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
+from actors.backends.token_broker import TokenUnavailableError
 from actors.backends.websocket import WebSocketBackendTransport
 from actors.config.commands import CommandNotFoundError, locate_command
 from actors.config.secret import revealed
@@ -33,13 +34,30 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
     """This run's connection: the backend's process spawned, or its URL connected to (the reader task of a
     WebSocket in `connection`)."""
     url = backend.config.url
-    if url is not None:
-        kind = HttpBackendTransport if url.startswith(("http://", "https://")) else WebSocketBackendTransport
-        headers = revealed(backend.config.headers)  # the values of its secrets, handed on
-        backend = await kind.connect(connection, url, headers, backend.max_message_bytes)
-        logger.info("connecting to {}", url)
-        return backend
-    return await spawn(backend)
+    if url is None:
+        return await spawn(backend)
+    headers = revealed(backend.config.headers)  # the values of its secrets, handed on
+    credentials = backend.credentials
+    if credentials is not None and credentials.broker is not None:
+        await connection.start(credentials.broker.run)  # its requests live as long as this run
+    logger.info("connecting to {}", url)
+    if url.startswith(("http://", "https://")):
+        return await HttpBackendTransport.connect(
+            connection, url, headers, backend.max_message_bytes, credentials
+        )
+    minted = None
+    if credentials is not None:  # a WebSocket's credential goes in its handshake, for the connection
+        try:
+            extra, minted = await credentials.headers_for(None, own=True)
+        except TokenUnavailableError as exc:
+            raise BackendStartError(f"cannot connect to {url}: {exc}") from None
+        headers = {**headers, **credentials.static, **extra}
+    try:
+        return await WebSocketBackendTransport.connect(connection, url, headers, backend.max_message_bytes)
+    except BackendRejectedError as exc:
+        if exc.status == 401 and minted is not None and credentials is not None and credentials.broker:
+            credentials.broker.refused(minted)  # the restart's handshake asks for a new token
+        raise
 
 
 async def spawn(backend: Backend) -> ProcessTransport:
@@ -69,7 +87,7 @@ def link_over(
     backend: Backend, transport: BackendTransport, on_notification: Callable[[Notification], None]
 ) -> BackendLink:
     """A new connection's link (a run's, or its legacy lane's), with the backend's settings."""
-    return BackendLink(
+    link = BackendLink(
         name=backend.config.name,
         transport=transport,
         on_notification=on_notification,
@@ -82,6 +100,9 @@ def link_over(
         # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
         stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
     )
+    if isinstance(transport, HttpBackendTransport):  # whom each request is for: its call, in this table
+        transport.call_of = link.inflight_call
+    return link
 
 
 def start_link_tasks(link: BackendLink, transport: BackendTransport, nursery: trio.Nursery) -> None:

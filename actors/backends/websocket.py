@@ -10,13 +10,41 @@ from collections.abc import Mapping
 from typing import Final
 
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, connect_websocket_url
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    connect_websocket_url,
+)
 
-from actors.backends.errors import BackendStartError
+from actors.backends.errors import BackendRejectedError, BackendStartError
 from actors.framing.websocket import CLOSE_GOING_AWAY, WebSocketTransport
 
 CONNECT_TIMEOUT_S: Final = 10.0
 SEND_TIMEOUT_S: Final = 30.0  # a backend that takes no frame for this long is treated as gone
+
+
+async def _connected(
+    url: str,
+    extra: list[tuple[bytes, bytes]],
+    max_bytes: int,
+    *,
+    task_status: trio.TaskStatus[WebSocketConnection] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The connection, its reader task in a nursery of its own for as long as it lives: a server's refusal
+    of the handshake, which trio-websocket raises in that task rather than in the connect, is the connect's
+    BackendRejectedError (its status: 401 for a credential the server does not take)."""
+    try:
+        async with trio.open_nursery() as reader:
+            connection = await connect_websocket_url(
+                reader, url, subprotocols=["mcp"], extra_headers=extra, max_message_size=max_bytes
+            )
+            task_status.started(connection)
+    except* ConnectionRejected as refused:
+        status = refused.exceptions[0].status_code  # type: ignore[attr-defined]  # one handshake, one refusal
+        reason = f"cannot connect to {url}: it refused the handshake with HTTP {status}"
+        raise BackendRejectedError(reason, status) from None
 
 
 class WebSocketBackendTransport(WebSocketTransport):
@@ -33,9 +61,7 @@ class WebSocketBackendTransport(WebSocketTransport):
         extra = [(name.encode(), value.encode()) for name, value in headers.items()]
         try:
             with trio.fail_after(CONNECT_TIMEOUT_S):
-                connection = await connect_websocket_url(
-                    nursery, url, subprotocols=["mcp"], extra_headers=extra, max_message_size=max_bytes
-                )
+                connection = await nursery.start(_connected, url, extra, max_bytes)
         except trio.TooSlowError:
             reason = f"cannot connect to {url}: no handshake within {CONNECT_TIMEOUT_S}s"
             raise BackendStartError(reason) from None

@@ -77,6 +77,13 @@ def secret_advice(config: Config) -> Iterator[Problem]:
                 f"backends[{index}].url",
                 "holds a password; send the credential in headers, as a secret reference",
             )
+        token_url = getattr(getattr(backend, "auth", None), "token_url", None)
+        if token_url is not None and _in_clear(token_url):
+            yield (
+                f"backends[{index}].auth.token_url",
+                "plain http to another machine: the client secret and every token cross the network in"
+                " clear; use https",
+            )
 
 
 def _file_advice(key: str, written: str, path: os.PathLike[str]) -> Iterator[Problem]:
@@ -89,6 +96,12 @@ def _file_advice(key: str, written: str, path: os.PathLike[str]) -> Iterator[Pro
             key,
             f"secret file {written!r} may be read by its group or others (mode {mode:04o}): chmod 600 it",
         )
+
+
+def _in_clear(url: str) -> bool:
+    """An http:// URL to a host other than this machine's loopback."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK_HOSTS
 
 
 def _has_password(url: str) -> bool:

@@ -16,6 +16,7 @@ from typing import ClassVar, Final
 import attrs
 from attrs.validators import optional
 
+from actors.config.auth_schema import BackendAuth, header_name
 from actors.config.checks import (
     WHEN_MISSING,
     at_least,
@@ -156,6 +157,12 @@ class RemoteBackend(BaseBackend):
             "must start with ws:// or wss:// (WebSocket) or http:// or https:// (Streamable HTTP)",
         )
     )
+    # [backends.auth]: the gateway's credential for it (config/auth_schema.py); None: only `headers`
+    auth: BackendAuth | None = None
+    # client headers a request of this backend carries as the client sent them (HTTP backends only):
+    # trace and tenant headers; authorization and cookie only with allow_client_credentials
+    forward_headers: tuple[str, ...] = attrs.field(default=(), validator=every(header_name))
+    allow_client_credentials: bool = False
 
     @property
     def kind(self) -> BackendKind:

@@ -24,6 +24,7 @@ from cattrs.errors import (
     ForbiddenExtraKeysError,
 )
 
+from actors.config.auth_schema import AUTH_KINDS, AuthKind, BackendAuth
 from actors.config.backend_schema import HealthConfig, RestartConfig, RootsMode
 from actors.config.checks import WHEN_MISSING, environment_name
 from actors.config.listener_schema import AuthTable
@@ -38,6 +39,7 @@ NESTED_TABLES: Final[Mapping[type, str]] = {
     HealthConfig: "backends.health",
     ToolPolicy: "backends.tools",
     AuthTable: "websocket.auth or http.auth",
+    **{kind: "backends.auth" for kind in AUTH_KINDS.values()},
 }
 TOML_KINDS: Final[Mapping[type, str]] = {
     bool: "a boolean",
@@ -70,6 +72,7 @@ def make_converter() -> cattrs.Converter:
         (Mapping[str, Any], _options),
         (RootsMode | tuple[str, ...] | None, _roots),
         (Mapping[str, Mapping[str, bool]], _hint_overrides),
+        (BackendAuth | None, lambda value, _: _backend_auth(converter, value)),
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
     converter.register_structure_hook(Secret, lambda value, _: structure_secret(value))
@@ -117,6 +120,21 @@ def _table_hook(converter: cattrs.Converter, cls: type) -> Callable[[Any, type],
             return cls(**values)
 
     return structure
+
+
+def _backend_auth(converter: cattrs.Converter, value: Any) -> BackendAuth | None:
+    """[backends.auth]: the table of the kind its `kind` names, with that kind's keys only."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table ([backends.auth]), got {kind_of(value)}")
+    kinds = ", ".join(repr(kind.value) for kind in AuthKind)
+    kind = value.get("kind")
+    if kind not in AUTH_KINDS:
+        reason = "required key is missing" if kind is None else f"{kind!r} is not one of {kinds}"
+        error = ValueError(reason) if isinstance(kind, str | None) else TypeError(f"expected one of {kinds}")
+        raise ClassValidationError("While structuring auth", [_noted(error, dict, "kind")], dict)
+    return converter.structure(value, AUTH_KINDS[kind])  # type: ignore[no-any-return]
 
 
 def _noted(exc: Exception, cls: type, name: str) -> Exception:

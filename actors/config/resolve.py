@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from actors.config.admin_schema import NEEDS_TOKEN, AdminSettings, AdminTable
+from actors.config.backend_auth import resolve_remote
 from actors.config.backend_schema import BackendConfig, StdioBackend
 from actors.config.commands import CommandNotFoundError, locate_command, python_entry_problem, shown_path
 from actors.config.errors import Problem
@@ -40,7 +41,7 @@ def resolve_backend(backend: BackendConfig, key: str, folder: Path, problems: li
         for header, value in headers.items()
     }
     if not isinstance(backend, StdioBackend):
-        return attrs.evolve(backend, headers=headers)
+        return resolve_remote(attrs.evolve(backend, headers=headers), key, folder, problems)
     env = {
         name: _resolved(value, f"{key}.env.{name}", folder, problems, VARIABLE)
         for name, value in backend.env.items()

@@ -188,6 +188,12 @@ class Config:
             )
         )
 
+    def forwarded_headers(self) -> frozenset[str]:
+        """Every client header some backend's forward_headers names, lower-case."""
+        return frozenset(
+            name.lower() for backend in self.backends for name in getattr(backend, "forward_headers", ())
+        )
+
     def secrets(self) -> Iterator[tuple[str, Secret]]:
         """Every secret reference in the file, with its key: what `check` looks at."""
         for index, backend in enumerate(self.backends):
@@ -195,6 +201,10 @@ class Config:
                 for name, value in getattr(backend, table, {}).items():
                     if isinstance(value, Secret):
                         yield f"backends[{index}].{table}.{name}", value
+            auth = getattr(backend, "auth", None)
+            for name in ("secret", "client_secret"):
+                if isinstance(getattr(auth, name, None), Secret):
+                    yield f"backends[{index}].auth.{name}", getattr(auth, name)
 
     def secret_values(self) -> dict[str, str]:
         """Every secret value this config resolved, by the name the redactor shows in its place: the

@@ -40,7 +40,8 @@ class Carrier:
 
 
 VARIABLE: Final = Carrier("an environment variable", re.compile("\x00"))  # a line break may: a PEM key
-HEADER: Final = Carrier("an HTTP header", re.compile("[\x00-\x08\x0a-\x1f\x7f]"))  # a tab may
+# a tab may; the HTTP clients write a header's value as ASCII (httpx raises on any other character)
+HEADER: Final = Carrier("an HTTP header", re.compile("[^\t\x20-\x7e]"))
 
 
 class SecretSource(enum.StrEnum):
@@ -127,10 +128,19 @@ def resolve_secret(
         value = _read(secret.where, path, key, problems)
         resolved = Secret(SecretSource.FILE, secret.where, value=value, path=path)
     if value is not None and carrier.refused.search(value):
-        reason = "a NUL character" if "\0" in value else "a line break or a control character"
+        reason = _what_it_holds(value)
         problems.append((key, f"{resolved.name} holds {reason}, which {carrier.name} cannot carry"))
         return attrs.evolve(resolved, value=None)
     return resolved
+
+
+def _what_it_holds(value: str) -> str:
+    """What makes a value unfit for its carrier, as its load problem says it."""
+    if "\0" in value:
+        return "a NUL character"
+    if any((char < " " and char != "\t") or char == "\x7f" for char in value):
+        return "a line break or a control character"
+    return "a character outside ASCII"
 
 
 def _read(written: str, path: Path, key: str, problems: list[Problem]) -> str | None:

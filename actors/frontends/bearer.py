@@ -129,7 +129,7 @@ class BearerRules:
         if scheme.lower() != "bearer" or not token.strip():
             raise Refused(401, "a bearer token is required (Authorization: Bearer ...)", self.challenge())
         try:
-            principal = await self.verifier.principal_of(token.strip())
+            principal = (await self.verifier.principal_of(token.strip())).bearing(token.strip())
         except TokenRefusedError as exc:
             raise Refused(401, f"invalid bearer token: {exc}", self.challenge("invalid_token")) from None
         required = frozenset(self.oauth.required_scopes) if self.oauth else frozenset()

@@ -30,6 +30,7 @@ from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_r
 from actors.frontends.proxy_protocol import Peer
 from actors.policy import Caller, caller_of
 from actors.protocol.codec import clip
+from actors.protocol.on_behalf import OnBehalf, on_behalf
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -139,12 +140,19 @@ class WebSocketListener(Listener[WebSocketSettings]):
                 logger.info("connected from {} (subprotocol {})", peer, subprotocol or "none")
                 caller = caller_of(principal, address, "websocket")
                 transport = WebSocketTransport(connection, send_timeout, stream)
-                await self._serve(session_id, transport, principal, caller)
+                token = principal.token if principal is not None else None
+                carried = on_behalf(token, headers, self.session_settings.forward_headers)
+                await self._serve(session_id, transport, principal, caller, carried)
         finally:
             admission.close_session(client)
 
     async def _serve(
-        self, session_id: str, transport: WebSocketTransport, principal: Principal | None, caller: Caller
+        self,
+        session_id: str,
+        transport: WebSocketTransport,
+        principal: Principal | None,
+        caller: Caller,
+        carried: OnBehalf | None = None,
     ) -> None:
         bearer = self.endpoint.admission.bearer
         settings = self.session_settings
@@ -158,6 +166,7 @@ class WebSocketListener(Listener[WebSocketSettings]):
             settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
             subject=principal.subject if principal else None,
             caller=caller,
+            on_behalf=carried,  # its handshake's token and forwardable headers, for every call
             expires_at=math.inf if expires is None else trio.current_time() + (expires - time.time()),
         )
         self._sessions[session] = transport

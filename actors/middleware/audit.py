@@ -41,10 +41,14 @@ import trio
 from loguru import logger
 
 from actors.config import AuditSettings
+from actors.middleware import exchange_audit
+from actors.middleware.audit_names import NAME_BYTES as NAME_BYTES
+from actors.middleware.audit_names import cap_name, prefix, redacted_names
 from actors.middleware.base import CallOutcome, Middleware, ToolCall
+from actors.middleware.exchange_audit import ExchangeRecord, TokenRequestRow, exchange_record
 from actors.protocol.errors import GatewayStartError
 from actors.runtime.log import escape_controls, escape_json_controls
-from actors.runtime.redact import REDACTOR, redact
+from actors.runtime.redact import redact
 
 if TYPE_CHECKING:
     from actors.middleware.audit_postgres import PostgresAuditStore
@@ -52,7 +56,6 @@ if TYPE_CHECKING:
 QUEUE_SIZE: Final = 10_000  # records waiting for the writer before calls wait for it
 BATCH_SIZE: Final = 500  # records per transaction
 FLUSH_AT_SHUTDOWN_S: Final = 5.0
-NAME_BYTES: Final = 256  # session, subject, client, backend and tool names as stored: a name, not a payload
 FILE_MODE: Final = 0o600  # the records name who called what: the gateway's user only
 FOLDER_MODE: Final = 0o700
 SCHEMA: Final = """
@@ -112,34 +115,11 @@ def _size(value: Any) -> int:
     return 0 if value is None else len(orjson.dumps(value))
 
 
-def _prefix(data: bytes, limit: int) -> str:
-    """The longest whole-character UTF-8 prefix of `data` of at most `limit` bytes."""
-    return data[:limit].decode("utf-8", "ignore")
-
-
-def cap_name(value: object, limit: int = NAME_BYTES) -> tuple[str | None, bool]:
-    """A name as stored: control characters escaped, at most `limit` bytes; and whether it was cut. The
-    caller has redacted it (`redacted_names`)."""
-    if value is None:
-        return None, False
-    raw = str(value).encode("utf-8", "backslashreplace")
-    text = escape_controls(_prefix(raw, limit))
-    stored = _prefix(text.encode(), limit)
-    return stored, len(raw) > limit or len(stored) < len(text)
-
-
-def redacted_names(*values: object) -> list[str | None]:
-    """Names as the audit stores them, redacted (runtime/redact.py) in one pass; None stays None."""
-    texts = [str(value) for value in values if value is not None]
-    clean = iter(REDACTOR.redact_all(texts))
-    return [None if value is None else next(clean) for value in values]
-
-
 def cap_arguments(raw: bytes, limit: int) -> tuple[str, bool]:
     """Arguments (as JSON) as stored: control characters JSON-escaped, at most `limit` bytes; and whether
     they were cut (then the text is no longer whole JSON; argument_bytes still says the full size)."""
-    text = escape_json_controls(_prefix(raw, limit))
-    stored = _prefix(text.encode(), limit)
+    text = escape_json_controls(prefix(raw, limit))
+    stored = prefix(text.encode(), limit)
     return stored, len(raw) > limit or len(stored) < len(text)
 
 
@@ -186,6 +166,14 @@ def make_record(
     )
 
 
+def split_records(records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """The records of the calls table and those of the token_requests table (exchange_audit.py)."""
+    exchanges = [record for record in records if type(record) is ExchangeRecord]
+    if not exchanges:
+        return records, []
+    return [record for record in records if type(record) is not ExchangeRecord], exchanges
+
+
 def _timestamp(iso: str) -> float:
     return datetime.datetime.fromisoformat(iso).timestamp()
 
@@ -220,6 +208,7 @@ class AuditStore:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
+        self._db.execute(exchange_audit.SQLITE_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
         for column, definition in ADDED_COLUMNS.items():
             if column not in columns:  # a file from before the column was added
@@ -244,9 +233,11 @@ class AuditStore:
         if self._too_old():
             self.rotate("age")
         assert self._db is not None
+        calls, exchanges = split_records(records)
         with self._db:  # one transaction per batch
             self._db.execute("BEGIN")
-            self._db.executemany(INSERT, records)
+            self._db.executemany(INSERT, calls)
+            self._db.executemany(exchange_audit.SQLITE_INSERT, exchanges)
         if self._first_at is None and records:
             self._first_at = _timestamp(records[0][0])
         if self.settings.path.stat().st_size > self.settings.max_bytes:
@@ -295,7 +286,8 @@ def _span(path: Path) -> str:
 @attrs.define
 class AuditMiddleware(Middleware):
     """Owns: the audit file (through its store) and the queue of records not yet written.
-    Receives: every finished tools/call from the sessions (after_call).
+    Receives: every finished tools/call from the sessions (after_call); every request of a backend's token
+        broker to its token endpoint (token_requested).
     Stops when: cancelled at shutdown, after writing what is queued."""
 
     settings: AuditSettings
@@ -317,6 +309,10 @@ class AuditMiddleware(Middleware):
         record = make_record(call, outcome, settings.include_arguments, settings.max_argument_bytes)
         await self._queue.send(record)
         return outcome
+
+    async def token_requested(self, row: TokenRequestRow) -> None:
+        """A token broker's request to a token endpoint, as a row of the token_requests table."""
+        await self._queue.send(exchange_record(row))
 
     async def open(self) -> None:
         try:

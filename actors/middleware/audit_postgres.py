@@ -1,8 +1,9 @@
 """The audit's PostgreSQL sink ([audit] postgres_url_env): the same records as the SQLite file, in a `calls`
-table of the database the URL names, through psycopg's synchronous API in a worker thread (its async API
-does not run under Trio). The table is created when missing; retention is the database's business, so
-nothing is rotated here. The URL may hold a password: it is never logged (the log says host and database).
-Needs the extra `audit-postgres` (psycopg); imported only when the table names a database.
+table (and `token_requests`, exchange_audit.py) of the database the URL names, through psycopg's
+synchronous API in a worker thread (its async API does not run under Trio). The tables are created when
+missing; retention is the database's business, so nothing is rotated here. The URL may hold a password:
+it is never logged (the log says host and database). Needs the extra `audit-postgres` (psycopg); imported
+only when the table names a database.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from actors.config import AuditSettings
+from actors.middleware import exchange_audit
 
 if TYPE_CHECKING:
     import psycopg
@@ -92,6 +94,7 @@ class PostgresAuditStore:
         self._db.execute(SCHEMA)
         for column in ADDED_COLUMNS:
             self._db.execute(f"ALTER TABLE calls ADD COLUMN IF NOT EXISTS {column}")
+        self._db.execute(exchange_audit.POSTGRES_SCHEMA)
 
     def write(self, records: list[tuple[Any, ...]]) -> None:
         if self._db is None or self._db.closed:
@@ -99,9 +102,14 @@ class PostgresAuditStore:
         assert self._db is not None
         import psycopg
 
+        exchanges = [record for record in records if type(record) is exchange_audit.ExchangeRecord]
+        calls = [record for record in records if type(record) is not exchange_audit.ExchangeRecord]
         try:
             with self._db.transaction(), self._db.cursor() as cursor:
-                cursor.executemany(INSERT, records)
+                if calls:
+                    cursor.executemany(INSERT, calls)
+                if exchanges:
+                    cursor.executemany(exchange_audit.POSTGRES_INSERT, exchanges)
         except psycopg.OperationalError:
             self.close()  # the connection is gone: the next batch opens a new one
             raise

@@ -11,6 +11,7 @@ import trio
 
 from actors.protocol.eras import ModernEnvelope
 from actors.protocol.messages import Message, Notification, RequestId, RpcError
+from actors.protocol.on_behalf import OnBehalf
 
 _call_ids = itertools.count(1)
 
@@ -83,6 +84,8 @@ class Call:
     input_responses: dict[str, Any] | None = attrs.field(default=None, repr=False)
     # its hop's CLIENT span (telemetry/tracing.py CallSpan) when tracing is on: ended with its one answer
     span: Any = attrs.field(default=None, repr=False)
+    # what it carries for its backend's credentials: its caller's token, the client's forwardable headers
+    on_behalf: OnBehalf | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True, eq=False)

@@ -41,6 +41,7 @@ from actors.protocol.messages import (
     Response,
     RpcError,
 )
+from actors.protocol.on_behalf import OnBehalf
 from actors.runtime.channels import put, receiver_idle
 from actors.runtime.log import RateLimiter
 from actors.runtime.watch import Watch
@@ -120,6 +121,9 @@ class Dispatcher:
     _trace_peer: Peer | None = None  # what its SERVER spans say of its client, once tracing asks
     # an HTTP transport's: the traceparent header of the POST that carried a request (its span links to it)
     http_context: Callable[[RequestId], str | None] | None = None
+    # what its calls carry for backends' credentials: the connection's, and an HTTP transport's per request
+    on_behalf: OnBehalf | None = None
+    on_behalf_of: Callable[[RequestId], OnBehalf | None] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.asks is None or self.asks_to is None:
@@ -140,6 +144,8 @@ class Dispatcher:
             subject=self.subject,
             bound=self.bound,
             tracing=self.settings.tracing,
+            on_behalf=self.on_behalf,
+            on_behalf_of=self.on_behalf_of,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

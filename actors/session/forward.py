@@ -9,6 +9,7 @@ backend's connection sweeps the timeout, and a client's cancel reaches the backe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -21,6 +22,7 @@ from actors.protocol.eras import ModernEnvelope
 from actors.protocol.errors import BACKEND_UNAVAILABLE, rpc_error, timed_out, unavailable
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
 from actors.protocol.modern_results import legacy_result
+from actors.protocol.on_behalf import OnBehalf
 from actors.protocol.trace_context import CALLS_THAT_ASK, with_trace
 from actors.runtime.watch import Watch
 from actors.session.backend_commands import BackendCommands
@@ -65,6 +67,10 @@ class Forwarder:
     subject: str | None = None  # the client's token subject: a parked call's principal
     bound: str | None = None  # the session the states handed out are good in (None: a stateless request)
     tracing: Tracing | None = None  # each hop's CLIENT span, when tracing is on
+    # what its calls carry for backends' credentials (the caller's token, forwardable headers): the
+    # request's own (an HTTP POST's, by the client's request id), else the connection's
+    on_behalf: OnBehalf | None = None
+    on_behalf_of: Callable[[RequestId], OnBehalf | None] | None = None
 
     def call_for(
         self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None
@@ -74,12 +80,13 @@ class Forwarder:
         token, call_id = progress_token(forward.params), next_call_id()
         modern = entry.modern if entry is not None else None
         notify_to = self.outbox if token is not None else None
+        carried = self._carried(entry)
         if modern is None:
             reply: ReplySlot = reply_to  # type: ignore[assignment]  # an InFlight is a reply-to too
             params, trace, span = self._params(forward, call_id, token, entry)
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope, from_legacy=True, trace=trace, span=span,
+                self.envelope, from_legacy=True, trace=trace, span=span, on_behalf=carried,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
@@ -93,13 +100,21 @@ class Forwarder:
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
             input_responses=modern.responses if modern.state is None and modern.responses else None,
-            span=span,
+            span=span, on_behalf=carried,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id, bridged.tracing = forward.backend, call_id, self.tracing
             if entry is not None:
                 entry.bridge = bridged
         return call
+
+    def _carried(self, entry: InFlight | None) -> OnBehalf | None:
+        """What a call carries on its caller's behalf: its request's (an HTTP POST's), else the session's."""
+        if self.on_behalf_of is not None and entry is not None:
+            found = self.on_behalf_of(entry.request_id)
+            if found is not None:
+                return found
+        return self.on_behalf
 
     def _params(
         self, forward: Forward, call_id: int, token: RequestId | None, entry: InFlight | None

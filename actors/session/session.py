@@ -24,6 +24,7 @@ from actors.protocol import codec
 from actors.protocol.envelopes import Mail
 from actors.protocol.errors import INTERNAL_ERROR
 from actors.protocol.messages import Encoded, Message, RpcError
+from actors.protocol.on_behalf import OnBehalf
 from actors.runtime.watch import Watch
 from actors.session.client_asks import PLAIN_ASK_IDS, AskIds
 from actors.session.dispatcher import Dispatcher
@@ -52,6 +53,7 @@ class Session:
     subject: str | None = None  # the bearer token's subject, when the frontend checks tokens
     expires_at: float = math.inf  # when its token expires (trio's clock): it then ends as a client's close
     caller: Caller = STDIO_CALLER  # who asks, for [policy] and [limits]
+    on_behalf: OnBehalf | None = None  # what its calls carry for backends' credentials (its token...)
     ask_ids: AskIds = PLAIN_ASK_IDS  # the ids its client sees on backends' requests (sealed in a fleet)
     done: trio.Event = attrs.field(factory=trio.Event)
     crashed: bool = False  # set by run_temporary when it caught a crash (the stdio frontend exits non-zero)
@@ -98,6 +100,8 @@ class Session:
                         on_ready=self._initialized,
                         ask_ids=self.ask_ids,
                         http_context=getattr(self.transport, "http_context", None),
+                        on_behalf=self.on_behalf,
+                        on_behalf_of=getattr(self.transport, "on_behalf_of", None),
                     )
                     self._dispatcher = dispatcher
                     await nursery.start(dispatcher.run)

@@ -64,3 +64,6 @@ class SessionSettings:
     limiter: Limiter | None = None  # the gateway's [limits]: buckets per caller, not per session
     tracing: Tracing | None = None  # the gateway's traces, when on (telemetry/tracing.py)
     destructive: DestructiveTools = attrs.field(factory=DestructiveTools)  # approve_destructive's look-up
+    # the client headers some backend's forward_headers names (lower-case): what a frontend keeps of a
+    # request for its calls (protocol/on_behalf.py); nothing else of a client's headers goes further
+    forward_headers: frozenset[str] = frozenset()

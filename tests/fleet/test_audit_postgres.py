@@ -3,6 +3,7 @@ one row per tools/call round, as in the SQLite file; the URL never logged."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -13,6 +14,12 @@ from loguru import logger
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, backend_entry, running, with_http, write_config
+
+from actors.config import AuditSettings
+from actors.middleware.audit import make_record
+from actors.middleware.audit_postgres import PostgresAuditStore
+from actors.middleware.base import CallOutcome, ClientInfo, ToolCall
+from actors.middleware.exchange_audit import TokenRequestRow, exchange_record
 
 
 async def test_audit_records_land_in_postgresql_and_its_url_is_never_logged(
@@ -46,3 +53,31 @@ async def test_audit_records_land_in_postgresql_and_its_url_is_never_logged(
         ("rpc_error", "error", None, "error_code"),
         ("echo", "ok", None, None),
     ]
+
+
+def test_token_requests_land_in_their_own_postgresql_table_beside_the_calls(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    store = PostgresAuditStore(AuditSettings(path=tmp_path / "unused", postgres_url=postgres_server.url))
+    call = ToolCall(ClientInfo("http-1", "alice", "c"), "whoami", "tickets", "whoami", {}, time.time())
+    row = TokenRequestRow(
+        at=time.time(),
+        backend="tickets",
+        grant_type="token_exchange",
+        issuer="https://idp.example",
+        subject="alice",
+        target="tickets-mcp",
+        cause="first",
+        outcome="ok",
+        status=200,
+        duration_s=0.02,
+        lifetime_s=270.0,
+    )
+    store.write([exchange_record(row), make_record(call, CallOutcome(result={}, duration_s=0.01), False)])
+    store.close()
+    with psycopg.connect(postgres_server.url) as db:
+        calls = db.execute("SELECT tool FROM calls WHERE backend = 'tickets'").fetchall()
+        columns = "backend, grant_type, subject, outcome, status, duration_ms, lifetime_s"
+        requests = db.execute(f"SELECT {columns} FROM token_requests").fetchall()
+    assert calls == [("whoami",)]
+    assert requests == [("tickets", "token_exchange", "alice", "ok", 200, 20.0, 270.0)]

@@ -117,6 +117,13 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     assert trust["tools_list"]["pin"]["cpu_ms"] > 0 and trust["tools_list"]["off"]["cpu_ms"] > 0
     assert {level["errors"] for level in trust["levels"].values()} == {0}
     assert trust["ledger"]["first_sight_500_ms"] > 0 and "trust: tools/list of 500 tools" in done.stdout
+    auth = scenarios["auth"]["levels"]
+    assert list(auth) == ["1", "8", "32"] and not any(level["errors"] for level in auth.values())
+    assert all(
+        level["static_cpu_us_per_call"] > 0 and level["exchanged_cpu_us_per_call"] > 0
+        for level in auth.values()
+    )
+    assert "with a cached exchanged token" in done.stdout
     guard = {entry["target"]: entry for entry in report["guard"]}
     assert len(guard) == 8 and "targets of issues #27 and #28" in done.stdout
     rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))

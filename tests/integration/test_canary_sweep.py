@@ -4,7 +4,9 @@ text is searched for each canary: zero hits.
 
 Sources: a backend's env secret from the gateway's environment (`{ env }`), from a file (`{ file }`) and
 written in the config (`{ value }`); a remote backend's header secret; the admin listener's token; the OTLP
-exporter's header variable. Two stdio backends get the env secrets and misbehave with them: they print them
+exporter's header variable; a token the gateway's token broker was granted at run time (minted: the test's
+token service grants the canary itself to a client_credentials backend, whose server quotes it back in an
+error). Two stdio backends get the env secrets and misbehave with them: they print them
 to stderr (as ERROR lines, the ones the status page keeps), put them in a result, an isError result, a
 JSON-RPC error and a log notification, and one crashes with them in its last stderr lines while
 expose_backend_stderr shows those to clients. The client also sends one in a call's arguments.
@@ -16,8 +18,6 @@ the gateway and every process under it, and every error text the client got.
 Markers (`[REDACTED:env:...]`) must show up where the canaries were headed: a sweep that finds nothing
 because nothing leaked towards the sinks proves nothing.
 
-Hook for the outbound auth piece (issue #35's token broker): a token it mints for a backend is a canary too;
-add it to `canaries()` (its source "minted") and assert it in SINKS like the others.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from otlp_receiver import Receiver, otlp_receiver
 from recording_backend import Recorded, recording_backend
+from sts_fixture import CLIENT_ID, CLIENT_SECRET, Sts, security_token_service
 from support import DEADLINE_S, ROOT, TEST_BACKEND, stop_process, toml_value
 
 from actors.backends import descendants
@@ -58,15 +59,21 @@ MARKERS: Final = {
     "file": marker("file:canary.txt").encode(),
     "literal": marker("value:backends[").encode().removesuffix(b"]"),
 }
+# What stands in for a remote backend's credential its server quotes back in an error: the header secret, and
+# the token minted for the other one (known to the redactor as it was granted, by no shape)
+QUOTED: Final = {
+    "header": marker("env:GW_CANARY_HEADER").encode(),
+    "minted": marker("token:minted").encode(),
+}
 
 
 def canaries() -> dict[str, str]:
     """A unique value per secret source (each long enough for the redactor, and in no other text)."""
-    sources = ("env", "file", "literal", "header", "admin", "otlp")  # the auth piece adds "minted"
+    sources = ("env", "file", "literal", "header", "admin", "otlp", "minted")
     return {source: f"canary-{source}-{secrets.token_hex(12)}" for source in sources}
 
 
-def config(folder: Path, canary: dict[str, str], web: str, receiver: Receiver) -> Path:
+def config(folder: Path, canary: dict[str, str], web: str, minted: str, receiver: Receiver, sts: Sts) -> Path:
     (folder / "canary.txt").write_text(canary["file"] + "\n")
     (folder / "canary.txt").chmod(0o600)
     env = {
@@ -95,6 +102,10 @@ def config(folder: Path, canary: dict[str, str], web: str, receiver: Receiver) -
         'name = "web"',
         f'url = "http://{web}/mcp"',
         'headers = { Authorization = { env = "GW_CANARY_HEADER" } }',
+        "[[backends]]",
+        'name = "minted"',
+        f'url = "http://{minted}/mcp"',
+        f"auth = {toml_value(minted_auth(sts))}",
         "[http]",
         "port = 0",
         "[admin]",
@@ -110,6 +121,19 @@ def config(folder: Path, canary: dict[str, str], web: str, receiver: Receiver) -
     path = folder / "gateway.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def minted_auth(sts: Sts) -> dict[str, Any]:
+    """The gateway's own token from the test's token service, in a header the bearer shape does not match:
+    only the redactor's knowledge of what it minted can take it out."""
+    secret = {"env": "GW_STS_SECRET"}
+    return {
+        "kind": "client_credentials",
+        "token_url": sts.url,
+        "client_id": CLIENT_ID,
+        "client_secret": secret,
+        "format": "Token {token}",
+    }
 
 
 @attrs.define
@@ -203,6 +227,8 @@ async def drive(client: Client) -> list[str]:
         for how in ("result", "tool_error", "error", "stderr", "log")
     ]
     assert (await client.call_tool("seen_by_web", {})).content[0].text == "web was called"  # type: ignore[union-attr]
+    texts.append(await refused(client, "leak_auth_web", {}))  # its server quotes its header secret
+    texts.append(await refused(client, "leak_auth_minted", {}))  # and the token minted for it
     return texts
 
 
@@ -222,7 +248,8 @@ def cmdlines(pid: int) -> list[bytes]:
 
 def audit_rows(path: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as db:
-        return db.execute("SELECT * FROM calls").fetchall()
+        calls = db.execute("SELECT * FROM calls").fetchall()
+        return [*calls, *db.execute("SELECT * FROM token_requests").fetchall()]
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
@@ -234,13 +261,19 @@ async def test_no_canary_reaches_any_sink(tmp_path: Path, log_format: str) -> No
         "GW_ADMIN_TOKEN": canary["admin"],
         "OTEL_EXPORTER_OTLP_HEADERS": f"x-canary={canary['otlp']}",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "GW_STS_SECRET": CLIENT_SECRET,
     }
     sinks: dict[str, list[bytes]] = {}
     client_texts: list[str] = []
     web_seen = Recorded()
     with otlp_receiver() as receiver:
-        async with recording_backend("web") as (web, web_seen):
-            path = config(tmp_path, canary, web, receiver)
+        async with (
+            security_token_service() as sts,
+            recording_backend("web") as (web, web_seen),
+            recording_backend("minted") as (minted, minted_seen),
+        ):
+            sts.opaque, sts.expires_in = canary["minted"], 3600  # the token it grants is the canary
+            path = config(tmp_path, canary, web, minted, receiver, sts)
             async with gateway(path, log_format, env) as running:
                 admin = Admin(running.urls["admin"], canary["admin"])
                 with trio.fail_after(DEADLINE_S * 2):
@@ -274,6 +307,8 @@ async def test_no_canary_reaches_any_sink(tmp_path: Path, log_format: str) -> No
 
     # The canaries went where the sinks are, and were taken out there, not just never sent.
     assert any(canary["header"] == headers.get("authorization") for headers in web_seen.headers)
+    assert any(f"Token {canary['minted']}" == headers.get("authorization") for headers in minted_seen.headers)
+    assert all(any(each in text for text in sinks["client errors"]) for each in QUOTED.values())
     log_text = sinks["log file"][0]
     assert all(each in log_text for each in MARKERS.values())
     assert all(each in sinks["/status"][0] for each in MARKERS.values())

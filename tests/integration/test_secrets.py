@@ -17,8 +17,8 @@ from support import (
     Notifications,
     backend_entry,
     captured_logs,
+    listed_again,
     running,
-    tool_names,
     with_http,
     write_config,
 )
@@ -45,14 +45,6 @@ async def structured(client: Client, tool: str, arguments: dict[str, Any] | None
     result = await client.call_tool(tool, arguments or {})
     assert not result.is_error, result
     return result.structured_content
-
-
-async def listed_again(client: Client, notifications: Notifications, seen: int, tool: str) -> None:
-    """tools/list after each list_changed until `tool` is back (its backend restarted and ready)."""
-    with trio.fail_after(DEADLINE_S):
-        while tool not in await tool_names(client):
-            seen += 1
-            await notifications.wait_for("notifications/tools/list_changed", seen)
 
 
 async def test_a_stdio_backend_gets_its_secrets_in_its_environment_and_never_its_command_line(

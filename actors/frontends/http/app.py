@@ -62,6 +62,7 @@ from actors.protocol import codec
 from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
+from actors.protocol.on_behalf import OnBehalf, on_behalf
 
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
 _POST: Final = [(b"allow", b"POST")]
@@ -160,6 +161,11 @@ class HttpApp:
             retry = [(b"retry-after", str(retry_s).encode())]
             raise Refused(429, f"too many requests from this client; retry in {retry_s} s", retry)
 
+    def _on_behalf(self, principal: Principal | None, headers: dict[str, str]) -> OnBehalf | None:
+        """What a POST's calls carry for backends' credentials: its token, its forwardable headers."""
+        names = self.sessions.session_settings.forward_headers
+        return on_behalf(principal.token if principal is not None else None, headers, names)
+
     def _serves_metadata(self, path: str) -> bool:
         """RFC 9728 metadata is served when the listener checks tokens from issuers."""
         bearer = self.admission.bearer
@@ -227,6 +233,7 @@ class HttpApp:
                     await respond(send, 400, error_body(None, reason, INVALID_REQUEST), JSON_HEADERS)
                     return
                 stream.traceparent = headers.get("traceparent")  # what its span links to, when traced
+                stream.on_behalf = self._on_behalf(principal, headers)  # what its calls carry for backends
                 try:
                     await _deliver(entry, body)
                 except Refused:

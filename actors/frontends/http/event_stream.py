@@ -18,6 +18,7 @@ from loguru import logger
 from actors.framing.transport import UnreadLedger
 from actors.protocol.codec import compact
 from actors.protocol.messages import RequestId
+from actors.protocol.on_behalf import OnBehalf
 
 REPLAY_EVENTS: Final = 256  # events kept per stream for a client that reconnects with Last-Event-ID
 
@@ -124,7 +125,7 @@ class EventStream:
 
 
 class RequestStream(EventStream):
-    __slots__ = ("progress_token", "request_id", "traceparent")
+    __slots__ = ("on_behalf", "progress_token", "request_id", "traceparent")
 
     def __init__(
         self, key: str, request_id: RequestId, progress_token: RequestId | None, tally: Tally | None = None
@@ -133,3 +134,4 @@ class RequestStream(EventStream):
         self.request_id = request_id
         self.progress_token = progress_token
         self.traceparent: str | None = None  # the POST's own trace context header, as sent
+        self.on_behalf: OnBehalf | None = None  # the POST's token and forwardable headers, for its calls

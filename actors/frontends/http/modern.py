@@ -34,6 +34,7 @@ from actors.protocol.codec import clip
 from actors.protocol.eras import http_status
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import Message, Request
+from actors.protocol.on_behalf import on_behalf
 from actors.session.discover import undeclared
 from actors.session.session import Session
 
@@ -90,6 +91,8 @@ class ModernPosts:
                 await release(states, message)  # 429, 503: the retry it is told to make is served
             raise RequestRefused(refused, message.id) from None
         transport.traceparent = headers.get("traceparent")
+        names = self.sessions.session_settings.forward_headers
+        transport.on_behalf = on_behalf(client[0].token if client[0] is not None else None, headers, names)
         with logger.contextualize(session=session.id):
             logger.debug("modern {} (request {})", clip(message.method), clip(repr(message.id)))
             await self._answer(session, transport, receive, send)

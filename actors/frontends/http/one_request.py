@@ -20,6 +20,7 @@ from loguru import logger
 from actors.frontends.http.transport import EventStream, FilingTransport
 from actors.protocol.codec import clip
 from actors.protocol.messages import RequestId
+from actors.protocol.on_behalf import OnBehalf
 
 INBOUND_SIZE: Final = 2  # the request, and a cancel of it
 
@@ -37,6 +38,7 @@ class OneRequestTransport(FilingTransport):
         self.stream = EventStream("m")
         self.error_code: int | None = None  # the answer's, when it is an error
         self.traceparent: str | None = None  # the POST's own trace context header, as sent
+        self.on_behalf: OnBehalf | None = None  # the POST's token and forwardable headers, for its calls
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes](INBOUND_SIZE)
         self._inbound_send.send_nowait(frame)
 
@@ -57,6 +59,10 @@ class OneRequestTransport(FilingTransport):
     def http_context(self, request_id: RequestId) -> str | None:
         """The traceparent header of the POST (its request's span links to it)."""
         return self.traceparent if request_id == self.request_id else None
+
+    def on_behalf_of(self, request_id: RequestId) -> OnBehalf | None:
+        """What the POST gives its request's calls: its token, its forwardable headers."""
+        return self.on_behalf if request_id == self.request_id else None
 
     def give_up(self, reason: str) -> None:
         """The client closed the response before the answer: the session hears the request cancelled, and

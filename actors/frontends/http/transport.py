@@ -42,6 +42,7 @@ from actors.frontends.http.event_stream import Tally
 from actors.frontends.http.request_cut import RequestCut, current_request
 from actors.protocol.codec import is_id
 from actors.protocol.messages import RequestId
+from actors.protocol.on_behalf import OnBehalf
 
 INBOUND_SIZE: Final = 16  # POSTed messages queued before a POST waits for the session's reader
 STANDALONE: Final = "s"  # the key of the standalone (GET) stream
@@ -167,6 +168,11 @@ class HttpSessionTransport(FilingTransport):
         """The traceparent header of the POST that carried `request_id` (its span links to it)."""
         stream = self._requests.get(_id_key(request_id))
         return stream.traceparent if stream is not None else None
+
+    def on_behalf_of(self, request_id: RequestId) -> OnBehalf | None:
+        """What the POST that carried `request_id` gives its calls: its token, its forwardable headers."""
+        stream = self._requests.get(_id_key(request_id))
+        return stream.on_behalf if stream is not None else None
 
     def forget(self, stream: EventStream) -> None:
         """Nobody will read `stream` again; an answer that still comes for it is dropped."""
