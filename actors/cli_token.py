@@ -16,8 +16,6 @@ import warnings
 from pathlib import Path
 from typing import Any, Final
 
-import jwt
-
 from actors.config.errors import ConfigError, ConfigProblem, Problem
 from actors.config.listener_schema import AuthTable
 from actors.config.load import load_auth_tables
@@ -101,6 +99,8 @@ def make_token(
         )
     with warnings.catch_warnings():  # said once above, in the operator's terms
         warnings.simplefilter("ignore")
+        import jwt  # here: the other commands start without it
+
         return jwt.encode(claims, auth.key, algorithm="HS256")
 
 

@@ -22,16 +22,15 @@ given back however the run ends.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 from loguru import logger
 
-from actors.admin.service import Admin
-from actors.admin.status import FrontendInfo
 from actors.backend_actors import backend_actor, restart_policy
 from actors.backends.list_news import ListNews
 from actors.catalog import Catalog, CatalogEvent, CatalogView
@@ -39,11 +38,9 @@ from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
-from actors.frontends.http.listener import HttpListener
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
-from actors.frontends.websocket import WebSocketListener
 from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
@@ -94,13 +91,29 @@ LISTENER_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=5, window
 MIDDLEWARE_POLICY: Final = RestartPolicy(Restart.PERMANENT, max_restarts=2**62, backoff_max_s=30.0)
 STDIO_POLICY: Final = RestartPolicy(Restart.TEMPORARY)  # its client is gone: nobody to restart it for
 if TYPE_CHECKING:
+    from actors.admin.service import Admin
+    from actors.admin.status import FrontendInfo
     from actors.fleet.fleet import Fleet
+    from actors.frontends.http.listener import HttpListener
+    from actors.frontends.websocket import WebSocketListener
 
-# Every kind of network listener, in the order they start and are named in the log; a new kind is a new
-# Listener module and an entry here.
-LISTENER_KINDS: Final[tuple[type[Listener[Any]], ...]] = (WebSocketListener, HttpListener)
+# Every kind of network listener, by its config table, in the order they start and are named in the log; a
+# new kind is a new Listener module and an entry here. Each is imported only when its table is in the config
+# (trio-websocket, hypercorn), as the admin listener is (prometheus-client): an editor's stdio gateway starts
+# without them.
+LISTENER_KINDS: Final = (
+    ("websocket", "actors.frontends.websocket", "WebSocketListener"),
+    ("http", "actors.frontends.http.listener", "HttpListener"),
+)
 
-ListenerT = TypeVar("ListenerT", bound=Listener[Any])
+
+def listener_kinds(config: Config) -> list[type[Listener[Any]]]:
+    """The Listener classes of the tables `config` has, in LISTENER_KINDS' order."""
+    return [
+        getattr(importlib.import_module(module), name)
+        for table, module, name in LISTENER_KINDS
+        if getattr(config, table) is not None
+    ]
 
 
 @attrs.define
@@ -150,11 +163,11 @@ class Gateway:
 
     @property
     def listener(self) -> WebSocketListener | None:
-        return self._listener_of(WebSocketListener)
+        return self._listener_of("websocket")  # type: ignore[return-value]
 
     @property
     def http_listener(self) -> HttpListener | None:
-        return self._listener_of(HttpListener)
+        return self._listener_of("http")  # type: ignore[return-value]
 
     @property
     def websocket_url(self) -> str | None:
@@ -303,7 +316,7 @@ class Gateway:
     async def _bind_listeners(self, catalog: Watch[CatalogView]) -> None:
         self.listeners = [
             kind(settings, catalog, self.session_settings(kind.TABLE))
-            for kind in LISTENER_KINDS
+            for kind in listener_kinds(self.config)
             if (settings := kind.settings_in(self.config)) is not None
         ]
         for listener in self.listeners:
@@ -317,6 +330,8 @@ class Gateway:
         editors' gateways on one config all serve, and the first holds the admin port."""
         if self.config.admin is None:
             return
+        from actors.admin.service import Admin  # prometheus-client and the page: only with [admin]
+
         admin = Admin.of(self.config, self.config.admin, self.meters, catalog, self.frontends, self.trust)
         try:
             await admin.bind()
@@ -330,6 +345,8 @@ class Gateway:
 
     def frontends(self) -> list[FrontendInfo]:
         """Each frontend now, with its open sessions (for the admin listener)."""
+        from actors.admin.status import FrontendInfo
+
         stdio = tuple(session.id for session in self._sessions)
         network = [
             FrontendInfo(
@@ -383,8 +400,8 @@ class Gateway:
         finally:
             self._backends_stopped.set()
 
-    def _listener_of(self, kind: type[ListenerT]) -> ListenerT | None:
-        return next((listener for listener in self.listeners if isinstance(listener, kind)), None)
+    def _listener_of(self, table: str) -> Listener[Any] | None:
+        return next((listener for listener in self.listeners if table == listener.TABLE), None)
 
     async def _frontends(
         self, catalog: Watch[CatalogView], stdio: bool, *, task_status: trio.TaskStatus[None]
