@@ -1,10 +1,11 @@
-"""Installing as a package: the wheel alone (no extras), in a fresh venv, runs `mcp-gateway`, imports every
-module of `actors` and checks configs with each kind of backend; the default configs, copied where the
-systemd recipe puts them, check and serve the demo backends (shipped in the wheel) from another folder;
-config/stdio.toml, the editors' config, has the default backends and no listener.
+"""Installing: a fresh clone's `scripts/bootstrap serve` installs what serving needs and says so; the wheel
+alone (no extras), in that venv, runs `mcp-gateway`, imports every module of `actors` and checks configs
+with each kind of backend; the default configs, copied where the systemd recipe puts them, check and serve
+the demo backends (shipped in the wheel) from another folder; config/stdio.toml, the editors' config, has
+the default backends and no listener.
 
-The wheel tests are marked `slow` (about 20 s: a wheel build and an install of the runtime dependencies,
-from pip's cache once it is warm); they run by default, and `-m "not slow"` leaves them out."""
+The install tests are marked `slow` (about 25 s: an install of the runtime dependencies, from pip's cache
+once it is warm, and a wheel build); they run by default, and `-m "not slow"` leaves them out."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Final
 
+import attrs
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
@@ -65,25 +66,47 @@ def run(args: list[str | Path], cwd: Path, extra_env: dict[str, str] | None = No
     return done.stdout
 
 
+@attrs.frozen
+class Installed:
+    clone: Path  # a copy of the working tree, as a fresh clone holds it
+    bootstrapped: subprocess.CompletedProcess[str]  # its `scripts/bootstrap serve`
+    venv: Path  # that venv, its project then replaced by the wheel built from the copy
+
+
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv holding the wheel of the working tree and its runtime dependencies, nothing else.
-    The wheel is built from a copy, so the build leaves no build/ or *.egg-info in the repository."""
-    work = tmp_path_factory.mktemp("packaging")
-    source = work / "source"
-    for package in ("actors", "mcp_gateway_examples"):
-        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A fresh clone's `scripts/bootstrap serve` (what `scripts/serve` runs first): a venv with the runtime
+    dependencies alone. The project in it is then replaced by the wheel of the working tree (built from the
+    copy, so the build leaves no build/ or *.egg-info in the repository): the wheel alone, no extras. One
+    install of the dependencies serves both, the slowest step of this file."""
+    clone = tmp_path_factory.mktemp("packaging") / "clone"
+    for folder in ("actors", "mcp_gateway_examples", "scripts", "config"):
+        shutil.copytree(ROOT / folder, clone / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy2(ROOT / name, source / name)
-    run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", work / "dist", source],
-        work,
+        shutil.copy2(ROOT / name, clone / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    bootstrapped = subprocess.run(
+        [clone / "scripts" / "bootstrap", "serve"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_S,
+        check=False,
     )
+    assert bootstrapped.returncode == 0, bootstrapped.stderr
+    python = clone / ".venv" / "bin" / "python"
+    work = clone.parent
+    run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", work / "dist", clone], work)
     (wheel,) = (work / "dist").glob("*.whl")
-    run([sys.executable, "-m", "venv", "--without-pip", work / "venv"], work)
-    python = work / "venv" / "bin" / "python"
-    run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", wheel], work)
-    return work / "venv"
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", wheel], work)
+    shutil.rmtree(clone / "build", ignore_errors=True)
+    return Installed(clone, bootstrapped, clone / ".venv")
+
+
+@pytest.fixture(scope="module")
+def venv(installed: Installed) -> Path:
+    return installed.venv
 
 
 @pytest.mark.slow
@@ -180,32 +203,17 @@ def test_no_built_package_is_tracked_and_build_output_is_ignored() -> None:
 
 
 @pytest.mark.slow
-def test_scripts_serve_installs_only_what_serving_needs_and_shows_its_progress(tmp_path: Path) -> None:
+def test_scripts_serve_installs_only_what_serving_needs_and_shows_its_progress(installed: Installed) -> None:
     # A fresh clone's first `scripts/serve` once sat silent for ~90 s installing the test extras too.
-    clone = tmp_path / "clone"
-    for folder in ("actors", "mcp_gateway_examples", "scripts", "config"):
-        shutil.copytree(ROOT / folder, clone / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy2(ROOT / name, clone / name)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    done = subprocess.run(
-        [clone / "scripts" / "bootstrap", "serve"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=STEP_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done, clone = installed.bootstrapped, installed.clone
     assert done.stdout == ""
     assert "scripts/bootstrap: installing the project (serve)" in done.stderr
     assert "Successfully installed" in done.stderr  # pip's own lines, as they come
-    python = clone / ".venv" / "bin" / "python"
+    python = installed.venv / "bin" / "python"
     for test_only in ("pytest", "mcp", "hypothesis"):
         probe = subprocess.run([python, "-c", f"import {test_only}"], capture_output=True, check=False)
         assert probe.returncode != 0, f"{test_only} was installed to serve"
-    run([clone / ".venv" / "bin" / "mcp-gateway", "check", "--config", "config/gateway.toml"], clone)
+    run([installed.venv / "bin" / "mcp-gateway", "check", "--config", "config/gateway.toml"], clone)
     again = subprocess.run(
         [clone / "scripts" / "bootstrap", "serve"], capture_output=True, text=True, timeout=STEP_S, check=True
     )
