@@ -16,7 +16,6 @@ from actors.backends.errors import BackendExitedError, BackendRejectedError, Bac
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.token_broker import TokenUnavailableError
-from actors.backends.websocket import WebSocketBackendTransport
 from actors.config.commands import CommandNotFoundError, locate_command
 from actors.config.secret import revealed
 from actors.framing.transport import BackendTransport
@@ -53,6 +52,8 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
             raise BackendStartError(f"cannot connect to {url}: {exc}") from None
         headers = {**headers, **credentials.static, **extra}
     try:
+        from actors.backends.websocket import WebSocketBackendTransport  # trio-websocket: only to use it
+
         return await WebSocketBackendTransport.connect(connection, url, headers, backend.max_message_bytes)
     except BackendRejectedError as exc:
         if exc.status == 401 and minted is not None and credentials is not None and credentials.broker:

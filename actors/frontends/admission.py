@@ -15,16 +15,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
 from actors.config import HttpSettings, WebSocketSettings
 from actors.frontends.auth import Principal, Refused
-from actors.frontends.bearer import BearerRules
 from actors.frontends.client_address import TrustedProxies
 from actors.policy.context import LOOPBACK_CLIENT as LOOPBACK_CLIENT
 from actors.policy.context import client_key as key_of_client
+
+if TYPE_CHECKING:
+    from actors.frontends.bearer import BearerRules  # jwt, cryptography: imported with auth only
+    from actors.identity.keys import IssuerKeys
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
@@ -62,6 +65,17 @@ def parse_origin(value: str) -> tuple[str, str, int] | None:
     return scheme, match["name"].strip("[]").lower(), port
 
 
+def bearer_rules(
+    settings: WebSocketSettings | HttpSettings, kept: dict[str, IssuerKeys] | None = None
+) -> BearerRules | None:
+    """The listener's token rules when it checks tokens (frontends/bearer.py, imported only then)."""
+    if not settings.checks_tokens:
+        return None
+    from actors.frontends.bearer import BearerRules
+
+    return BearerRules.of(settings, kept)
+
+
 @attrs.define(kw_only=True)
 class Admission:
     """Who may reach one listener: its path, Host, Origin and bearer token, and the sessions per client."""
@@ -80,7 +94,7 @@ class Admission:
     def of(cls, settings: WebSocketSettings | HttpSettings) -> Admission:
         return cls(
             path=settings.path,
-            bearer=BearerRules.of(settings) if settings.checks_tokens else None,
+            bearer=bearer_rules(settings),
             allowed_hosts=frozenset(h if h == "*" else h.strip("[]").lower() for h in settings.allowed_hosts),
             allowed_origins=frozenset(settings.allowed_origins),
             max_sessions=settings.max_sessions,
@@ -94,7 +108,7 @@ class Admission:
         self.path, self.max_sessions, self.per_client = rules.path, rules.max_sessions, rules.per_client
         kept = self.bearer.keys if self.bearer is not None else None
         url = self.bearer.url if self.bearer is not None else ""
-        self.bearer = BearerRules.of(settings, kept) if settings.checks_tokens else None
+        self.bearer = bearer_rules(settings, kept)
         if self.bearer is not None:
             self.bearer.bound(url)
         self.allowed_hosts, self.allowed_origins = rules.allowed_hosts, rules.allowed_origins

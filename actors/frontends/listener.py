@@ -8,7 +8,7 @@ reads from the config, what it does with one accepted connection, and its own ho
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import attrs
 import trio
@@ -18,11 +18,13 @@ from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint, peer_address, refuse_connection, shown
 from actors.frontends.proxy_protocol import Peer, ProxyHeaderError, read_proxy_header
-from actors.identity.keys import IssuerKeys
 from actors.runtime.supervisor import ChildEvent, discard_reports, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
 from actors.session.settings import SessionSettings
+
+if TYPE_CHECKING:
+    from actors.identity.keys import IssuerKeys
 
 SettingsT = TypeVar("SettingsT", WebSocketSettings, HttpSettings)
 

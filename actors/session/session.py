@@ -8,8 +8,9 @@ were queued for its client, and an error for every request it had accepted and n
 from __future__ import annotations
 
 import math
+import sys
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -18,7 +19,6 @@ from loguru import logger
 from actors.catalog import CatalogView
 from actors.framing.lines import LineStream
 from actors.framing.transport import HoldsFrames, Transport
-from actors.framing.websocket import CLOSE_POLICY_VIOLATION, WebSocketTransport
 from actors.policy import STDIO_CALLER, Caller
 from actors.protocol import codec
 from actors.protocol.envelopes import Mail
@@ -36,6 +36,16 @@ from actors.session.writer import Writer
 INBOX_SIZE: Final = 16  # one client's burst of requests before the reader waits for the dispatcher
 OUTBOX_SIZE: Final = 64  # answers queued for a client that reads slowly before their senders wait
 CRASH_ANSWER_S: Final = 1.0  # how long a crashed session may take to write its last answers
+
+if TYPE_CHECKING:
+    from actors.framing.websocket import WebSocketTransport
+
+
+def websocket_of(transport: Transport) -> WebSocketTransport | None:
+    """`transport` when it is a WebSocket's. trio-websocket is imported only where WebSockets are served: a
+    transport can be one only once its module is loaded."""
+    module = sys.modules.get("actors.framing.websocket")
+    return transport if module is not None and isinstance(transport, module.WebSocketTransport) else None
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -157,7 +167,8 @@ class Session:
     async def _drop_client(self, scope: trio.CancelScope) -> None:
         """A WebSocket's TCP stream is dropped first: the writer is in the middle of a frame the client is
         not taking, and no close frame may follow a cut one (the client would read 1007, not the end)."""
-        stream = self.transport.stream if isinstance(self.transport, WebSocketTransport) else None
+        websocket = websocket_of(self.transport)
+        stream = websocket.stream if websocket is not None else None
         if stream is not None:
             await trio.aclose_forcefully(stream)
         if isinstance(self.transport, HoldsFrames):
@@ -208,8 +219,10 @@ class Session:
                 await reader.run()
         if expiry.cancelled_caught:
             logger.info("closing: the client's access token has expired")
-            if isinstance(self.transport, WebSocketTransport):
-                self.transport.close_code = CLOSE_POLICY_VIOLATION
+            if (websocket := websocket_of(self.transport)) is not None:
+                from actors.framing.websocket import CLOSE_POLICY_VIOLATION
+
+                websocket.close_code = CLOSE_POLICY_VIOLATION
                 self.transport.close_reason = "the access token has expired"
         elif self._reader_scope.cancelled_caught and trio.current_time() >= self._reader_scope.deadline:
             logger.warning(
