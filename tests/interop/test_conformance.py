@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
+import pytest
 import trio
 from support import INTEROP, ROOT, running, write_config
 
@@ -50,6 +51,7 @@ def results(output: str) -> dict[str, tuple[str, int, int]]:
     return {name: (mark, int(passed), int(failed)) for mark, name, passed, failed in SCENARIO.findall(output)}
 
 
+@pytest.mark.extra  # scripts/conformance's test below runs this suite twice, through the same fixture
 async def test_the_conformance_suite_passes_through_the_gateway(tmp_path: Path, node: Path) -> None:
     returncode, output = await run_suite(tmp_path, node, CONFORMANCE, "--suite", "all")
     scenarios = results(output)
