@@ -6,13 +6,14 @@ from typing import Any
 
 from actors.catalog.naming import Route
 from actors.catalog.uri_templates import fits
-from actors.catalog.uris import prefixed, unprefixed
+from actors.catalog.uris import prefixed, ui_route, unprefixed
 from actors.catalog.view import CatalogView
 from actors.protocol.codec import clip
 
 
 def resource_route(view: CatalogView, uri: str) -> Route | None:
-    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix."""
+    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix
+    (or, for an app, `ui://backend/rest`)."""
     route = view.resource_routes.get(uri)
     if route is not None:
         return route
@@ -20,8 +21,10 @@ def resource_route(view: CatalogView, uri: str) -> Route | None:
         own = template.owns(uri)
         if own is not None:
             return Route(template.backend, own)
-    explicit = unprefixed(uri)
-    return explicit if explicit is not None and explicit.backend in view.backends else None
+    for explicit in (unprefixed(uri), ui_route(uri)):
+        if explicit is not None and explicit.backend in view.backends:
+            return explicit
+    return None
 
 
 def public_uri(view: CatalogView, route: Route, spelled: str | None = None) -> str:
