@@ -30,16 +30,19 @@ def is_ui(uri: object) -> bool:
 
 
 def ui_prefixed(backend: str, uri: str) -> str:
-    """`ui://rest` of `backend` as `ui://backend/rest`: namespaced, still an app's URI."""
-    return f"{UI_SCHEME}{backend}/{uri[len(UI_SCHEME) :]}"
+    """`ui://rest` of `backend` as `ui://backend/rest`: namespaced, still an app's URI (the scheme as
+    written, so the way back gives the backend its URI exactly)."""
+    split = len(UI_SCHEME)
+    return f"{uri[:split]}{backend}/{uri[split:]}"
 
 
 def ui_unprefixed(uri: str) -> tuple[str, str] | None:
     """The backend and its own URI that `ui://backend/rest` names (the backend may not exist), else None."""
     if not is_ui(uri):
         return None
-    backend, slash, rest = uri[len(UI_SCHEME) :].partition("/")
-    return (backend, f"{UI_SCHEME}{rest}") if slash and backend else None
+    split = len(UI_SCHEME)
+    backend, slash, rest = uri[split:].partition("/")
+    return (backend, f"{uri[:split]}{rest}") if slash and backend else None
 
 
 def with_public_meta(meta: object, public_of: PublicOf, readable: Readable | None) -> object:

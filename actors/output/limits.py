@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import orjson
 
+from actors.protocol.codec import clip
 from actors.protocol.messages import Tool
 
 MIN_OUTPUT_CHARS: Final = 1000  # room for the notice and some of the text on each side of it
@@ -75,7 +76,7 @@ def structured_size(value: object) -> int:
 def oversized_structured(tool: str, size: int, limit: int) -> dict[str, Any]:
     """The isError result that replaces a result whose structuredContent is past the limit."""
     text = (
-        f"The result of tool '{tool}' was withheld by the gateway: its structuredContent has {size:,} "
+        f"The result of tool {clip(tool)!r} was withheld by the gateway: its structuredContent has {size:,} "
         f"characters of JSON, more than the limit of {limit:,} (max_output_chars). Ask for less, or ask "
         "the operator to raise this tool's max_output_chars."
     )
