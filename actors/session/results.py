@@ -26,7 +26,7 @@ from actors.policy import Caller, PolicyGate, Target
 from actors.protocol.messages import Tool
 from actors.runtime.watch import Watch
 
-Shape = Callable[[dict[str, Any]], dict[str, Any]]
+Shape = Callable[[dict[str, Any], int | None], dict[str, Any]]  # (result, its raw size) -> shaped
 
 
 @attrs.define(eq=False)
@@ -47,8 +47,10 @@ class ResultShaper:
         limit = self.output.limits.limit(backend, own, self.route_limit)
         return partial(self._shape, backend, public, limit)
 
-    def _shape(self, backend: str, public: str, limit: int | None, result: dict[str, Any]) -> dict[str, Any]:
-        if limit is not None:
+    def _shape(
+        self, backend: str, public: str, limit: int | None, result: dict[str, Any], raw_size: int | None
+    ) -> dict[str, Any]:
+        if limit is not None and (raw_size is None or raw_size > limit):  # within it: nothing to measure
             result = limited_result(result, limit, public)
         view = self.catalog.value
         return result_with_public_uris(result, partial(_public_of, view, backend), self._readable(backend))

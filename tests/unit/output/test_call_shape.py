@@ -14,7 +14,7 @@ from actors.protocol.messages import RpcError
 def call_with_limit(limit: int) -> tuple[Call, ReplySlot, list[dict[str, Any]]]:
     slot, seen = ReplySlot(), []
 
-    def shape(result: dict[str, Any]) -> dict[str, Any]:
+    def shape(result: dict[str, Any], raw_size: int | None) -> dict[str, Any]:
         seen.append(result)
         return limited_result(result, limit, "dump")
 
