@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from actors.config import ConfigError, load_config
+from actors.config.diff import diff
 from actors.output.settings import OutputLimits
 
 BACKEND = '[[backends]]\nname = "a"\ncommand = "python"\n'
@@ -82,3 +83,12 @@ def test_check_prints_file_key_reason_and_exits_non_zero(tmp_path: Path) -> None
     assert done.returncode != 0
     assert f"{path}: gateway.max_output_chars: must be from 1000 to 1000000000 characters" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_reload_applies_new_limits_without_restarting_the_backend(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(BACKEND, encoding="utf-8")
+    new.write_text(f"{BACKEND}[backends.tools]\nmax_output_chars = {{ dump = 90000 }}\n", encoding="utf-8")
+    change = diff(load_config(old), load_config(new))
+    assert change.changed == () and change.unchanged == ("a",)
+    assert change.guards_changed == ("max_output_chars",) and not change.nothing
