@@ -1,7 +1,8 @@
 """Output limits and MCP Apps through one gateway process (shared by the module), with the official SDK
 client in both eras over Streamable HTTP, and two real SDK backends serving the same tools and app: alpha
 spoken to in the handshake era, beta in 2026-07-28. So every call below crosses an era bridge for one of
-the two clients, and beta's colliding names show the namespacing (`beta__tool`, `ui://beta/...`).
+the two clients, and beta's colliding names show the namespacing (`beta__tool`, `ui://beta/...`); beta's
+app tool is renamed ([backends.tools] rename), as an operator (or, later, a route) may rename it.
 
 The 5 MB results are made by the backend (tests/backends/output_backend.py), never stored. Memory is
 checked by the gateway's peak resident size (VmHWM), a bound in bytes, never by timing."""
@@ -67,7 +68,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
     port = free_port()
     backends = [
         backend("alpha", "legacy"),
-        backend("beta", "modern"),
+        backend("beta", "modern", tools={"rename": {"show_app": "open_beta_app"}}),
     ]
     config = write_config(
         folder / "g.toml", backends, max_output_chars=GATEWAY_LIMIT, max_message_bytes=4 * FIVE_MB
@@ -118,7 +119,7 @@ async def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 async def list_once(url: str) -> None:
     async with client(url, "legacy") as session:
-        assert "beta__show_app" in [tool.name for tool in (await session.list_tools()).tools]
+        assert "open_beta_app" in [tool.name for tool in (await session.list_tools()).tools]
 
 
 @asynccontextmanager
@@ -202,7 +203,7 @@ async def test_apps_keep_their_scheme_and_are_named_publicly_everywhere(
     url, _, _ = gateway
     async with client(url, era) as session:
         tools = {tool.name: dumped(tool) for tool in (await session.list_tools()).tools}
-        beta = tools["beta__show_app"]["_meta"]
+        beta = tools["open_beta_app"]["_meta"]
         assert beta["ui"] == {"resourceUri": BETA_APP, "visibility": ["model", "app"]}
         assert beta["ui/resourceUri"] == BETA_APP
         assert tools["big_text"]["_meta"][SIZE_META_KEY] == TEXT_LIMIT  # raised above Claude Code's default
@@ -213,7 +214,7 @@ async def test_apps_keep_their_scheme_and_are_named_publicly_everywhere(
         assert read.contents[0].text == "<html><body>beta's app</body></html>"  # type: ignore[union-attr]
         assert str(read.contents[0].uri) == BETA_APP
 
-        shown = dumped(await session.call_tool("beta__show_app", {}))  # an app's call, by its public name
+        shown = dumped(await session.call_tool("open_beta_app", {}))  # an app's call, by its renamed name
         text, link, embedded, plain = shown["content"]
         assert text["text"] == "beta: app shown"  # reached beta
         assert link["uri"] == BETA_APP and embedded["resource"]["uri"] == BETA_APP
