@@ -112,7 +112,8 @@ class Forwarder:
         return call
 
     def _shape(self, forward: Forward) -> Shape | None:
-        """A tools/call's result shape (output limits, public URIs); None for any other request."""
+        """A tools/call's result shape (output limits, public URIs); None for any other request, or when
+        there is nothing to shape."""
         if self.results is None or forward.method != "tools/call":
             return None
         own = forward.params.get("name")

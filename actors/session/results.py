@@ -42,9 +42,13 @@ class ResultShaper:
     route_limit: int | None = None  # the session's route's max_output_chars (routes: wired at merge)
     _listed: tuple[object, ...] | None = None  # (list, its versions..., the shaped list)
 
-    def for_call(self, backend: str, own: str, public: str) -> Shape:
-        """The shape of the result of `backend`'s tool `own`, called as `public`."""
+    def for_call(self, backend: str, own: str, public: str) -> Shape | None:
+        """The shape of the result of `backend`'s tool `own`, called as `public`; None when it could change
+        nothing (no limit, no [policy], and no resources whose URIs a result could name otherwise): the
+        forwarding path then does nothing more than before."""
         limit = self.output.limits.limit(backend, own, self.route_limit)
+        if limit is None and self._may_read() is None and _every_uri_bare(self.catalog.value):
+            return None
         return partial(self._shape, backend, public, limit)
 
     def _shape(
@@ -99,6 +103,12 @@ class ResultShaper:
     def _readable(self, backend: str) -> Readable | None:
         may_read = self._may_read()
         return partial(may_read, backend) if may_read is not None else None
+
+
+def _every_uri_bare(view: CatalogView) -> bool:
+    """Every backend URI's public form is itself: no rule prefixing them, and no resource nor template
+    listed that another backend's URI could collide with."""
+    return not view.always_prefix and not view.resources and not view.template_routes
 
 
 def _public_of(view: CatalogView, backend: str, own: str) -> str:
