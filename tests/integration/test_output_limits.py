@@ -30,6 +30,8 @@ BACKEND: Final = ROOT / "tests" / "backends" / "output_backend.py"
 MODERN: Final = "2026-07-28"
 ERAS: Final = ("legacy", MODERN)
 FIVE_MB: Final = 5 * 1024 * 1024
+FIFTY_MB: Final = 50 * 1024 * 1024  # the -m extra tier's result
+MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024  # a 50 MB answer must be read whole to be cut
 GATEWAY_LIMIT: Final = 20_000
 TEXT_LIMIT: Final = 100_000  # alpha's big_text's own, above the gateway's and above Claude Code's default
 APP: Final = "ui://widget/app.html"
@@ -71,7 +73,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
         backend("beta", "modern", tools={"rename": {"show_app": "open_beta_app"}}),
     ]
     config = write_config(
-        folder / "g.toml", backends, max_output_chars=GATEWAY_LIMIT, max_message_bytes=4 * FIVE_MB
+        folder / "g.toml", backends, max_output_chars=GATEWAY_LIMIT, max_message_bytes=MAX_MESSAGE_BYTES
     )
     text = config.read_text().replace(
         'name = "alpha"', f'name = "alpha"\ntools = {{ max_output_chars = {{ big_text = {TEXT_LIMIT} }} }}'
@@ -191,6 +193,20 @@ async def test_memory_while_cutting_is_bounded(gateway: tuple[str, int, int]) ->
         after = peak_rss_bytes(pid)
     assert first - before < 4 * FIVE_MB, f"one 5 MiB result: peak +{(first - before) / 2**20:.1f} MiB"
     assert after - first < FIVE_MB // 2, f"four more: peak +{(after - first) / 2**20:.1f} MiB"
+
+
+@pytest.mark.extra
+async def test_a_50mb_result_costs_a_few_copies_while_it_is_decoded_and_none_after(
+    gateway: tuple[str, int, int],
+) -> None:
+    """The issue's case: a 50 MB result. Its peak is its decoding's (the line, orjson's work and the
+    decoded text: about 3 copies, measured 150 MiB); after the cut nothing on the path copies it again."""
+    url, pid, before = gateway
+    async with client(url, MODERN) as session:
+        result = await session.call_tool("big_text", {"chars": FIFTY_MB})
+    assert len(result.content[0].text) == TEXT_LIMIT  # type: ignore[union-attr]
+    grown = peak_rss_bytes(pid) - before
+    assert grown < 4 * FIFTY_MB, f"one 50 MiB result: peak +{grown / 2**20:.1f} MiB"
 
 
 # --- MCP Apps ---------------------------------------------------------------------------------------------
