@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 import attrs
+from loguru import logger
 
 from actors.catalog import Route
 from actors.catalog.resource_routes import public_uri
@@ -23,6 +24,7 @@ from actors.output.app_uris import Readable, result_with_public_uris, tool_with_
 from actors.output.limits import advertised, limited_result
 from actors.output.settings import OutputGate
 from actors.policy import Caller, PolicyGate, Target
+from actors.protocol.codec import clip
 from actors.protocol.messages import Tool
 from actors.runtime.watch import Watch
 
@@ -55,7 +57,17 @@ class ResultShaper:
         self, backend: str, public: str, limit: int | None, result: dict[str, Any], raw_size: int | None
     ) -> dict[str, Any]:
         if limit is not None and (raw_size is None or raw_size > limit):  # within it: nothing to measure
-            result = limited_result(result, limit, public)
+            limited = limited_result(result, limit, public)
+            if limited is not result:
+                what = "withheld (structuredContent)" if limited.get("isError") is True else "text cut"
+                logger.info(
+                    "result of tool {!r} of backend {}: {} at max_output_chars {}",
+                    clip(public),
+                    backend,
+                    what,
+                    limit,
+                )
+            result = limited
         view = self.catalog.value
         return result_with_public_uris(result, partial(_public_of, view, backend), self._readable(backend))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import trio
+from support import captured_logs
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.catalog.view import CatalogView
@@ -58,7 +59,11 @@ def test_a_raw_answer_within_the_limit_is_not_measured() -> None:
     result = {"content": [], "structuredContent": {"data": "x" * 5000}}
     shape = shape_of(shaper(OutputLimits(2000)), "alpha", "dump", "dump")
     assert shape(result, 1500) is result  # its bytes say it fits (a test's lie: a real frame is its size)
-    assert shape(result, None)["isError"] is True
+    with captured_logs("INFO") as lines:
+        assert shape(result, None)["isError"] is True
+    assert lines == [
+        "INFO result of tool 'dump' of backend alpha: withheld (structuredContent) at max_output_chars 2000"
+    ]
 
 
 def test_a_result_names_a_namespaced_app_publicly() -> None:
