@@ -50,7 +50,7 @@ def held_template(view: CatalogView, route: Route, template: bool = False) -> st
         if held.template == route.own if template else fits(held.template, route.own):
             if not template and route in view.resource_routes.values():
                 return None
-            name = clip(held.prefix + held.template)
+            name = clip(held.public)
             return f"resource template '{name}' of backend '{route.backend}' is held for review: {held.held}"
     return None
 
@@ -58,7 +58,7 @@ def held_template(view: CatalogView, route: Route, template: bool = False) -> st
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:
     """The backend whose resource template is published as `published`, and the template's own form."""
     for template in view.template_routes:
-        if published.startswith(template.prefix) and template.template == published[len(template.prefix) :]:
+        if template.public == published:
             return Route(template.backend, template.template), template.template
     return None, published
 

@@ -37,16 +37,15 @@ def assign_public_uris(
     order: Sequence[str], lists: Mapping[str, Sequence[Tool]], key: str, always_prefix: bool
 ) -> PublicNames:
     """backend -> {uri (or template) -> public form}: the earliest backend in config order keeps a URI; a
-    later one that lists the same URI publishes it with its name as a reversible prefix (a `ui://` URI as
-    `ui://backend/rest`; a `ui://` template keeps the `backend+` prefix its TemplateRoute strips)."""
+    later one that lists the same URI publishes it with its name as a reversible prefix (a `ui://` URI or
+    template as `ui://backend/rest`)."""
     names = assign_public(
         order, lists, key, separator=PREFIX_SEPARATOR, always_prefix=always_prefix, hide_taken=None
     )
-    if key == "uri":
-        for backend, mine in names.items():
-            for own, public in mine.items():
-                if public != own and is_ui(own):
-                    mine[own] = ui_prefixed(backend, own)
+    for backend, mine in names.items():
+        for own, public in mine.items():
+            if public != own and is_ui(own):
+                mine[own] = ui_prefixed(backend, own)
     return names
 
 
@@ -69,13 +68,28 @@ def listed_public_form(names: PublicNames, always_prefix: bool) -> Callable[[str
 @attrs.frozen
 class TemplateRoute:
     backend: str
-    prefix: str  # "" or "backend+" when the template collided
+    prefix: str  # "" or "backend+" when the template collided (a `ui://` one: `ui://backend/...`, `public`)
     template: str  # the backend's own form of the template
     held: str | None = None  # why its trust holds it: it routes, so a read under it is refused by name
 
+    @property
+    def public(self) -> str:
+        """The template as published."""
+        return ui_prefixed(self.backend, self.template) if self._ui else self.prefix + self.template
+
+    @property
+    def _ui(self) -> bool:
+        return bool(self.prefix) and is_ui(self.template)
+
     def owns(self, uri: str) -> str | None:
         """The backend's own URI when `uri` is one this template expands to, else None."""
-        if not uri.startswith(self.prefix):
+        if self._ui:
+            parts = ui_unprefixed(uri)
+            if parts is None or parts[0] != self.backend:
+                return None
+            own = parts[1]
+        elif not uri.startswith(self.prefix):
             return None
-        own = uri[len(self.prefix) :]
+        else:
+            own = uri[len(self.prefix) :]
         return own if fits(self.template, own) else None

@@ -201,7 +201,7 @@ def _trust_view(
     hidden = {key: public for public, (key, _) in (*held.items(), *held_prompts.items())}
     for route in template_routes:
         if route.held is not None:
-            hidden[DefinitionKey(route.backend, "template", route.template)] = route.prefix + route.template
+            hidden[DefinitionKey(route.backend, "template", route.template)] = route.public
     return attrs.evolve(trust, hidden=hidden)
 
 

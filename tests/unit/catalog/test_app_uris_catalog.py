@@ -57,3 +57,25 @@ def test_always_prefix_namespaces_every_app() -> None:
         "beta__show": "ui://beta/widget/app.html",
     }
     assert resource_route(view, APP) is None  # nobody publishes it bare
+
+
+def test_a_colliding_app_template_keeps_its_scheme_and_routes_back() -> None:
+    _, events = trio.open_memory_channel[CatalogEvent](0)
+    order = ("alpha", "beta")
+    catalog = Catalog(
+        order=order, request_timeouts_s=dict.fromkeys(order, 30.0), rule=PREFIX_ON_COLLISION, inbox=events
+    )
+    calls, _ = trio.open_memory_channel[BackendCommand](1)
+    for name in order:
+        template = {"uriTemplate": "ui://widget/{id}.html", "name": "w"}
+        catalog.apply(BackendReady(name, (), calls, templates=(template,)))
+    view = catalog.view()
+    assert [t["uriTemplate"] for t in view.templates] == [
+        "ui://widget/{id}.html",
+        "ui://beta/widget/{id}.html",
+    ]
+    assert resource_route(view, "ui://widget/7.html") == Route("alpha", "ui://widget/7.html")
+    for spelled in ("ui://beta/widget/7.html", "beta+ui://widget/7.html"):
+        route = resource_route(view, spelled)
+        assert route == Route("beta", "ui://widget/7.html")
+        assert public_uri(view, route, spelled) == "ui://beta/widget/7.html"
