@@ -6,9 +6,10 @@ none: the most specific setting wins, also when it is larger than a broader one 
 the gateway's default is how a legitimate large round trip stays possible).
 
 Past the limit:
-- text content (`{"type": "text"}` items) is cut keeping its head (40 %) and tail (60 %) around a notice that
-  states the original size; the cut text is exactly as long as its share of the limit, so the result's text
-  is never longer than the limit and cutting a cut result again changes nothing;
+- text content (`{"type": "text"}` items, and embedded resources' `text`) is cut keeping its head (40 %)
+  and tail (60 %) around a notice that states the original size; the cut text is exactly as long as its
+  share of the limit, so the result's text is never longer than the limit and cutting a cut result again
+  changes nothing; images, audio and blobs pass as they came (cut base64 is broken data);
 - `structuredContent` is never cut (cut JSON is broken JSON): the whole result becomes an `isError` result
   naming the size and the limit.
 Sizes are characters (Unicode code points), for `structuredContent` those of its compact JSON.
@@ -93,22 +94,35 @@ def limited_result(result: dict[str, Any], limit: int, tool: str = "") -> dict[s
     content = result.get("content")
     if type(content) is not list:
         return result
-    texts = [item["text"] for item in content if _is_text(item)]
+    texts = [text for text in map(_text_of, content) if text is not None]
     total = sum(map(len, texts))
     if total <= limit:
         return result
-    shares = _shares([len(text) for text in texts], limit)
+    share = iter(_shares([len(text) for text in texts], limit))
     cut: list[Any] = []
-    share = iter(shares)
     for item in content:
-        if _is_text(item):
-            item = {**item, "text": cut_text(item["text"], next(share))}
-        cut.append(item)
+        text = _text_of(item)
+        cut.append(item if text is None else _with_text(item, cut_text(text, next(share))))
     return {**result, "content": cut}
 
 
-def _is_text(item: object) -> bool:
-    return type(item) is dict and item.get("type") == "text" and type(item.get("text")) is str
+def _text_of(item: object) -> str | None:
+    """The text of a text item, or of an embedded text resource; None for anything else."""
+    if type(item) is not dict:
+        return None
+    if item.get("type") == "text":
+        text = item.get("text")
+    elif item.get("type") == "resource" and type(item.get("resource")) is dict:
+        text = item["resource"].get("text")
+    else:
+        return None
+    return text if type(text) is str else None
+
+
+def _with_text(item: dict[str, Any], text: str) -> dict[str, Any]:
+    if item.get("type") == "text":
+        return {**item, "text": text}
+    return {**item, "resource": {**item["resource"], "text": text}}
 
 
 def _shares(sizes: Sequence[int], limit: int) -> list[int]:

@@ -126,3 +126,13 @@ def test_a_swap_moves_the_generation_only_on_a_change() -> None:
     assert gate.generation == 0
     gate.swap(OutputLimits(20_000))
     assert gate.generation == 1 and gate.limits.gateway == 20_000
+
+
+def test_an_embedded_text_resource_counts_and_is_cut_like_text() -> None:
+    embedded = {"type": "resource", "resource": {"uri": "file:///log", "text": "L" * 30_000, "mimeType": "x"}}
+    result = limited_result({"content": [{"type": "text", "text": "t" * 10_000}, embedded]}, 4000)
+    text, resource = result["content"]
+    assert (len(text["text"]), len(resource["resource"]["text"])) == (1000, 3000)
+    assert resource["resource"]["uri"] == "file:///log" and resource["resource"]["mimeType"] == "x"
+    blob = {"content": [{"type": "resource", "resource": {"uri": "x:", "blob": "A" * 50_000}}]}
+    assert limited_result(blob, 1000) is blob
