@@ -191,7 +191,7 @@ async def test_memory_while_cutting_is_bounded(gateway: tuple[str, int, int]) ->
         for session in (legacy, modern, modern, legacy):
             await session.call_tool("beta__big_text", {"chars": FIVE_MB})
         after = peak_rss_bytes(pid)
-    assert first - before < 4 * FIVE_MB, f"one 5 MiB result: peak +{(first - before) / 2**20:.1f} MiB"
+    assert first - before < 5 * FIVE_MB, f"one 5 MiB result: peak +{(first - before) / 2**20:.1f} MiB"
     assert after - first < FIVE_MB // 2, f"four more: peak +{(after - first) / 2**20:.1f} MiB"
 
 
