@@ -16,6 +16,7 @@ from actors.config.auth_schema import TokenEndpointAuth
 from actors.config.backend_schema import RemoteBackend
 from actors.middleware.audit import AuditMiddleware
 from actors.runtime.supervisor import Restart, RestartPolicy
+from actors.supply import lock_path
 
 if TYPE_CHECKING:
     from actors.gateway import Gateway
@@ -55,6 +56,7 @@ def backend_actor(
         shutdown=gateway.shutdown,  # its budget and urgency stop the backend's process
         list_news=gateway.list_news,
         credentials=credentials_of(backend, token_audit(gateway)),
+        lock=lock_path(config.path),  # checked at each spawn: a backend it names runs only as pinned
     )
 
 

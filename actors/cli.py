@@ -1,4 +1,4 @@
-"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, trust, token."""
+"""`mcp-gateway` (and `python -m actors`): serve, check, tools, reload, status, trust, token, prepare."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Final
 import trio
 from loguru import logger
 
-from actors import __version__, cli_token
+from actors import __version__, cli_prepare, cli_token
 from actors.admin import status_command, trust_command
 from actors.catalog import CatalogView
 from actors.cli_reload import reload_command
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     status_command.add_parser(commands, default_config)
     trust_command.add_parser(commands, default_config)
     cli_token.add_parser(commands, default_config)
+    cli_prepare.add_parser(commands, default_config)
     for command in (serve, check, tools, reload):
         command.add_argument(
             "--config",
@@ -85,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return trust_command.run(args)
     if args.command == "token":  # reads the listeners' [NAME.auth] only; stdout is the token alone
         return cli_token.run(args)
+    if args.command == "prepare":  # installs and pins; serves nothing
+        return cli_prepare.run(args)
     _check_log_options(parser, args)
     configure_logging(args.log_level, args.log_file, args.log_format)
     if args.command == "reload":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -100,6 +101,7 @@ class Backend:
     shutdown: Shutdown = attrs.field(
         factory=Shutdown
     )  # the gateway's: its budget and urgency stop the process
+    lock: Path | None = None  # the lock file (actors/supply/) each spawn checks its pins against, if any
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _announced: set[str] = attrs.field(init=False, factory=set)  # kinds of those said changed, not checked

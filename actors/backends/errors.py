@@ -28,6 +28,17 @@ class BackendStartError(BackendError):
     """The backend could not be started or did not finish its handshake."""
 
 
+class BackendRefusedError(BackendStartError):
+    """A start a restart cannot mend (its files drifted from their pins): the supervisor leaves it down
+    (`final`) until a reload or a new gateway, and the catalog shows it in `state` (catalog/status.py)."""
+
+    final = True
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 class BackendRejectedError(BackendStartError):
     """The server refused the connection with an HTTP status (401: a credential it does not take)."""
 

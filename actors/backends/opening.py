@@ -12,7 +12,12 @@ import trio
 from loguru import logger
 
 from actors.backends.connection import BackendLink
-from actors.backends.errors import BackendExitedError, BackendRejectedError, BackendStartError
+from actors.backends.errors import (
+    BackendExitedError,
+    BackendRefusedError,
+    BackendRejectedError,
+    BackendStartError,
+)
 from actors.backends.http import HttpBackendTransport
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.token_broker import TokenUnavailableError
@@ -22,6 +27,7 @@ from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply, answer
 from actors.protocol.errors import unavailable
 from actors.protocol.messages import Notification
+from actors.supply import PinMismatchError, pinned
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
@@ -77,6 +83,13 @@ async def spawn(backend: Backend) -> ProcessTransport:
     # a secret reaches a stdio backend only through its environment, never its command line (readable by
     # every local user in /proc/PID/cmdline)
     env = backend_environment(revealed(backend.config.env), backend.config.inherit_env, backend.withheld_env)
+    if backend.lock is not None:  # prepared (actors/supply/): its pins checked, its cache pointed at, offline
+        configured = (backend.config.command, *backend.config.args)
+        try:
+            prepared = await trio.to_thread.run_sync(pinned, backend.lock, backend.config.name, configured)
+        except PinMismatchError as exc:
+            raise BackendRefusedError(str(exc), state="pin_mismatch") from None
+        env.update(prepared.env)
     transport = await ProcessTransport.spawn(
         argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
     )

@@ -19,6 +19,7 @@ class BackendState(enum.Enum):
     RESTARTING = "restarting"
     FAILED = "failed"
     STOPPED = "stopped"
+    PIN_MISMATCH = "pin_mismatch"  # its files are not those its lock entry records (actors/supply/)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -56,6 +57,9 @@ class BackendStatus:
             reason, stderr = describe(None), None
         else:
             parts = leaves(error)
+            # an exit may name its own state (`state = "pin_mismatch"`), else the supervisor's
+            named = {getattr(leaf, "state", None) for leaf in parts} & {s.value for s in BackendState}
+            state = BackendState(named.pop()) if len(named) == 1 else state
             reason = "; ".join(
                 leaf.without_stderr if isinstance(leaf, ChildExitError) else describe(leaf) for leaf in parts
             )

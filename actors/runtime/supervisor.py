@@ -113,6 +113,11 @@ def describe(error: BaseException | None) -> str:
     )
 
 
+def _final(error: BaseException | None) -> bool:
+    """An exit that restarting cannot mend (its errors say `final = True`): the child stays down."""
+    return error is not None and all(getattr(leaf, "final", False) for leaf in leaves(error))
+
+
 def _traceback(error: BaseException | None) -> BaseException | None:
     """Errors the child explains itself are logged without a traceback; anything else with the whole group."""
     if error is None or all(isinstance(leaf, ChildExitError) for leaf in leaves(error)):
@@ -149,8 +154,15 @@ async def supervise_child(
                     await events.send(ChildStarted(spec.id))
             except Exception as exc:  # the one boundary; Cancelled is a BaseException and passes
                 error = exc
-            if policy.restart is Restart.TEMPORARY or (policy.restart is Restart.TRANSIENT and error is None):
-                logger.info("stopped ({}); restart={} leaves it down", describe(error), policy.restart.value)
+            if (
+                policy.restart is Restart.TEMPORARY
+                or (policy.restart is Restart.TRANSIENT and error is None)
+                or _final(error)
+            ):
+                why = "a restart cannot mend it" if _final(error) else f"restart={policy.restart.value}"
+                (logger.warning if _final(error) else logger.info)(
+                    "stopped ({}); {} leaves it down", describe(error), why
+                )
                 await events.send(ChildStopped(spec.id, error))
                 return
             now = trio.current_time()

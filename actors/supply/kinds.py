@@ -1,0 +1,72 @@
+"""Which kind of pin a stdio backend gets, from its command: `npx` installs an npm package at start, `uvx`
+a PyPI one; any other command is pinned by its executable's digest (and those of the files its arguments
+name, such as the script `python server.py` runs)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+NPX_FLAGS: Final = frozenset({"-y", "--yes", "--no", "-q", "--quiet", "--silent"})
+NPX_PACKAGE: Final = ("-p", "--package")
+UVX_NAMES: Final = frozenset({"uvx"})
+
+
+class UnpinnableError(Exception):
+    """The backend's arguments do not say which package it runs; the message says what was not understood."""
+
+
+def kind_of(command: str) -> str:
+    """ "npm", "uv" or "exec", from the command's file name (`/usr/bin/npx` is npx)."""
+    name = Path(command).name
+    if name in ("npx", "npx.cmd"):
+        return "npm"
+    if name in UVX_NAMES:
+        return "uv"
+    return "exec"
+
+
+def npx_packages(args: Sequence[str]) -> list[str]:
+    """The package specs `npx ARGS` installs: each `-p/--package SPEC`, else its first positional argument."""
+    packages: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg in NPX_FLAGS:
+            continue
+        if arg in NPX_PACKAGE and rest:
+            packages.append(rest.pop(0))
+        elif arg.startswith("--package="):
+            packages.append(arg.partition("=")[2])
+        elif arg == "--":
+            return packages or rest[:1]
+        elif arg.startswith("-"):
+            raise UnpinnableError(f"npx option {arg!r} is not one prepare knows; write the package first")
+        else:
+            return packages or [arg]
+    if not packages:
+        raise UnpinnableError("npx is given no package")
+    return packages
+
+
+def package_name(spec: str) -> str:
+    """npm's name of a spec: `@scope/name@1.2` -> `@scope/name`; a tarball path is returned as it is."""
+    if spec.startswith("@"):
+        scope, _, rest = spec.partition("/")
+        return f"{scope}/{rest.partition('@')[0]}"
+    return spec.partition("@")[0]
+
+
+def file_arguments(args: Sequence[str], cwd: Path) -> list[Path]:
+    """The arguments that name an existing file (taken against the backend's cwd), resolved: they are what
+    an interpreter runs, so they are pinned with it."""
+    found = []
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        path = cwd / os.path.expanduser(arg)
+        if path.is_file():
+            found.append(path.resolve())
+    return found
