@@ -24,6 +24,7 @@ from actors.protocol.errors import GatewayStartError
 from actors.runtime.control import ControlFiles
 from actors.runtime.log import LOG_FORMATS, LOG_LEVELS, configure_logging, escape_controls, report
 from actors.runtime.supervisor import leaves
+from actors.supply.advice import pin_advice
 
 DEFAULT_CONFIG: Final = "config/gateway.toml"
 CONFIG_VARIABLE: Final = "MCP_GATEWAY_CONFIG"  # the default of --config where it is set (the container image)
@@ -96,13 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # check: every problem in one pass, with what a start would trip on (commands, listen hosts)
         config = load_config(args.config, check_start=args.command == "check")
         gateway = Gateway(config)  # makes the configured middleware
+        warnings = [*advice(config), *pin_advice(config)] if args.command == "check" else []  # pin: the lock
     except ConfigError as exc:
         for problem in exc.problems:
             report(problem)
         return EXIT_CONFIG_ERROR
     try:
         if args.command == "check":
-            for warning in advice(config):
+            for warning in warnings:
                 report(str(warning), "WARNING")
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
