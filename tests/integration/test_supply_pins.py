@@ -1,0 +1,136 @@
+"""Supply-chain pins end to end, through the real CLI and real backend processes, offline: a script backend
+prepared (its sha256 in the lock), started, changed (refused as pin_mismatch, once, with both digests),
+prepared again (started); an npx backend installed by `prepare` from a local tarball (`npm pack`), run
+offline from its cache, and refused once its installed files are altered."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Final
+
+import pytest
+from support import write_config
+
+from actors.cli import main
+from actors.supply.digest import file_sha256
+
+# A stdio MCP server of the handshake era in a few lines of stdlib: initialize, tools/list, ping.
+SERVER: Final = """\
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    results = {
+        "initialize": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "pinned", "version": "1"}},
+        "tools/list": {"tools": [{"name": "hello", "inputSchema": {"type": "object"}}]},
+        "ping": {},
+    }
+    out = {"jsonrpc": "2.0", "id": m["id"]}
+    if m["method"] in results:
+        out["result"] = results[m["method"]]
+    else:
+        out["error"] = {"code": -32601, "message": "not here"}
+    print(json.dumps(out), flush=True)
+"""
+NODE_SERVER: Final = """\
+#!/usr/bin/env node
+const answers = {
+  initialize: {
+    protocolVersion: "2025-06-18", capabilities: {tools: {}}, serverInfo: {name: "tiny", version: "1"},
+  },
+  "tools/list": {tools: [{name: "tiny_hello", inputSchema: {type: "object"}}]},
+  ping: {},
+};
+require("readline").createInterface({input: process.stdin}).on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  const error = {code: -32601, message: "not here"};
+  const out = m.method in answers ? {result: answers[m.method]} : {error};
+  process.stdout.write(JSON.stringify({jsonrpc: "2.0", id: m.id, ...out}) + "\\n");
+});
+"""
+
+
+def backend_line(out: str, name: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith(f"backend {name}: ")]
+    return line
+
+
+def test_a_script_backend_starts_only_as_prepared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(f"#!{sys.executable} -IS\n{SERVER}")
+    script.chmod(0o755)
+    config = write_config(tmp_path / "gateway.toml", [{"name": "script", "command": "./server.py"}])
+    lock = tmp_path / "gateway.lock.toml"
+
+    assert main(["prepare", "script", "--config", str(config)]) == 0
+    prepared = file_sha256(script)
+    assert f"prepared script: server.py {prepared}" in capsys.readouterr().out
+    assert tomllib.loads(lock.read_text())["backends"]["script"] == {
+        "kind": "exec",
+        "argv": ["./server.py"],
+        "files": {str(script): prepared},
+    }
+    assert main(["tools", "--config", str(config)]) == 0
+    assert backend_line(capsys.readouterr().out, "script") == "backend script: ready, 1 tools, eras legacy"
+
+    script.write_text(script.read_text() + "# changed after prepare\n")
+    assert main(["tools", "--config", str(config)]) == 1
+    captured = capsys.readouterr()
+    reason = f"{script}: expected {prepared}, found {file_sha256(script)} (lock {lock})"
+    assert backend_line(captured.out, "script") == (
+        f"backend script: pin_mismatch ({reason}; if the change is yours, run `mcp-gateway prepare script`)"
+    )
+    assert "a restart cannot mend it leaves it down" in captured.err and reason in captured.err
+    assert "restarting in" not in captured.err and "started process" not in captured.err
+
+    assert main(["prepare", "script", "--config", str(config)]) == 0
+    assert main(["tools", "--config", str(config)]) == 0
+    assert backend_line(capsys.readouterr().out, "script").startswith("backend script: ready")
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once_altered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = tmp_path / "tiny"
+    package.mkdir()
+    (package / "package.json").write_text(
+        json.dumps({"name": "tiny-mcp", "version": "1.2.3", "bin": {"tiny-mcp": "index.js"}})
+    )
+    (package / "index.js").write_text(NODE_SERVER)
+    (package / "index.js").chmod(0o755)
+    subprocess.run(["npm", "pack", "--silent"], cwd=package, check=True, capture_output=True)
+    tarball = package / "tiny-mcp-1.2.3.tgz"
+    args = ["--yes", "--package", str(tarball), "tiny-mcp"]
+    # no registry to reach: a run that is not offline from its cache fails
+    env = {"npm_config_registry": "http://127.0.0.1:9/"}
+    config = write_config(
+        tmp_path / "gateway.toml", [{"name": "tiny", "command": "npx", "args": args, "env": env}]
+    )
+
+    assert main(["prepare", "tiny", "--config", str(config)]) == 0
+    entry = tomllib.loads((tmp_path / "gateway.lock.toml").read_text())["backends"]["tiny"]
+    cache = tmp_path / "gateway.cache" / "tiny" / "npm"
+    assert entry["kind"] == "npm" and entry["package"] == "tiny-mcp" and entry["version"] == "1.2.3"
+    assert entry["integrity"].startswith("sha512-") and entry["cache"] == str(cache)
+    (tree,) = entry["files"]
+    assert Path(tree).parent.parent == cache / "_npx" and Path(tree).name == "node_modules"
+    capsys.readouterr()
+    assert main(["tools", "--config", str(config)]) == 0
+    assert "tiny_hello" in capsys.readouterr().out
+
+    installed = Path(tree) / "tiny-mcp" / "index.js"
+    installed.write_text(installed.read_text() + "// altered in the cache\n")
+    assert main(["tools", "--config", str(config)]) == 1
+    line = backend_line(capsys.readouterr().out, "tiny")
+    assert line.startswith(
+        f"backend tiny: pin_mismatch ({tree}: expected {entry['files'][tree]}, found sha256:"
+    )
