@@ -16,7 +16,8 @@ from actors.supply.lockfile import LockEntry, read_lock
 
 # What points each package manager at a prepared cache with no network.
 OFFLINE_ENV: Final[Mapping[str, Mapping[str, str]]] = {
-    "npm": {"npm_config_offline": "true", "npm_config_update_notifier": "false"},
+    # no log files: a sandbox binds the cache read-only
+    "npm": {"npm_config_offline": "true", "npm_config_update_notifier": "false", "npm_config_logs_max": "0"},
     "uv": {"UV_OFFLINE": "1"},
 }
 CACHE_VARIABLE: Final = {"npm": "npm_config_cache", "uv": "UV_CACHE_DIR"}

@@ -17,6 +17,7 @@ import pytest
 from support import write_config
 
 from actors.cli import main
+from actors.supply import pinned
 from actors.supply.digest import file_sha256
 
 # A stdio MCP server of the handshake era in a few lines of stdlib: initialize, tools/list, ping.
@@ -126,6 +127,9 @@ def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once
     capsys.readouterr()
     assert main(["tools", "--config", str(config)]) == 0
     assert "tiny_hello" in capsys.readouterr().out
+    # the run changed nothing its pins cover (npx rewrites its install's lock files, with the same content)
+    prepared = pinned(tmp_path / "gateway.lock.toml", "tiny", ("npx", *args))
+    assert prepared.env["npm_config_cache"] == str(cache) and prepared.read_only == (str(cache),)
 
     installed = Path(tree) / "tiny-mcp" / "index.js"
     installed.write_text(installed.read_text() + "// altered in the cache\n")

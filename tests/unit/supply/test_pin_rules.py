@@ -148,6 +148,7 @@ def test_a_prepared_package_runs_offline_against_its_cache() -> None:
         "npm_config_cache": "/c",
         "npm_config_offline": "true",
         "npm_config_update_notifier": "false",
+        "npm_config_logs_max": "0",
     }
     uv = LockEntry(kind="uv", argv=("uvx", "x"), files={}, cache="/u")
     assert offline_env(uv) == {"UV_CACHE_DIR": "/u", "UV_OFFLINE": "1"}
