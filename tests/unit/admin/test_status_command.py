@@ -6,10 +6,12 @@ import argparse
 from pathlib import Path
 
 import pytest
-from catalog_double import crashed, make_catalog, ready, tell
+from catalog_double import crashed, make_catalog, make_model, ready, tell
 
 from actors.admin.status_command import StatusError, _where, duration, format_tree
+from actors.backends.errors import BackendRefusedError
 from actors.cli import format_catalog
+from actors.runtime.supervisor import ChildStopped
 
 TREE = {
     "gateway": {
@@ -134,3 +136,12 @@ def test_the_tools_command_escapes_what_a_backend_wrote() -> None:
     printed = format_catalog(catalog.view())
     assert "\x1b" not in printed and "\x07" not in printed
     assert "add\\x1b[8m" in printed and "ERROR \\x1b]0;pwned\\x07" in printed
+
+
+async def test_a_backend_refused_by_its_pins_is_shown_as_pin_mismatch_with_both_digests() -> None:
+    catalog = make_catalog("alpha")
+    refused = BackendRefusedError("/srv/server.py: expected sha256:01, found sha256:02", state="pin_mismatch")
+    tell(catalog, ChildStopped("alpha", refused))
+    line = format_tree(make_model(catalog).status()).splitlines()[-1]
+    why = "/srv/server.py: expected sha256:01, found sha256:02"
+    assert line == f"    └── alpha: pin_mismatch ({why}), 0 restarts, 0 tools"
