@@ -70,6 +70,8 @@ from actors.runtime.watch import Watch
 from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
+from actors.supply import LockEntry
+from actors.supply.pins import pins_of
 from actors.telemetry.meters import Meters
 from actors.telemetry.tracing_switch import open_tracing, tracing_wanted
 from actors.trust import TrustMode
@@ -147,6 +149,7 @@ class Gateway:
     exit_code: int = 0  # 1 once the stdio session crashed: an editor must not read a crash as a clean exit
     traced: bool = attrs.field(init=False, default=False)  # [tracing] or OTEL_EXPORTER_OTLP_*ENDPOINT
     tracing: Tracing | None = attrs.field(init=False, default=None)  # while it runs, when traced
+    pins: dict[str, LockEntry] = attrs.field(init=False, factory=dict)  # the lock's, as last loaded
 
     def __attrs_post_init__(self) -> None:
         REDACTOR.know(CONFIG_SECRETS, self.config.secret_values())  # before anything can log or show one
@@ -156,6 +159,7 @@ class Gateway:
         self.output = OutputGate(self.config.output_limits())
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
         self.traced = tracing_wanted(self.config.tracing)
+        self.pins = pins_of(self.config)  # a reload restarts the backends whose pins changed
 
     def stop(self, reason: str = "stopped") -> None:
         """Begin the shutdown (with the whole `shutdown_s`), unless it has begun."""

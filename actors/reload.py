@@ -27,6 +27,7 @@ from actors.catalog.catalog import Reconfigured
 from actors.config import Config, ConfigError, load_config
 from actors.config.diff import ConfigDiff, diff
 from actors.runtime.redact import REDACTOR
+from actors.supply.pins import pins_of, repinned
 
 if TYPE_CHECKING:
     from actors.gateway import Gateway
@@ -52,7 +53,8 @@ async def reload(gateway: Gateway, why: str) -> ReloadOutcome:
         logger.error("reload refused: {} keeps running on its previous config", path)
         return ReloadOutcome(False, tuple(str(problem) for problem in exc.problems))
     REDACTOR.know(CONFIG_SECRETS, new.secret_values())  # read anew: the old values stay known (retired)
-    change = diff(gateway.config, new)
+    pins = pins_of(new)  # the lock beside it (actors/supply/): re-prepared backends restart too
+    change, gateway.pins = repinned(diff(gateway.config, new), gateway.pins, pins), pins
     for what in change.needs_restart:
         logger.warning("reload: {} changed; that takes a restart of the gateway", what)
     if change.nothing:

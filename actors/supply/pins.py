@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Final
 
 import attrs
+from loguru import logger
 
+from actors.config.diff import ConfigDiff
 from actors.config.errors import ConfigError
+from actors.config.schema import Config
 from actors.supply.digest import digest_of
-from actors.supply.lockfile import LockEntry, read_lock
+from actors.supply.lockfile import LockEntry, lock_path, read_lock
 
 # What points each package manager at a prepared cache with no network.
 OFFLINE_ENV: Final[Mapping[str, Mapping[str, str]]] = {
@@ -79,3 +82,23 @@ def pinned(lock: Path, name: str, argv: Sequence[str]) -> Prepared:
             f"{why} (lock {lock}); if the change is yours, run `mcp-gateway prepare {name}`"
         )
     return Prepared(env=offline_env(entry), read_only=cache_paths(entry))
+
+
+def pins_of(config: Config) -> dict[str, LockEntry]:
+    """The lock entries beside `config` as a reload compares them; {} when the lock cannot be read (each
+    spawn then refuses its backend, saying why)."""
+    try:
+        return read_lock(lock_path(config.path))
+    except ConfigError as exc:
+        logger.warning("{}", exc)
+        return {}
+
+
+def repinned(change: ConfigDiff, old: Mapping[str, LockEntry], new: Mapping[str, LockEntry]) -> ConfigDiff:
+    """A reload restarts the backends whose lock entries changed (`prepare` ran again: a backend left
+    pin_mismatch starts, a running one moves to what was prepared), besides those whose config changed."""
+    moved = tuple(name for name in change.unchanged if old.get(name) != new.get(name))
+    if not moved:
+        return change
+    unchanged = tuple(name for name in change.unchanged if name not in moved)
+    return attrs.evolve(change, changed=(*change.changed, *moved), unchanged=unchanged)

@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from support import write_config
+import trio
+from support import DEADLINE_S, write_config
 
+from actors.catalog import CatalogView
 from actors.cli import main
+from actors.config.load import load_config
+from actors.gateway import Gateway
+from actors.runtime.watch import Watch
 from actors.supply import pinned
 from actors.supply.digest import file_sha256
 
@@ -65,10 +70,7 @@ def backend_line(out: str, name: str) -> str:
 
 
 def test_a_script_backend_starts_only_as_prepared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    script = tmp_path / "server.py"
-    script.write_text(f"#!{sys.executable} -IS\n{SERVER}")
-    script.chmod(0o755)
-    config = write_config(tmp_path / "gateway.toml", [{"name": "script", "command": "./server.py"}])
+    script, config = script_backend(tmp_path)
     lock = tmp_path / "gateway.lock.toml"
 
     assert main(["prepare", "script", "--config", str(config)]) == 0
@@ -95,6 +97,38 @@ def test_a_script_backend_starts_only_as_prepared(tmp_path: Path, capsys: pytest
     assert main(["prepare", "script", "--config", str(config)]) == 0
     assert main(["tools", "--config", str(config)]) == 0
     assert backend_line(capsys.readouterr().out, "script").startswith("backend script: ready")
+
+
+def script_backend(folder: Path) -> tuple[Path, Path]:
+    """An executable script backend and a config running it: (script, config)."""
+    script = folder / "server.py"
+    script.write_text(f"#!{sys.executable} -IS\n{SERVER}")
+    script.chmod(0o755)
+    return script, write_config(folder / "gateway.toml", [{"name": "script", "command": "./server.py"}])
+
+
+async def state_of(watch: Watch[CatalogView], name: str, wanted: str) -> str:
+    """Wait until backend `name` has left starting and restarting; its state then (`wanted` ends the wait)."""
+    with trio.fail_after(DEADLINE_S):
+        version, view = watch.version, watch.value
+        while view.backends[name].state.value != wanted:
+            version, view = await watch.wait_newer(version)
+    return view.backends[name].describe()
+
+
+async def test_a_reload_after_prepare_starts_a_backend_left_pin_mismatch(tmp_path: Path) -> None:
+    script, config = script_backend(tmp_path)
+    assert main(["prepare", "script", "--config", str(config)]) == 0
+    script.write_text(script.read_text() + "# changed after prepare\n")
+    gateway = Gateway(load_config(config))
+    async with trio.open_nursery() as nursery:
+        watch = await nursery.start(lambda task_status: gateway.run(task_status=task_status))
+        assert "found " + file_sha256(script) in await state_of(watch, "script", "pin_mismatch")
+        assert main(["prepare", "script", "--config", str(config)]) == 0
+        outcome = await gateway.reload("a test")
+        assert outcome.lines[0] == "restarted script; 0 backends untouched"
+        assert await state_of(watch, "script", "ready") == "ready"
+        gateway.stop()
 
 
 @pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")

@@ -13,6 +13,7 @@ import trio
 from actors.backends.errors import BackendRefusedError
 from actors.catalog import Catalog, CatalogEvent
 from actors.catalog.status import BackendState
+from actors.config.diff import ConfigDiff
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
 from actors.runtime.supervisor import ChildEvent, ChildSpec, ChildStarted, ChildStopped, supervise_child
@@ -20,7 +21,7 @@ from actors.supply import LockEntry, cache_folder, lock_path, offline_env, read_
 from actors.supply.advice import pin_advice
 from actors.supply.digest import MISSING, digest_of, file_sha256, tree_sha256
 from actors.supply.kinds import UnpinnableError, kind_of, npx_packages, package_name
-from actors.supply.pins import drift
+from actors.supply.pins import drift, repinned
 
 NPM = LockEntry(
     kind="npm",
@@ -205,3 +206,14 @@ def test_check_warns_of_unpinned_npx_and_uvx_and_of_a_pin_for_other_arguments(tm
     assert "uvx installs fetch's package" in warnings[1].reason
     assert "refused (pin_mismatch) until `mcp-gateway prepare moved`" in warnings[2].reason
     assert all(w.reason.startswith("warning: ") for w in warnings)
+
+
+def test_a_reload_restarts_the_backends_whose_pins_changed() -> None:
+    script = LockEntry(kind="exec", argv=("./s.py",), files={"/s.py": "sha256:01"})
+    again = LockEntry(kind="exec", argv=("./s.py",), files={"/s.py": "sha256:02"})
+    change = ConfigDiff(changed=("edited",), unchanged=("same", "prepared", "new-pin", "unpinned"))
+    old = {"same": NPM, "prepared": script}
+    new = {"same": NPM, "prepared": again, "new-pin": script}
+    after = repinned(change, old, new)
+    assert after.changed == ("edited", "prepared", "new-pin") and after.unchanged == ("same", "unpinned")
+    assert repinned(change, old, old) is change
