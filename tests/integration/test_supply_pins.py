@@ -151,7 +151,12 @@ def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once
         tmp_path / "gateway.toml", [{"name": "tiny", "command": "npx", "args": args, "env": env}]
     )
 
+    assert main(["check", "--config", str(config)]) == 0
+    warning = f"{config}: backends[0].command: warning: npx installs tiny's package from its registry"
+    assert warning in capsys.readouterr().err
     assert main(["prepare", "tiny", "--config", str(config)]) == 0
+    assert main(["check", "--config", str(config)]) == 0
+    assert "warning" not in capsys.readouterr().err  # pinned now
     entry = tomllib.loads((tmp_path / "gateway.lock.toml").read_text())["backends"]["tiny"]
     cache = tmp_path / "gateway.cache" / "tiny" / "npm"
     assert entry["kind"] == "npm" and entry["package"] == "tiny-mcp" and entry["version"] == "1.2.3"
