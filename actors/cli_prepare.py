@@ -1,6 +1,6 @@
 """`mcp-gateway prepare [--config F] (BACKEND... | --all)`: each stdio backend prepared (actors/supply/): an
-`npx` package installed once, with network, into `F.cache/NAME/` and pinned to its exact version and
-digest; any other command pinned by its executable's sha256 (and its file arguments'). The pins go to
+`npx` or `uvx` package installed once, with network, into `F.cache/NAME/` and pinned to its exact version
+and digest; any other command pinned by its executable's sha256 (and its file arguments'). The pins go to
 `F.lock.toml`; every spawn checks them. Exit 0 when every backend named was prepared; 1 when one could not
 be (its reason on stderr, the others' pins still written); 2 when the config or the lock cannot be read.
 """
@@ -28,7 +28,7 @@ EXIT_CONFIG_ERROR: Final = 2
 def add_parser(commands: Any, default_config: str) -> None:
     command = commands.add_parser(
         "prepare",
-        help="install npx backends once and pin every stdio backend's package or executable in the lock file",
+        help="install npx/uvx backends once; pin each stdio backend's package or executable in the lock file",
     )
     command.add_argument(
         "--config", default=default_config, help=f"TOML config file (default {default_config})"

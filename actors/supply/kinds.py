@@ -11,6 +11,8 @@ from typing import Final
 
 NPX_FLAGS: Final = frozenset({"-y", "--yes", "--no", "-q", "--quiet", "--silent"})
 NPX_PACKAGE: Final = ("-p", "--package")
+UVX_FLAGS: Final = frozenset({"-q", "--quiet", "--isolated"})
+UVX_WITH_VALUE: Final = ("--from", "--with", "-w", "--python", "-p")
 UVX_NAMES: Final = frozenset({"uvx"})
 
 
@@ -70,3 +72,29 @@ def file_arguments(args: Sequence[str], cwd: Path) -> list[Path]:
         if path.is_file():
             found.append(path.resolve())
     return found
+
+
+def uvx_install(args: Sequence[str]) -> tuple[list[str], str]:
+    """The options that make `uvx ARGS`'s environment (with `--from` set to the package when ARGS give it
+    as the command), and that package's spec: `["--from", "mcp-server-fetch"], "mcp-server-fetch"`."""
+    options: list[str] = []
+    source: str | None = None
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, equals, value = arg.partition("=")
+        if arg in UVX_FLAGS:
+            options.append(arg)
+        elif name in UVX_WITH_VALUE and (equals or rest):
+            value = value if equals else rest.pop(0)
+            if name == "--from":
+                source = value
+            options += [name, value]
+        elif arg.startswith("-"):
+            raise UnpinnableError(f"uvx option {arg!r} is not one prepare knows; write the package first")
+        else:
+            if source is None:
+                source = arg
+                options += ["--from", arg]
+            return options, source
+    raise UnpinnableError("uvx is given no command")

@@ -4,12 +4,17 @@ version, and its lock entry made from what is now on disk.
 npx: `npx --yes --package=SPEC... -c true` with npm_config_cache set to the backend's cache (the same `_npx`
 folder the backend's own `npx` finds later, offline); the version and npm's integrity come from the
 installed package-lock, and the installed node_modules tree is what every spawn checks. Any other command
-(exec): its executable's sha256 and those of the files its arguments name. uvx: not yet (see README).
+(exec): its executable's sha256 and those of the files its arguments name.
+uvx: `uvx OPTIONS python -c pass` with UV_CACHE_DIR set to the backend's cache makes the environment its own
+`uvx` finds later, offline, with its bytecode compiled (so that no run writes into it); the version comes
+from the installed dist-info, the integrity is the wheel's sha256 for a wheel file, else the sha256 of the
+wheel's RECORD (which holds each of its files' sha256); the environment's tree is what every spawn checks.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -18,12 +23,20 @@ from typing import Any, Final
 
 from actors.config.backend_schema import StdioBackend
 from actors.config.commands import CommandNotFoundError, locate_command
-from actors.supply.digest import digest_of
-from actors.supply.kinds import UnpinnableError, file_arguments, kind_of, npx_packages, package_name
+from actors.supply.digest import digest_of, file_sha256
+from actors.supply.kinds import (
+    UnpinnableError,
+    file_arguments,
+    kind_of,
+    npx_packages,
+    package_name,
+    uvx_install,
+)
 from actors.supply.lockfile import LockEntry
 
 INSTALL_TIMEOUT_S: Final = 600.0  # a first npx install of a large package over a slow network
 STDERR_LINES: Final = 5  # of a failed install, in its error
+PYTHON_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a requirement's project name, at its start
 
 
 class PrepareError(Exception):
@@ -42,7 +55,7 @@ def prepare(backend: StdioBackend, cache: Path, env: Mapping[str, str]) -> LockE
     if kind == "npm":
         return _prepare_npm(backend, command, cache / "npm", env)
     if kind == "uv":
-        raise PrepareError("uvx backends cannot be prepared yet; pin the package version in its args")
+        return _prepare_uv(backend, command, cache / "uv", env)
     files = [Path(command), *file_arguments(backend.args, backend.cwd)]
     return LockEntry(kind="exec", argv=argv, files={str(p): digest_of(p) for p in files})
 
@@ -55,21 +68,12 @@ def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str,
     shutil.rmtree(cache / "_npx", ignore_errors=True)  # one install in it: the one made now
     cache.mkdir(parents=True, exist_ok=True)
     install = [npx, "--yes", *(f"--package={spec}" for spec in specs), "-c", "true"]
-    try:
-        done = subprocess.run(
-            install,
-            cwd=backend.cwd,
-            env={**env, "npm_config_cache": str(cache), "npm_config_update_notifier": "false"},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PrepareError(f"npx install failed: {exc}") from None
-    if done.returncode != 0:
-        last = " | ".join(done.stderr.strip().splitlines()[-STDERR_LINES:])
-        raise PrepareError(f"npx install exited {done.returncode}: {last}")
+    _install(
+        "npx",
+        install,
+        backend.cwd,
+        {**env, "npm_config_cache": str(cache), "npm_config_update_notifier": "false"},
+    )
     locks = sorted((cache / "_npx").glob("*/package-lock.json"))
     if len(locks) != 1:
         raise PrepareError(f"npx left {len(locks)} installs in {cache / '_npx'}, not one")
@@ -97,3 +101,75 @@ def _main_package(installed: dict[str, Any], spec: str) -> tuple[str, dict[str, 
     if name is None or not isinstance(entry, dict):
         raise PrepareError(f"the installed package-lock does not name {spec!r}")
     return name, entry
+
+
+def _install(tool: str, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PrepareError(f"{tool} install failed: {exc}") from None
+    if done.returncode != 0:
+        last = " | ".join(done.stderr.strip().splitlines()[-STDERR_LINES:])
+        raise PrepareError(f"{tool} install exited {done.returncode}: {last}")
+
+
+def _prepare_uv(backend: StdioBackend, uvx: str, cache: Path, env: Mapping[str, str]) -> LockEntry:
+    """`uvx OPTIONS python -c pass` makes the environment `uvx OPTIONS COMMAND` finds later (uv keys it by
+    its requirements, not the command), its bytecode compiled now so that no run writes any."""
+    try:
+        options, source = uvx_install(backend.args)
+    except UnpinnableError as exc:
+        raise PrepareError(f"args: {exc}") from None
+    shutil.rmtree(cache / "environments-v2", ignore_errors=True)  # one environment in it: the one made now
+    cache.mkdir(parents=True, exist_ok=True)
+    made = {**env, "UV_CACHE_DIR": str(cache), "UV_COMPILE_BYTECODE": "1"}
+    _install("uvx", [uvx, *options, "python", "-c", "pass"], backend.cwd, made)
+    made_now = sorted((cache / "environments-v2").glob("*/*"))
+    environments = [path for path in made_now if not path.name.endswith(".lock")]
+    if len(environments) != 1:
+        raise PrepareError(
+            f"uvx left {len(environments)} environments in {cache / 'environments-v2'}, not one"
+        )
+    venv = environments[0].resolve()
+    name, version, record = _distribution(venv, source)
+    wheel = backend.cwd / source
+    integrity = file_sha256(wheel) if source.endswith(".whl") and wheel.is_file() else record
+    return LockEntry(
+        kind="uv",
+        argv=(backend.command, *backend.args),
+        files={str(venv): digest_of(venv)},
+        package=name,
+        version=version,
+        integrity=integrity,
+        cache=str(cache),
+    )
+
+
+def _distribution(venv: Path, source: str) -> tuple[str, str, str]:
+    """The installed project `source` names: its name, version and its RECORD's sha256 (every file of the
+    wheel, each with its own sha256)."""
+    wanted = _project(source)
+    for record in sorted(venv.glob("lib*/python*/site-packages/*.dist-info/RECORD")):
+        name, _, version = record.parent.name.removesuffix(".dist-info").partition("-")
+        if _normal(name) == wanted:
+            return name, version, file_sha256(record)
+    raise PrepareError(f"the environment uvx made has no {source!r} installed")
+
+
+def _project(source: str) -> str:
+    """The project a requirement (`mcp-server-fetch==1.2`, `pkg@1.0`) or a wheel file names, normalized."""
+    text = Path(source).name.split("-")[0] if source.endswith(".whl") else source
+    match = PYTHON_NAME.match(text)
+    return _normal(match.group(0) if match else text)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503

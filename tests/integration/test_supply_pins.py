@@ -5,11 +5,14 @@ offline from its cache, and refused once its installed files are altered."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from typing import Final
 
@@ -176,4 +179,59 @@ def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once
     line = backend_line(capsys.readouterr().out, "tiny")
     assert line.startswith(
         f"backend tiny: pin_mismatch ({tree}: expected {entry['files'][tree]}, found sha256:"
+    )
+
+
+def make_wheel(folder: Path) -> Path:
+    """A wheel of project tinypy 1.0.0 whose console script `tinypy-mcp` serves SERVER (no build tool)."""
+    body = "def main():\n" + "".join(f"    {line}\n" if line else "\n" for line in SERVER.splitlines())
+    info = "tinypy-1.0.0.dist-info"
+    files = {
+        "tinypy/__init__.py": body,
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: tinypy\nVersion: 1.0.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\ntinypy-mcp = tinypy:main\n",
+    }
+    wheel = folder / "tinypy-1.0.0-py3-none-any.whl"
+    records = []
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            archive.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{name},sha256={digest},{len(data)}")
+        archive.writestr(f"{info}/RECORD", "\n".join([*records, f"{info}/RECORD,,"]) + "\n")
+    return wheel
+
+
+def test_a_uvx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once_altered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = make_wheel(tmp_path)
+    args = ["--from", str(wheel), "tinypy-mcp"]
+    env = {"UV_INDEX_URL": "http://127.0.0.1:9/simple", "UV_PYTHON_DOWNLOADS": "never"}  # nothing to reach
+    config = write_config(
+        tmp_path / "gateway.toml", [{"name": "py", "command": "uvx", "args": args, "env": env}]
+    )
+
+    assert main(["prepare", "py", "--config", str(config)]) == 0
+    lock = tmp_path / "gateway.lock.toml"
+    entry = tomllib.loads(lock.read_text())["backends"]["py"]
+    cache = tmp_path / "gateway.cache" / "py" / "uv"
+    assert entry["kind"] == "uv" and entry["package"] == "tinypy" and entry["version"] == "1.0.0"
+    assert entry["integrity"] == file_sha256(wheel) and entry["cache"] == str(cache)
+    (venv,) = entry["files"]
+    assert Path(venv).parent == cache / "archive-v0"
+    capsys.readouterr()
+    assert main(["tools", "--config", str(config)]) == 0
+    assert "hello" in capsys.readouterr().out
+    prepared = pinned(lock, "py", ("uvx", *args))  # the run wrote nothing its pins cover (no bytecode)
+    assert prepared.env == {"UV_CACHE_DIR": str(cache), "UV_OFFLINE": "1"}
+
+    (module,) = Path(venv).glob("lib/python*/site-packages/tinypy/__init__.py")
+    module.write_text(module.read_text() + "# altered in the cache\n")
+    assert main(["tools", "--config", str(config)]) == 1
+    line = backend_line(capsys.readouterr().out, "py")
+    assert line.startswith(
+        f"backend py: pin_mismatch ({venv}: expected {entry['files'][venv]}, found sha256:"
     )

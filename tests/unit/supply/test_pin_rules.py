@@ -20,7 +20,7 @@ from actors.runtime.supervisor import ChildEvent, ChildSpec, ChildStarted, Child
 from actors.supply import LockEntry, cache_folder, lock_path, offline_env, read_lock, write_lock
 from actors.supply.advice import pin_advice
 from actors.supply.digest import MISSING, digest_of, file_sha256, tree_sha256
-from actors.supply.kinds import UnpinnableError, kind_of, npx_packages, package_name
+from actors.supply.kinds import UnpinnableError, kind_of, npx_packages, package_name, uvx_install
 from actors.supply.pins import drift, repinned
 
 NPM = LockEntry(
@@ -52,6 +52,34 @@ def test_npx_arguments_say_which_packages_it_installs(args: list[str], packages:
 def test_npx_arguments_without_a_clear_package_are_refused(args: list[str]) -> None:
     with pytest.raises(UnpinnableError):
         npx_packages(args)
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "source"),
+    [
+        (["mcp-server-fetch"], ["--from", "mcp-server-fetch"], "mcp-server-fetch"),
+        (
+            ["--from", "/w/t-1.0-py3-none-any.whl", "t-mcp", "-v"],
+            ["--from", "/w/t-1.0-py3-none-any.whl"],
+            None,
+        ),
+        (
+            ["-q", "--python=3.12", "--with", "x", "tool"],
+            ["-q", "--python", "3.12", "--with", "x", "--from", "tool"],
+            "tool",
+        ),
+    ],
+)
+def test_uvx_arguments_say_which_environment_it_makes(
+    args: list[str], options: list[str], source: str | None
+) -> None:
+    assert uvx_install(args) == (options, source or options[1])
+
+
+@pytest.mark.parametrize("args", [[], ["--from", "x"], ["--index-url", "http://x", "tool"]])
+def test_uvx_arguments_without_a_clear_package_are_refused(args: list[str]) -> None:
+    with pytest.raises(UnpinnableError):
+        uvx_install(args)
 
 
 def test_kinds_and_package_names() -> None:
