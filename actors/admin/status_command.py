@@ -207,7 +207,16 @@ def _backend(backend: dict[str, Any]) -> list[str]:
         facts.append(f"eras {backend['eras']}")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
-    return [head] + ([f"last error: {error['reason']}"] if error else [])
+    return [head] + _sandbox(backend.get("sandbox")) + ([f"last error: {error['reason']}"] if error else [])
+
+
+def _sandbox(sandbox: dict[str, Any] | None) -> list[str]:
+    """sandbox require: bwrap,landlock,rlimits,uid; missing tasks"""
+    if not sandbox or "engines" not in sandbox:
+        return [f"sandbox {sandbox['mode']}"] if sandbox else []
+    missing = sandbox.get("missing") or []
+    line = f"sandbox {sandbox['mode']}: {','.join(sandbox['engines'])}"
+    return [line + (f"; missing {','.join(missing)}" if missing else "; every rule enforced")]
 
 
 def duration(seconds: float) -> str:

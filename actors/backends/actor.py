@@ -40,6 +40,7 @@ from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.config import BackendConfig
+from actors.config.sandbox_schema import SandboxSettings
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import (
@@ -101,6 +102,8 @@ class Backend:
         factory=Shutdown
     )  # the gateway's: its budget and urgency stop the process
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
+    sandbox: SandboxSettings | None = None  # a stdio backend's (Config.sandbox_of); None: remote
+    warned_sandbox: set[str] = attrs.field(init=False, factory=set)  # its DEGRADED line, said once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _announced: set[str] = attrs.field(init=False, factory=set)  # kinds of those said changed, not checked
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has

@@ -31,6 +31,7 @@ from actors.config.checks import (
 from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.sandbox_schema import SandboxSettings, SandboxTable, sandbox_settings
 from actors.config.secret import Secret
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings
@@ -144,6 +145,13 @@ class Config:
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
     tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
     trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
+    sandbox: SandboxTable = attrs.field(factory=SandboxTable)  # [sandbox]: every stdio backend's default
+
+    def sandbox_of(self, backend: BackendConfig) -> SandboxSettings | None:
+        """A stdio backend's sandbox (its own table over [sandbox]); None for a remote backend."""
+        if backend.command is None:
+            return None
+        return sandbox_settings(getattr(backend, "sandbox", None), self.sandbox)
 
     def trust_mode(self, backend: BackendConfig) -> TrustMode:
         """The backend's own `trust`, else [trust] mode."""

@@ -19,6 +19,7 @@ LAYERS: Final = (
     ("runtime", "protocol"),  # the runtime knows no MCP; the wire knows no supervisor
     ("policy", "limits", "trust"),  # pure rules, buckets and digests, compiled or judged above
     ("config",),
+    ("sandbox",),  # probe, plan and launch of a stdio backend's sandbox: known to backends/sandboxing.py
     ("framing",),
     ("telemetry",),  # meters and traces: written by everything above, read by admin and exporters
     ("catalog", "middleware"),
