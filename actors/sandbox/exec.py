@@ -1,4 +1,6 @@
-"""The sandbox launcher, run as a backend's process: `python -I -m actors.sandbox.exec FD`.
+"""The sandbox launcher, run as a backend's process: `python -I .../actors/sandbox/exec.py FD` (by its path:
+it imports nothing of the gateway, so any python3 runs it, under any uid; the policy names the folders of
+its two bindings, landlockpy and pyseccomp).
 
 It reads the policy (JSON, launch.py) from the inherited FD and closes it, then: rlimits (RLIMIT_DATA for
 memory, NOFILE, NPROC where it binds, CORE=0), no_new_privs, Landlock, a seccomp filter denying AF_INET and
@@ -100,7 +102,7 @@ def deny_inet() -> None:
 
 def main(argv: list[str]) -> NoReturn:
     if len(argv) != 2 or not argv[1].isdigit():
-        refuse("usage: python -m actors.sandbox.exec POLICY_FD")
+        refuse("usage: python -I actors/sandbox/exec.py POLICY_FD")
     try:
         policy = read_policy(int(argv[1]))
         sys.path[:0] = policy.get("sys_path", [])  # run by path under another uid: the bindings' folders

@@ -1,5 +1,5 @@
 """A backend's command turned into its sandboxed launch: the bwrap line (where user namespaces work), the
-launcher (`python -m actors.sandbox.exec`) and the policy it reads from an inherited file descriptor.
+launcher (actors/sandbox/exec.py) and the policy it reads from an inherited file descriptor.
 
 Owns: the run's private {tmp} folder, removed by `Launch.close()` when the run's process is stopped.
 Hooks for the supply-chain check (actors/supply/): SPAWN_CHECKS run before every spawn, sandboxed or not,
@@ -161,18 +161,17 @@ def prepare(
 
 
 def launcher_command(uid: int | None) -> tuple[list[str], list[str]]:
-    """The launcher's command (without its fd) and the folders it imports its bindings from. Under another
-    uid, this gateway's Python may be out of reach (a venv over a Python in /root): then the system's
-    python3 runs exec.py by its path, the bindings' folders on its sys.path."""
-    if uid is None or _reachable([os.path.realpath(sys.executable), sys.base_prefix]) == [
-        os.path.realpath(sys.executable),
-        sys.base_prefix,
-    ]:
-        return [sys.executable, "-I", "-m", "actors.sandbox.exec"], []
+    """The launcher's command (without its fd) and the folders it imports its bindings from: exec.py run by
+    its path in isolated mode (it imports nothing of the gateway), the bindings' folders on its sys.path.
+    Under another uid this gateway's Python may be out of reach (a venv over a Python in /root): then the
+    system's python3 runs it."""
     import landlockpy
     import pyseccomp
 
-    python = shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "/usr/bin/python3"
+    python = sys.executable
+    needs = [os.path.realpath(sys.executable), sys.base_prefix]
+    if uid is not None and _reachable(needs) != needs:
+        python = shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "/usr/bin/python3"
     script = str(Path(__file__).with_name("exec.py"))
     bindings = {str(Path(landlockpy.__file__).parent.parent), str(Path(pyseccomp.__file__).parent)}
     return [python, "-I", script], sorted(bindings)
