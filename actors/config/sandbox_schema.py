@@ -46,6 +46,8 @@ def path_problem(path: str) -> str | None:
         return f"{path!r} has a control character"
     if "{" in path or "}" in path:
         head = path.split("/", 1)[0]
+        if head.startswith("{") and head.endswith("}") and head not in PLACEHOLDERS:
+            return f"{path!r}: unknown placeholder {head} (known: {', '.join(PLACEHOLDERS)})"
         if head not in PLACEHOLDERS or "{" in path[len(head) :] or "}" in path[len(head) :]:
             return f"{path!r}: a placeholder ({', '.join(PLACEHOLDERS)}) may only start the path"
         return None
