@@ -38,8 +38,6 @@ def found(*, root: bool = True, userns: bool = True, landlock: int = 7, seccomp:
 
 
 REQUIRE = SandboxSettings(mode=SandboxMode.REQUIRE)
-HOST_NO_TASKS = SandboxSettings(network=SandboxNetwork.HOST, tasks=None)
-FS = ("read", "write", "hide")
 
 
 @pytest.mark.parametrize(
