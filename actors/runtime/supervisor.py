@@ -164,7 +164,8 @@ async def supervise_child(
                 or (policy.restart is Restart.TRANSIENT and error is None)
                 or _final(error)
             ):
-                logger.info("stopped ({}); restart={} leaves it down", describe(error), policy.restart.value)
+                why = "a restart cannot mend it" if _final(error) else f"restart={policy.restart.value}"
+                logger.info("stopped ({}); {} leaves it down", describe(error), why)
                 await events.send(ChildStopped(spec.id, error))
                 return
             now = trio.current_time()

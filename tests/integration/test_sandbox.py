@@ -22,6 +22,7 @@ from typing import Any, Final
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from support import (
     ROOT,
     SESSION_DEADLINE_S,
@@ -74,7 +75,13 @@ def write_sandboxed_config(folder: Path, mode: str, tag: str) -> Path:
     }
     lines = ["", "[backends.sandbox]", *(f"{key} = {toml_value(value)}" for key, value in table.items())]
     other = '[[backends]]\nname = "other"'
-    config.write_text(config.read_text().replace(other, "\n".join(lines) + "\n\n" + other))
+    text = config.read_text().replace(other, "\n".join(lines) + "\n\n" + other)
+    if mode == "require":  # as root without `user`, tasks cannot be enforced: require refuses, auto says so
+        for name, its_mode in (("strict", "require"), ("lenient", "auto")):
+            text += f'\n[[backends]]\nname = "{name}"\ncommand = "{SYSTEM_PYTHON}"\n'
+            text += f'args = ["{HOSTILE}", "{tag}"]\ncwd = "{folder / "work"}"\n'
+            text += f'[backends.sandbox]\nmode = "{its_mode}"\nread = ["{{runtime}}", "{HOSTILE.parent}"]\n'
+    config.write_text(text)
     return config
 
 
@@ -119,6 +126,11 @@ async def test_hostile_backend(world: Path, tmp_path: Path, mode: str) -> None:
     finally:
         listener.close()
     assert not processes_tagged(tag)
+    if mode == "require":
+        log = (tmp_path / "gateway.log").read_text()
+        assert log.count("DEGRADED sandbox missing=tasks") == 1
+        refused = [line for line in log.splitlines() if "sandbox_unavailable: mode=require" in line]
+        assert len(refused) == 1 and "restarting" not in refused[0], refused
 
 
 async def exercise(client: Client, mode: str, world: Path, port: int, tag: str) -> None:
@@ -133,6 +145,10 @@ async def exercise(client: Client, mode: str, world: Path, port: int, tag: str) 
     environment = await said(client, "environment")
     assert await said(client, "echo", text="still here") == "done: still here"
     assert "still here" in await said(client, "other__echo", text="still here")
+    if mode == "require":
+        assert await said(client, "lenient__echo", text="auto") == "done: auto"
+        with pytest.raises(MCPError, match="strict__echo"):  # never started: its tools never listed
+            await client.call_tool("strict__echo", {"text": "x"})
     held = await said(client, "hold", seconds=60)
     assert held.startswith("done: ")
     assert processes_tagged(tag)  # the backend and its grandchild run
