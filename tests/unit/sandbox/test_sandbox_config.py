@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from actors.config import ConfigError, load_config
+from actors.config.diff import diff
 from actors.config.sandbox_schema import SandboxMode, SandboxNetwork, path_problem
 
 
@@ -67,6 +68,12 @@ def test_every_mistake_names_the_file_the_key_and_the_reason(tmp_path: Path) -> 
     assert problems["backends[0].sandbox.tasks"] == "must be 1 or more"
     assert "array" in problems["backends[0].sandbox.hide"]
     assert problems["backends[0].sandbox.write"] == "at most 64 paths"
+
+
+def test_a_reload_restarts_the_backends_whose_sandbox_changed(tmp_path: Path) -> None:
+    old = load_config(write(tmp_path / "a.toml", ""))
+    new = load_config(write(tmp_path / "b.toml", '[sandbox]\nmode = "auto"'))
+    assert diff(old, new).changed == ("a",)  # the remote backend has no sandbox: left alone
 
 
 @pytest.mark.parametrize(
