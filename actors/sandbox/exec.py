@@ -7,8 +7,9 @@ memory, NOFILE, NPROC where it binds, CORE=0), no_new_privs, Landlock, a seccomp
 AF_INET6 sockets where there is no network namespace, and exec of the backend's program with exactly its
 environment. stdin and stdout pass through untouched. The uid drop happened at spawn (Popen's user/group).
 
-No PR_SET_PDEATHSIG: it fires when the gateway *thread* that forked exits (see backends/process.py); bwrap's
---die-with-parent and the gateway's kill of the process group end the backend instead.
+No PR_SET_PDEATHSIG (nor bwrap's --die-with-parent, the same thing): it fires when the gateway *thread* that
+forked exits (see backends/process.py and probe.bwrap_isolation); the gateway's stop (stdin's end, the
+process group, the descendants it tracks) and the pid namespace end the backend instead.
 
 Any failure ends it with EXIT_REFUSED and one `sandbox: ...` line on stderr, which the gateway classifies.
 """

@@ -64,16 +64,18 @@ def run_spawn_checks(name: str, argv: Sequence[str]) -> None:
         check(name, argv)
 
 
-def runtime_paths(program: str) -> list[str]:
-    """{runtime}: the system's, the program's installation (the folder above its bin/), this gateway's
+def runtime_paths(argv: Sequence[str]) -> list[str]:
+    """{runtime}: the system's, the program's installation (the folder above its bin/), the files its
+    arguments name by absolute path (`python /srv/server.py`: the script, not its folder), this gateway's
     Python and the launcher's package."""
-    real = Path(os.path.realpath(program))
+    real = Path(os.path.realpath(argv[0]))
     own = [str(real.parent.parent if real.parent.name == "bin" else real.parent)]
+    scripts = [arg for arg in argv[1:] if arg.startswith("/") and os.path.isfile(arg)]
     python = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    return [*SYSTEM_RUNTIME, *own, *sorted(python), str(Path(actors.__file__).parent)]
+    return [*SYSTEM_RUNTIME, *own, *scripts, *sorted(python), str(Path(actors.__file__).parent)]
 
 
-def expand(entries: Sequence[str], *, program: str, workdir: Path, tmp: Path) -> list[str]:
+def expand(entries: Sequence[str], *, program: Sequence[str], workdir: Path, tmp: Path) -> list[str]:
     """Placeholders and ~ replaced; duplicates dropped, order kept."""
     out: list[str] = []
     for entry in entries:
@@ -127,7 +129,7 @@ def prepare(
     tmp = Path(tempfile.mkdtemp(prefix=f"mcp-sandbox-{name}-"))
     if plan.uid is not None:
         os.chown(tmp, plan.uid, plan.gid if plan.gid is not None else -1)
-    program = argv[0]
+    program = argv
     extra = [path for more in EXTRA_READ for path in more(name)]
     read = expand([*settings.read, *extra], program=program, workdir=cwd, tmp=tmp)
     write = expand(settings.write, program=program, workdir=cwd, tmp=tmp)

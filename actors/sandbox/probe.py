@@ -88,8 +88,14 @@ def probe_bwrap(userns: Primitive) -> Primitive:
 
 
 def bwrap_isolation(*, share_net: bool) -> list[str]:
-    """The namespace and privilege part of every bwrap line (the smoke run's and the backends')."""
-    line = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    """The namespace and privilege part of every bwrap line (the smoke run's and the backends').
+
+    No --die-with-parent: it is PR_SET_PDEATHSIG (SIGKILL) on bwrap, which fires when the *thread* that
+    forked it exits, and trio forks in worker threads that retire after 10 idle seconds (trio's
+    IDLE_TIMEOUT): every sandboxed backend was SIGKILLed ten seconds into its life. The gateway ends the
+    sandbox as it ends any backend (process group, stdin's end; see backends/process.py), and the pid
+    namespace takes every process in it down with its first."""
+    line = ["--unshare-all", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     return [*line, "--share-net"] if share_net else line
 
 

@@ -161,3 +161,17 @@ async def exercise(client: Client, mode: str, world: Path, port: int, tag: str) 
         assert "canary-7f3a" in attempts["read"]
         assert outside.exists()
         assert SECRET_NAME in environment
+
+
+@pytest.mark.extra
+async def test_a_sandboxed_backend_outlives_the_thread_that_spawned_it(world: Path, tmp_path: Path) -> None:
+    """Trio forks in a worker thread that retires after 10 idle seconds (its IDLE_TIMEOUT); a parent-death
+    signal tied to it would kill the backend then. Slow by nature (it waits out that timer): -m extra."""
+    tag = f"sandbox-tag-{uuid.uuid4().hex}"
+    config = write_sandboxed_config(world, "require", tag)
+    with trio.fail_after(SESSION_DEADLINE_S + 15):
+        async with Client(gateway_params(config, tmp_path / "gateway.log"), mode="legacy") as client:
+            assert await said(client, "echo", text="before") == "done: before"
+            await trio.sleep(12)  # past trio's IDLE_TIMEOUT: the spawning thread is gone
+            assert await said(client, "echo", text="after") == "done: after"
+    await wait_until_gone(processes_tagged(tag))

@@ -117,3 +117,14 @@ async def test_unavailable_stays_down_and_limits_wait_long(autojump_clock: trio.
         restarting = await events.receive()
         assert isinstance(restarting, ChildRestarting) and restarting.delay_s >= LIMITS_BACKOFF_S
         nursery.cancel_scope.cancel()
+
+
+def test_no_parent_death_signal_in_the_bwrap_line() -> None:
+    """--die-with-parent is PR_SET_PDEATHSIG: trio forks in worker threads that retire after 10 idle s, so
+    it SIGKILLed every sandboxed backend ten seconds into its life (test_sandbox.py's `extra` test shows a
+    backend living past that)."""
+    from actors.sandbox.probe import bwrap_isolation
+
+    for share_net in (False, True):
+        line = bwrap_isolation(share_net=share_net)
+        assert "--die-with-parent" not in line and "--unshare-all" in line and "--clearenv" in line
