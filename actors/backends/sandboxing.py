@@ -27,7 +27,12 @@ LIMIT_WORDS: Final = re.compile(
     re.IGNORECASE,
 )
 DENIED_WORDS: Final = re.compile(r"^(sandbox|bwrap): |Permission denied|Operation not permitted|EACCES|EPERM")
-LIMIT_SIGNALS: Final = (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGXCPU, -signal.SIGXFSZ)
+# Only the signals a limit itself sends: a SIGKILL, SIGSEGV or SIGABRT alone may be anyone's (an operator, a
+# crash, scripts/chaos), so those count only with a limit's words on stderr. Under bwrap a death by signal N
+# reaches the gateway as exit code 128 + N.
+LIMIT_SIGNALS: Final = frozenset(
+    code for signum in (signal.SIGXCPU, signal.SIGXFSZ) for code in (-signum, 128 + signum)
+)
 
 LIMITS_BACKOFF_S: Final = 300.0  # a backend killed by its limits or refused by the sandbox: no restart storm
 

@@ -108,8 +108,11 @@ class Launch:
     options: dict[str, Any] = attrs.field(factory=dict)  # Popen's: pass_fds, user, group, extra_groups
 
     def close_policy(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.policy_fd)
+        """Once: a second os.close of the same number would close whatever the gateway opened since."""
+        fd, self.policy_fd = self.policy_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def close(self) -> None:
         self.close_policy()

@@ -3,7 +3,9 @@ sandboxed run's end is classified and supervised (refused at start, killed by a 
 
 from __future__ import annotations
 
+import os
 import signal
+from pathlib import Path
 
 import pytest
 import trio
@@ -89,11 +91,14 @@ def test_verdicts() -> None:
         verdict(bwrap, 1, ["bwrap: Can't bind mount /x: Permission denied"]), SandboxDeniedError
     )
     died = BackendExitedError("process 9 was killed by SIGKILL")
-    assert isinstance(verdict(died, -signal.SIGKILL, []), SandboxLimitError)
+    assert verdict(died, -signal.SIGKILL, []) is died  # anyone's SIGKILL (chaos, an operator): no long wait
     assert isinstance(verdict(died, 1, ["MemoryError"]), SandboxLimitError)
+    assert isinstance(verdict(died, 128 + signal.SIGXFSZ, []), SandboxLimitError)  # bwrap's way to say it
     plain = BackendExitedError("process 9 exited with code 3")
     assert verdict(plain, 3, ["Traceback", "ValueError: bad"]) is plain
-    assert verdict(died, -signal.SIGKILL, []).without_stderr.startswith("sandbox_limit: ")
+    assert verdict(died, 134, ["FATAL ERROR: JavaScript heap out of memory"]).without_stderr.startswith(
+        "sandbox_limit: "
+    )
 
 
 async def test_unavailable_stays_down_and_limits_wait_long(autojump_clock: trio.testing.MockClock) -> None:
@@ -109,7 +114,7 @@ async def test_unavailable_stays_down_and_limits_wait_long(autojump_clock: trio.
     assert down.state is BackendState.SANDBOX_UNAVAILABLE and "cannot enforce tasks" in (down.reason or "")
 
     async def limited(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        raise SandboxLimitError("sandbox_limit: process 9 was killed by SIGKILL")
+        raise SandboxLimitError("sandbox_limit: process 9 exited with code 1", "MemoryError")
 
     events_send, events = trio.open_memory_channel[object](8)
     async with trio.open_nursery() as nursery:
@@ -128,3 +133,21 @@ def test_no_parent_death_signal_in_the_bwrap_line() -> None:
     for share_net in (False, True):
         line = bwrap_isolation(share_net=share_net)
         assert "--die-with-parent" not in line and "--unshare-all" in line and "--clearenv" in line
+
+
+def test_the_policy_fd_is_closed_once(tmp_path: Path) -> None:
+    """The launch closes its memfd after the spawn and again at the run's end: the second close must not
+    close whatever file the gateway opened under the same number since (a WebSocket's, in scripts/chaos)."""
+    from actors.sandbox.launch import prepare
+
+    settings = SandboxSettings(mode=SandboxMode.AUTO)
+    chosen = plan(settings, found())
+    launch = prepare("t", ["/bin/true"], cwd=tmp_path, env={}, settings=settings, plan=chosen)
+    launch.close_policy()
+    reused = os.open(os.devnull, os.O_RDONLY)  # likely the same number
+    try:
+        launch.close()
+        os.fstat(reused)  # still open
+        assert not launch.tmp.exists()
+    finally:
+        os.close(reused)
