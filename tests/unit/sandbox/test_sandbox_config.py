@@ -4,6 +4,7 @@ answered as `FILE: key: reason`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -93,3 +94,16 @@ def test_a_reload_restarts_the_backends_whose_sandbox_changed(tmp_path: Path) ->
 )
 def test_path_rules(path: str, ok: bool) -> None:
     assert (path_problem(path) is None) is ok
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root, tasks needs `user`: the case this checks")
+def test_check_says_which_backend_would_not_start(tmp_path: Path) -> None:
+    """`mcp-gateway check`: require that this machine cannot meet is a problem (the backend would stay down),
+    auto a warning; both name the file, the backend's key and what is missing."""
+    from actors.sandbox.advice import sandbox_advice
+
+    config = load_config(write(tmp_path / "c.toml", '[sandbox]\nmode = "require"'))
+    said = f"{config.path}: backends[0].sandbox: mode=require but this machine cannot enforce tasks"
+    assert list(sandbox_advice(config)) == [(True, f"{said}; it would not start")]
+    config = load_config(write(tmp_path / "d.toml", '[sandbox]\nmode = "auto"\nuser = "nobody"'))
+    assert list(sandbox_advice(config)) == []  # a uid of its own: tasks enforced too
