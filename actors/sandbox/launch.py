@@ -92,6 +92,8 @@ def expand(entries: Sequence[str], *, program: Sequence[str], workdir: Path, tmp
 
 
 def _under(path: str, folder: str) -> bool:
+    """`path` is `folder` or inside it, however either is spelled (symlinks, `..`, doubled slashes)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -138,7 +140,8 @@ def prepare(
     write = expand(settings.write, program=program, workdir=cwd, tmp=tmp)
     hide = expand(settings.hide, program=program, workdir=cwd, tmp=tmp)
     missing = plan.missing
-    if not plan.use_bwrap and any(_under(h, r) for h in hide for r in read + write) and "hide" not in missing:
+    shown = [h for h in hide if os.path.lexists(h) and any(_under(h, r) for r in read + write)]
+    if not plan.use_bwrap and shown and "hide" not in missing:
         missing = (*missing, "hide")  # Landlock only grants: a hidden path inside a granted one stays open
     policy = {
         "argv": list(argv),

@@ -151,3 +151,28 @@ def test_the_policy_fd_is_closed_once(tmp_path: Path) -> None:
         assert not launch.tmp.exists()
     finally:
         os.close(reused)
+
+
+def test_the_gateways_own_files_are_hidden_from_a_backend_beside_them(tmp_path: Path) -> None:
+    """A backend whose cwd is the config's folder (the default) must not read the config nor the secret
+    files beside it: bwrap masks each with /dev/null; Landlock alone cannot (it only grants), so `hide` is
+    missing there, however the path is spelled."""
+    from actors.config import load_config
+    from actors.sandbox.launch import prepare
+
+    (tmp_path / "token").write_text("s3cret\n")
+    (tmp_path / "g.toml").write_text(
+        '[sandbox]\nmode = "require"\n'
+        '[[backends]]\nname = "a"\ncommand = "/bin/true"\nenv = { T = { file = "token" } }\n'
+    )
+    config = load_config(tmp_path / "g.toml")
+    settings = config.sandbox_of(config.backends[0])
+    assert settings is not None and set(settings.hide) >= {str(tmp_path / "g.toml"), str(tmp_path / "token")}
+    spelled = f"{tmp_path}/./"  # the same folder, spelled otherwise
+    for machine, masked in ((found(), True), (found(userns=False), False)):
+        chosen = plan(settings, machine)
+        launch = prepare("a", ["/bin/true"], cwd=Path(spelled), env={}, settings=settings, plan=chosen)
+        launch.close()
+        line = " ".join(launch.argv)
+        assert (f"--ro-bind /dev/null {tmp_path / 'token'}" in line) is masked
+        assert ("hide" in launch.missing) is not masked
