@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Final
 
@@ -151,7 +152,15 @@ def probe() -> Primitives:
     )
 
 
-@functools.cache
+_PROBING: Final = threading.Lock()  # the backends' first spawns ask at once, each from a worker thread
+
+
 def primitives() -> Primitives:
     """This process's probe, run once (the kernel does not change under a running gateway)."""
+    with _PROBING:
+        return _probed()
+
+
+@functools.cache
+def _probed() -> Primitives:
     return probe()
