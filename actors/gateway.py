@@ -44,6 +44,7 @@ from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_
 from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.middleware.loading import build_middleware
+from actors.output.settings import OutputGate
 from actors.policy import PolicyGate, caller_of
 from actors.protocol.envelopes import BackendEvent
 from actors.protocol.errors import GatewayStartError
@@ -136,6 +137,7 @@ class Gateway:
     middleware: tuple[Middleware, ...] = attrs.field(init=False)
     policy: PolicyGate = attrs.field(init=False)  # the [policy] in force; a reload swaps its rules
     limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
+    output: OutputGate = attrs.field(init=False)  # max_output_chars in force; a reload swaps them
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
@@ -151,6 +153,7 @@ class Gateway:
         self.middleware = build_middleware(self.config)  # ConfigError when a factory fails
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
+        self.output = OutputGate(self.config.output_limits())
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
         self.traced = tracing_wanted(self.config.tracing)
 
@@ -451,6 +454,7 @@ class Gateway:
             limiter=self.limiter,
             tracing=self.tracing,
             forward_headers=self.config.forwarded_headers(),
+            output=self.output,
         )
 
     async def _serve_stdio(

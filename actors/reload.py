@@ -72,6 +72,7 @@ async def apply(gateway: Gateway, new: Config, change: ConfigDiff) -> None:
     gateway.config = new
     gateway.policy.swap(new.policy)  # whole: the next request is judged by the new rules alone
     gateway.limiter.reconfigure(new.limits)
+    gateway.output.swap(new.output_limits())  # max_output_chars: from the next call on
     gateway.limit_budgets()  # sessions share one ledger: a stdio-only gateway has no listener to rebuild
     fresh = frozenset((*change.added, *change.changed))
     await gateway.catalog_events.send(

@@ -240,6 +240,7 @@ class BackendLink:
             plain = codec.plain_answer(frame)  # nearly every frame: an answer, its result's bytes kept
             if plain is not None:
                 self._settle(plain[0], Reply(result=plain[1], raw=plain[2]), nursery)
+                del frame, plain  # not held while the next frame is awaited (a big answer is freed now)
                 continue
             try:
                 message = codec.decode(frame)

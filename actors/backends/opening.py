@@ -14,7 +14,7 @@ from loguru import logger
 
 from actors.backends.connection import BackendLink
 from actors.backends.errors import BackendExitedError, BackendRejectedError, BackendStartError
-from actors.backends.http import HttpBackendTransport
+from actors.backends.over_http import is_http
 from actors.backends.process import ProcessTransport, backend_environment
 from actors.backends.sandboxing import sandboxed, verdict
 from actors.backends.token_broker import TokenUnavailableError
@@ -44,6 +44,8 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
         await connection.start(credentials.broker.run)  # its requests live as long as this run
     logger.info("connecting to {}", url)
     if url.startswith(("http://", "https://")):
+        from actors.backends.http import HttpBackendTransport  # httpx2: only to use it
+
         return await HttpBackendTransport.connect(
             connection, url, headers, backend.max_message_bytes, credentials
         )
@@ -118,9 +120,9 @@ def link_over(
         roots_chosen=backend.config.roots is not None,
         meter=backend.meter,
         # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
-        stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
+        stream_of=transport.origins.pop if is_http(transport) else None,
     )
-    if isinstance(transport, HttpBackendTransport):  # whom each request is for: its call, in this table
+    if is_http(transport):  # whom each request is for: its call, in this table
         transport.call_of = link.inflight_call
     return link
 

@@ -6,13 +6,14 @@ from typing import Any
 
 from actors.catalog.naming import Route
 from actors.catalog.uri_templates import fits
-from actors.catalog.uris import prefixed, unprefixed
+from actors.catalog.uris import prefixed, ui_route, unprefixed
 from actors.catalog.view import CatalogView
 from actors.protocol.codec import clip
 
 
 def resource_route(view: CatalogView, uri: str) -> Route | None:
-    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix."""
+    """A listed URI, else the first template (config order) it fits, else an explicit `backend+` prefix
+    (or, for an app, `ui://backend/rest`)."""
     route = view.resource_routes.get(uri)
     if route is not None:
         return route
@@ -20,8 +21,10 @@ def resource_route(view: CatalogView, uri: str) -> Route | None:
         own = template.owns(uri)
         if own is not None:
             return Route(template.backend, own)
-    explicit = unprefixed(uri)
-    return explicit if explicit is not None and explicit.backend in view.backends else None
+    for explicit in (unprefixed(uri), ui_route(uri)):
+        if explicit is not None and explicit.backend in view.backends:
+            return explicit
+    return None
 
 
 def public_uri(view: CatalogView, route: Route, spelled: str | None = None) -> str:
@@ -47,7 +50,7 @@ def held_template(view: CatalogView, route: Route, template: bool = False) -> st
         if held.template == route.own if template else fits(held.template, route.own):
             if not template and route in view.resource_routes.values():
                 return None
-            name = clip(held.prefix + held.template)
+            name = clip(held.public)
             return f"resource template '{name}' of backend '{route.backend}' is held for review: {held.held}"
     return None
 
@@ -55,7 +58,7 @@ def held_template(view: CatalogView, route: Route, template: bool = False) -> st
 def template_owner(view: CatalogView, published: str) -> tuple[Route | None, str]:
     """The backend whose resource template is published as `published`, and the template's own form."""
     for template in view.template_routes:
-        if published.startswith(template.prefix) and template.template == published[len(template.prefix) :]:
+        if template.public == published:
             return Route(template.backend, template.template), template.template
     return None, published
 

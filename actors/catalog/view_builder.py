@@ -3,7 +3,7 @@ ready backends under them, routes for every known owner, and versions that move 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Generic, TypeVar
 
@@ -22,8 +22,9 @@ from actors.catalog.naming import (
     routes_of,
 )
 from actors.catalog.status import BackendState
-from actors.catalog.uris import TemplateRoute, assign_public_uris, prefixed
+from actors.catalog.uris import TemplateRoute, assign_public_uris, listed_public_form, prefixed
 from actors.catalog.view import CatalogView, TrustView
+from actors.output.app_uris import tool_with_public_app
 from actors.protocol.codec import clip
 from actors.protocol.messages import Tool
 from actors.trust import DefinitionKey
@@ -81,6 +82,7 @@ class ViewBuilder:
         prompts = _published(entries, prompt_names, "prompts")
         always = self.rule != PREFIX_ON_COLLISION
         uris = assign_public_uris(self.order, _lists(entries, "resources"), "uri", always)
+        tools = _with_public_apps(tools, routes, listed_public_form(uris, always))
         patterns = assign_public_uris(self.order, _lists(entries, "templates"), "uriTemplate", always)
         resources = _published(entries, uris, "resources", "uri")
         templates = _published(entries, patterns, "templates", "uriTemplate")
@@ -139,6 +141,22 @@ class ViewBuilder:
             )
 
 
+def _with_public_apps(
+    tools: tuple[Tool, ...], routes: Mapping[str, Route], public_form: Callable[[str, str], str]
+) -> tuple[Tool, ...]:
+    """The tools with the app each points at (`_meta.ui.resourceUri`) named in its public form."""
+    shown: list[Tool] = []
+    changed = False
+    for tool in tools:
+        route = routes.get(tool.get("name"))  # type: ignore[arg-type]
+        if route is not None and isinstance(tool.get("_meta"), dict):
+            public = tool_with_public_app(tool, partial(public_form, route.backend), None)
+            changed = changed or public is not tool
+            tool = public
+        shown.append(tool)
+    return tuple(shown) if changed else tools
+
+
 def _lists(entries: Mapping[str, BackendEntry], kind: ListKind) -> dict[str, tuple[Tool, ...]]:
     """Every backend's last known list of that kind, whether it is up or not."""
     return {name: entry.listed(kind) for name, entry in entries.items()}
@@ -183,7 +201,7 @@ def _trust_view(
     hidden = {key: public for public, (key, _) in (*held.items(), *held_prompts.items())}
     for route in template_routes:
         if route.held is not None:
-            hidden[DefinitionKey(route.backend, "template", route.template)] = route.prefix + route.template
+            hidden[DefinitionKey(route.backend, "template", route.template)] = route.public
     return attrs.evolve(trust, hidden=hidden)
 
 

@@ -72,6 +72,7 @@ def make_converter() -> cattrs.Converter:
         (Mapping[str, Any], _options),
         (RootsMode | tuple[str, ...] | None, _roots),
         (Mapping[str, Mapping[str, bool]], _hint_overrides),
+        (Mapping[str, int], _integer_table),
         (BackendAuth | None, lambda value, _: _backend_auth(converter, value)),
     ):
         converter.register_structure_hook_func(lambda t, kind=kind: t == kind, hook)
@@ -260,6 +261,16 @@ def _roots(value: Any, _: type) -> RootsMode | tuple[str, ...] | None:
         if not uri.startswith("file://"):
             raise ValueError(f"item {index} ({uri!r}) is not a file:// URI")
     return uris
+
+
+def _integer_table(value: Any, _: type) -> Mapping[str, int]:
+    """A table of integers by name (max_output_chars per tool)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table such as {{ read_file = 40000 }}, got {kind_of(value)}")
+    for name, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise TypeError(f"{name}: expected an integer, got {kind_of(number)}")
+    return dict(value)
 
 
 def _hint_overrides(value: Any, _: type) -> Mapping[str, Mapping[str, bool]]:

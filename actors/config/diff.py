@@ -30,7 +30,8 @@ class ConfigDiff:
     catalog_changed: bool = False  # the naming rule, expose_backend_stderr or [trust] mode is new
     listeners: tuple[str, ...] = ()  # listener tables whose settings changed (new connections get them)
     sessions_changed: bool = False  # what new sessions are built with ([gateway] keys) is new
-    guards_changed: tuple[str, ...] = ()  # "[policy]", "[limits]": in force for every session's next request
+    # "[policy]", "[limits]", "max_output_chars": in force for every session's next request
+    guards_changed: tuple[str, ...] = ()
     needs_restart: tuple[str, ...] = ()  # what a reload does not apply, each said in a few words
 
     @property
@@ -68,7 +69,7 @@ def backend_inputs(config: Config, backend: BackendConfig) -> tuple[Any, ...]:
     """Everything a backend's actor is built from (gateway.py `_backend`)."""
     gateway = config.gateway
     return (
-        backend,
+        attrs.evolve(backend, tools=attrs.evolve(backend.tools, max_output_chars={})),  # sessions apply it
         config.request_timeout_s(backend),
         config.startup_timeout_s(backend),
         gateway.name,
@@ -135,7 +136,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         sessions_changed=old.gateway != new.gateway,
         guards_changed=tuple(
             f"[{table}]" for table in ("policy", "limits") if getattr(old, table) != getattr(new, table)
-        ),
+        )
+        + (("max_output_chars",) if old.output_limits() != new.output_limits() else ()),
         needs_restart=tuple(needs_restart),
     )
 

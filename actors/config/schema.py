@@ -33,9 +33,11 @@ from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
 from actors.config.sandbox_schema import SandboxSettings, SandboxTable, sandbox_settings
 from actors.config.secret import Secret
+from actors.config.tool_policy import output_chars
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings
 from actors.limits import LimitSettings
+from actors.output.settings import OutputLimits
 from actors.policy.rules import Policy
 from actors.trust import TrustMode
 
@@ -90,6 +92,8 @@ class GatewaySettings:
     expose_backend_stderr: bool = False  # network clients' errors carry a backend's last stderr lines
     watch_config: bool = False  # reload when the config file changes (as on SIGHUP)
     block_secrets: BlockSecrets = BlockSecrets.OFF  # a secret's value in a tool's arguments or result
+    # the characters of a tool's result a client gets, unless the tool's own says otherwise (None: all)
+    max_output_chars: int | None = attrs.field(default=None, validator=optional(output_chars))
 
 
 @attrs.frozen(kw_only=True)
@@ -184,6 +188,11 @@ class Config:
     def request_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.request_timeout_s
         return own if own is not None else self.gateway.request_timeout_s
+
+    def output_limits(self) -> OutputLimits:
+        """max_output_chars: the gateway's and each backend's per tool (actors/output/)."""
+        tools = {b.name: b.tools.max_output_chars for b in self.backends if b.tools.max_output_chars}
+        return OutputLimits(self.gateway.max_output_chars, tools)
 
     def startup_timeout_s(self, backend: BackendConfig) -> float:
         own = backend.startup_timeout_s

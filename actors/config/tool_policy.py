@@ -11,10 +11,15 @@ from typing import Final
 
 import attrs
 
-from actors.config.checks import every, not_blank
+from actors.config.checks import every, not_blank, rule
+from actors.output.limits import MAX_OUTPUT_CHARS, MIN_OUTPUT_CHARS
 from actors.protocol.messages import Tool
 
 HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+output_chars: Final = rule(  # max_output_chars, here and in [gateway] (actors/output/limits.py)
+    lambda value: MIN_OUTPUT_CHARS <= value <= MAX_OUTPUT_CHARS,
+    f"must be from {MIN_OUTPUT_CHARS} to {MAX_OUTPUT_CHARS} characters",
+)
 
 
 @attrs.frozen
@@ -24,6 +29,8 @@ class ToolPolicy:
     # backend's name -> name the gateway uses
     rename: Mapping[str, str] = attrs.field(factory=dict, validator=every(not_blank))
     annotations: Mapping[str, Mapping[str, bool]] = attrs.field(factory=dict)  # backend's name -> hints
+    # backend's name -> the characters of its results a client gets (actors/output/limits.py)
+    max_output_chars: Mapping[str, int] = attrs.field(factory=dict, validator=every(output_chars))
 
     def shows(self, name: str) -> bool:
         if self.allow is not None and not any(fnmatchcase(name, pattern) for pattern in self.allow):

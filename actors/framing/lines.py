@@ -89,8 +89,12 @@ class LineStream:
         return line if line and not line.isspace() else None
 
     def _take(self, newline: int) -> bytes | None:
-        line = bytes(self._buffer[:newline])
-        del self._buffer[: newline + 1]
+        with memoryview(self._buffer) as view:  # one copy of the line (a slice of the buffer would be two)
+            line = bytes(view[:newline])
+        if len(self._buffer) == newline + 1:
+            self._buffer = bytearray()  # all of it taken: a big line's buffer is freed, not kept for the next
+        else:
+            del self._buffer[: newline + 1]
         self._scanned = 0
         if self._skipping:
             size, self._skipping = self._skipping + len(line), 0

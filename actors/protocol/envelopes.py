@@ -86,6 +86,12 @@ class Call:
     span: Any = attrs.field(default=None, repr=False)
     # what it carries for its backend's credentials: its caller's token, the client's forwardable headers
     on_behalf: OnBehalf | None = attrs.field(default=None, repr=False)
+    # a tools/call's: what its result may bring to its client (output limits, public URIs), applied once, to
+    # the answer as it arrives, before anything holds it (session/results.py); given the result and the size
+    # of its raw bytes when known (an upper bound on every part's characters: a limit it is within is met)
+    shape: Callable[[dict[str, Any], int | None], dict[str, Any]] | None = attrs.field(
+        default=None, repr=False
+    )
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -113,8 +119,15 @@ class Withdraw:
 
 def answer(call: Call | Ask, reply: Reply) -> None:
     """Deliver the one reply of a call (or of a backend's request for a client). Never blocks."""
-    if type(call) is Call and call.span is not None:
-        call.span.answered(reply)
+    if type(call) is Call:
+        if call.shape is not None and reply.error is None and type(reply.result) is dict:
+            shaped = call.shape(reply.result, len(reply.raw) if reply.raw is not None else None)
+            if (
+                shaped is not reply.result
+            ):  # the backend's bytes no longer say it: only the new result goes on
+                reply = Reply(result=shaped)
+        if call.span is not None:
+            call.span.answered(reply)
     call.reply_to.fill(reply)
 
 

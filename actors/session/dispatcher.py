@@ -56,6 +56,7 @@ from actors.session.handlers import LATER, MODERN_LATER, NOW, Later, Resume
 from actors.session.inflight import Answers, InFlight, InFlightTable
 from actors.session.notifications import receive_notification
 from actors.session.resources import release_subscriptions
+from actors.session.results import ResultShaper
 from actors.session.settings import MAILBOX_SIZE, SessionSettings, SessionState
 from actors.telemetry.tracing_attributes import Peer, peer_attributes
 
@@ -136,6 +137,9 @@ class Dispatcher:
         )
         self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing, ask_ids=self.ask_ids)
         self.forwarder = Forwarder(
+            results=ResultShaper(
+                self.settings.output, self.catalog, self.settings.policy, caller=lambda: self.caller
+            ),
             session=self.session,
             catalog=self.catalog,
             outbox=self.outbox,

@@ -29,6 +29,7 @@ from actors.session.backend_commands import BackendCommands
 from actors.session.fields import progress_token
 from actors.session.inflight import InFlight, Rewrite
 from actors.session.parked import Bridges
+from actors.session.results import ResultShaper, Shape
 
 if TYPE_CHECKING:
     from actors.telemetry.tracing import CallSpan, Tracing
@@ -71,6 +72,7 @@ class Forwarder:
     # request's own (an HTTP POST's, by the client's request id), else the connection's
     on_behalf: OnBehalf | None = None
     on_behalf_of: Callable[[RequestId], OnBehalf | None] | None = None
+    results: ResultShaper | None = None  # what a tools/call's result may bring to the client
 
     def call_for(
         self, forward: Forward, reply_to: InFlight | ReplySlot, entry: InFlight | None
@@ -79,6 +81,7 @@ class Forwarder:
         bridged as it may, the refusal: such a call never goes out unbridged (its state would be unsealed)."""
         token, call_id = progress_token(forward.params), next_call_id()
         modern = entry.modern if entry is not None else None
+        shape = self._shape(forward)
         notify_to = self.outbox if token is not None else None
         carried = self._carried(entry)
         if modern is None:
@@ -86,7 +89,7 @@ class Forwarder:
             params, trace, span = self._params(forward, call_id, token, entry)
             return Call(
                 call_id, forward.method, params, self.session, reply, notify_to, token, self.asks_to, None,
-                self.envelope, from_legacy=True, trace=trace, span=span, on_behalf=carried,
+                self.envelope, from_legacy=True, trace=trace, span=span, on_behalf=carried, shape=shape,
             )  # fmt: skip
         # A modern call's asks never reach the client as requests: a call that may need input is bridged
         # (its bridge is the reply-to and gets the asks), another one's asks are refused. The backend's logs
@@ -100,13 +103,23 @@ class Forwarder:
             call_id, forward.method, params, self.session, bridged or reply_to, notify_to, token, asks_to,  # type: ignore[arg-type]
             modern.log, modern.envelope, own_asks=True, trace=trace,
             input_responses=modern.responses if modern.state is None and modern.responses else None,
-            span=span, on_behalf=carried,
+            span=span, on_behalf=carried, shape=shape,
         )  # fmt: skip
         if bridged is not None:
             bridged.backend, bridged.call_id, bridged.tracing = forward.backend, call_id, self.tracing
             if entry is not None:
                 entry.bridge = bridged
         return call
+
+    def _shape(self, forward: Forward) -> Shape | None:
+        """A tools/call's result shape (output limits, public URIs); None for any other request, or when
+        there is nothing to shape."""
+        if self.results is None or forward.method != "tools/call":
+            return None
+        own = forward.params.get("name")
+        own = own if isinstance(own, str) else ""
+        public = forward.target.tool if forward.target is not None and forward.target.tool else own
+        return self.results.for_call(forward.backend.name, own, public)
 
     def _carried(self, entry: InFlight | None) -> OnBehalf | None:
         """What a call carries on its caller's behalf: its request's (an HTTP POST's), else the session's."""

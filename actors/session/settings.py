@@ -11,6 +11,7 @@ from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.limits import Limiter
 from actors.middleware import Middleware
+from actors.output.settings import OutputGate
 from actors.policy import PolicyGate
 from actors.policy.approval import DestructiveTools
 from actors.protocol.envelopes import BackendEvent
@@ -67,3 +68,4 @@ class SessionSettings:
     # the client headers some backend's forward_headers names (lower-case): what a frontend keeps of a
     # request for its calls (protocol/on_behalf.py); nothing else of a client's headers goes further
     forward_headers: frozenset[str] = frozenset()
+    output: OutputGate = attrs.field(factory=OutputGate)  # max_output_chars in force (session/results.py)

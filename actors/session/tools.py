@@ -41,6 +41,8 @@ def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
     tools = tools if chain is None else chain.tools(version, tools)  # the middleware's filter
     if isinstance(tools, RpcError):
         return ErrorResponse(request_id, tools)
+    if d.forwarder.results is not None:  # limits told, apps this caller may not read unnamed
+        tools = d.forwarder.results.listed(tools, view.routes)
     return page(request_id, params, "tools", tools, version, d.settings.page_size)
 
 

@@ -17,7 +17,7 @@ ACTORS: Final = Path(actors.__file__).parent
 # Bottom first. Packages on one line are peers: neither imports the other.
 LAYERS: Final = (
     ("runtime", "protocol"),  # the runtime knows no MCP; the wire knows no supervisor
-    ("policy", "limits", "trust"),  # pure rules, buckets and digests, compiled or judged above
+    ("policy", "limits", "trust", "output"),  # pure rules, buckets, digests, result limits: judged above
     ("config",),
     ("sandbox",),  # probe, plan and launch of a stdio backend's sandbox: known to backends/sandboxing.py
     ("framing",),
