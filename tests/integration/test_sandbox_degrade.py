@@ -30,8 +30,9 @@ os.execv(sys.argv[1], sys.argv[1:])
 NO_USERNS: Final = ("bwrap", "--unshare-user", "--disable-userns", "--dev-bind", "/", "/", "--")
 NOBODY: Final = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("setpriv") is None,
+pytestmark = pytest.mark.skipif(  # scripts/test installs bwrap and then says so: no skip is then allowed
+    not os.environ.get("MCP_GATEWAY_REQUIRE_SANDBOX")
+    and (os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("setpriv") is None),
     reason="the cells need root (to become nobody), bwrap and setpriv",
 )
 
