@@ -56,6 +56,7 @@ def backend_actor(
         shutdown=gateway.shutdown,  # its budget and urgency stop the backend's process
         list_news=gateway.list_news,
         credentials=credentials_of(backend, token_audit(gateway)),
+        sandbox=config.sandbox_of(backend),
         lock=lock_path(config.path),  # checked at each spawn: a backend it names runs only as pinned
     )
 

@@ -28,7 +28,13 @@ from actors.runtime.watch import Watch
 
 HISTORY_LENGTH: Final = 20  # state changes kept per backend: enough to see a crash loop, small to send
 DOWN: Final = frozenset(
-    {BackendState.RESTARTING, BackendState.FAILED, BackendState.STOPPED, BackendState.PIN_MISMATCH}
+    {
+        BackendState.RESTARTING,
+        BackendState.FAILED,
+        BackendState.STOPPED,
+        BackendState.SANDBOX_UNAVAILABLE,
+        BackendState.PIN_MISMATCH,
+    }
 )
 STDERR_SEPARATOR: Final = " | "  # how a backend error joins its last stderr lines (backends/process.py)
 WARNING_OR_WORSE: Final = re.compile(

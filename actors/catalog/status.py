@@ -19,6 +19,7 @@ class BackendState(enum.Enum):
     RESTARTING = "restarting"
     FAILED = "failed"
     STOPPED = "stopped"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # mode=require and a rule this kernel cannot enforce
     PIN_MISMATCH = "pin_mismatch"  # its files are not those its lock entry records (actors/supply/)
 
 
@@ -57,7 +58,8 @@ class BackendStatus:
             reason, stderr = describe(None), None
         else:
             parts = leaves(error)
-            # an exit may name its own state (`state = "pin_mismatch"`), else the supervisor's
+            # an exit may name its own state (`state = "sandbox_unavailable"`, "pin_mismatch"), else the
+            # supervisor's
             named = {getattr(leaf, "state", None) for leaf in parts} & {s.value for s in BackendState}
             state = BackendState(named.pop()) if len(named) == 1 else state
             reason = "; ".join(

@@ -19,7 +19,7 @@ LAYERS: Final = (
     ("runtime", "protocol"),  # the runtime knows no MCP; the wire knows no supervisor
     ("policy", "limits", "trust", "output"),  # pure rules, buckets, digests, result limits: judged above
     ("config",),
-    ("supply",),  # a stdio backend's pins and prepared cache: checked at its spawn (backends/opening.py)
+    ("sandbox", "supply"),  # a stdio backend's sandbox (probe, plan, launch) and its pins: known to backends
     ("framing",),
     ("telemetry",),  # meters and traces: written by everything above, read by admin and exporters
     ("catalog", "middleware"),
