@@ -125,6 +125,7 @@ def prepare(
         os.chown(tmp, plan.uid, plan.gid if plan.gid is not None else -1)
     program = argv
     read = expand([*settings.read, *read_only], program=program, workdir=cwd, tmp=tmp)
+    pinned = expand(read_only, program=program, workdir=cwd, tmp=tmp)  # read-only even inside a write path
     write = expand(settings.write, program=program, workdir=cwd, tmp=tmp)
     hide = expand(settings.hide, program=program, workdir=cwd, tmp=tmp)
     missing = plan.missing
@@ -142,14 +143,14 @@ def prepare(
         "deny_inet": plan.use_seccomp,
     }
     if plan.uid is not None:  # bwrap runs as that uid too: what it cannot reach would fail its binds
-        read, write, hide = (_reachable(paths) for paths in (read, write, hide))
+        read, write, hide, pinned = (_reachable(paths) for paths in (read, write, hide, pinned))
     launcher, sys_path = launcher_command(plan.uid)
     policy["sys_path"] = sys_path
     read = list(dict.fromkeys([*read, *sys_path, str(Path(launcher[0]).parent)]))
     fd = _policy_fd(json.dumps(policy).encode())
     line = launcher = [*launcher, str(fd)]
     if plan.use_bwrap:
-        line = [*bwrap_line(read, write, hide, cwd, settings), "--", *launcher]
+        line = [*bwrap_line(read, write, hide, cwd, settings, read_after=pinned), "--", *launcher]
     options: dict[str, Any] = {"pass_fds": (fd,)}
     if plan.uid is not None:
         options.update(user=plan.uid, group=plan.gid, extra_groups=[])
@@ -198,8 +199,16 @@ def _rlimits(settings: SandboxSettings, plan: Plan) -> dict[str, int]:
 
 
 def bwrap_line(
-    read: Sequence[str], write: Sequence[str], hide: Sequence[str], cwd: Path, settings: SandboxSettings
+    read: Sequence[str],
+    write: Sequence[str],
+    hide: Sequence[str],
+    cwd: Path,
+    settings: SandboxSettings,
+    *,
+    read_after: Sequence[str] = (),
 ) -> list[str]:
+    """The bwrap line; `read_after` is bound read-only over the write binds (a prepared cache in the
+    backend's writable work folder stays read-only)."""
     bwrap = shutil.which("bwrap") or "bwrap"
     line = [bwrap, *bwrap_isolation(share_net=settings.network is SandboxNetwork.HOST)]
     line += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
@@ -207,6 +216,8 @@ def bwrap_line(
         line += ["--ro-bind-try", path, path]
     for path in write:
         line += ["--bind-try", path, path]
+    for path in read_after:
+        line += ["--ro-bind-try", path, path]
     for path in hide:
         if os.path.isdir(path):
             line += ["--tmpfs", path]

@@ -245,3 +245,30 @@ def test_a_reload_restarts_the_backends_whose_pins_changed() -> None:
     after = repinned(change, old, new)
     assert after.changed == ("edited", "prepared", "new-pin") and after.unchanged == ("same", "unpinned")
     assert repinned(change, old, old) is change
+
+
+def test_a_sandbox_binds_a_prepared_cache_read_only_over_the_writable_work_folder(tmp_path: Path) -> None:
+    """The cache beside the config lies inside the backend's work folder (writable by default): bwrap
+    binds it read-only after the write binds, so the backend cannot rewrite what its next spawn checks."""
+    from actors.config.sandbox_schema import SandboxMode, SandboxSettings
+    from actors.sandbox.launch import prepare as launch
+    from actors.sandbox.plan import plan
+    from actors.sandbox.probe import Primitive, Primitives
+
+    yes, no = Primitive(ok=True, detail="yes"), Primitive(ok=False, detail="no")
+    found = Primitives(root=True, userns=yes, bwrap=yes, landlock_abi=7, seccomp=yes, cgroup_v2=no)
+    settings = SandboxSettings(mode=SandboxMode.AUTO)
+    cache = tmp_path / "gateway.cache" / "memory" / "npm"
+    cache.mkdir(parents=True)
+    chosen = plan(settings, found)
+    prepared = launch(
+        "m", ["/bin/true"], cwd=tmp_path, env={}, settings=settings, plan=chosen, read_only=[str(cache)]
+    )
+    try:
+        line = prepared.argv
+        pairs = [(line[i], line[i + 1]) for i in range(len(line) - 1)]
+        assert ("--bind-try", str(tmp_path)) in pairs
+        last = max(i for i, pair in enumerate(pairs) if pair == ("--ro-bind-try", str(cache)))
+        assert last > pairs.index(("--bind-try", str(tmp_path)))
+    finally:
+        prepared.close()
