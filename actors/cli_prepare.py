@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             entry = prepare(backend, cache_folder(config.path, backend.name), env)
         except PrepareError as exc:
-            _say(f"{config.path}: backends[{index}]: {backend.name}: {exc}")
+            _say(f"{config.path}: backends[{index}].{exc.key}: {exc}")
             failed += 1
             continue
         entries[backend.name] = entry

@@ -40,7 +40,12 @@ PYTHON_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a requirement'
 
 
 class PrepareError(Exception):
-    """The backend could not be prepared; the message says why, in one line."""
+    """The backend could not be prepared: `key` is the backend's key that explains it (`command`, `args`),
+    the message says why in one line."""
+
+    def __init__(self, message: str, key: str = "command") -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def prepare(backend: StdioBackend, cache: Path, env: Mapping[str, str]) -> LockEntry:
@@ -49,7 +54,7 @@ def prepare(backend: StdioBackend, cache: Path, env: Mapping[str, str]) -> LockE
     try:
         command = locate_command(backend)
     except CommandNotFoundError as exc:
-        raise PrepareError(f"command: {exc}") from None
+        raise PrepareError(str(exc)) from None
     argv = (backend.command, *backend.args)
     kind = kind_of(command)
     if kind == "npm":
@@ -64,7 +69,7 @@ def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str,
     try:
         specs = npx_packages(backend.args)
     except UnpinnableError as exc:
-        raise PrepareError(f"args: {exc}") from None
+        raise PrepareError(str(exc), key="args") from None
     shutil.rmtree(cache / "_npx", ignore_errors=True)  # one install in it: the one made now
     cache.mkdir(parents=True, exist_ok=True)
     install = [npx, "--yes", *(f"--package={spec}" for spec in specs), "-c", "true"]
@@ -127,7 +132,7 @@ def _prepare_uv(backend: StdioBackend, uvx: str, cache: Path, env: Mapping[str, 
     try:
         options, source = uvx_install(backend.args)
     except UnpinnableError as exc:
-        raise PrepareError(f"args: {exc}") from None
+        raise PrepareError(str(exc), key="args") from None
     shutil.rmtree(cache / "environments-v2", ignore_errors=True)  # one environment in it: the one made now
     cache.mkdir(parents=True, exist_ok=True)
     made = {**env, "UV_CACHE_DIR": str(cache), "UV_COMPILE_BYTECODE": "1"}

@@ -235,3 +235,28 @@ def test_a_uvx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once_
     assert line.startswith(
         f"backend py: pin_mismatch ({venv}: expected {entry['files'][venv]}, found sha256:"
     )
+
+
+def test_prepare_says_what_it_cannot_pin_as_file_key_reason_and_pins_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    backends = [
+        {"name": "odd", "command": "uvx", "args": ["--index-url", "http://127.0.0.1:9/", "tool"]},
+        {"name": "plain", "command": "/bin/true"},
+    ]
+    config = write_config(tmp_path / "gateway.toml", backends)
+    lock = tmp_path / "gateway.lock.toml"
+    assert main(["prepare", "--all", "--config", str(config)]) == 1
+    out, err = capsys.readouterr()
+    reason = "uvx option '--index-url' is not one prepare knows; write the package first"
+    assert err.splitlines() == [f"mcp-gateway prepare: {config}: backends[0].args: {reason}"]
+    assert f"prepared plain: true {file_sha256(Path('/bin/true'))}" in out
+    assert list(tomllib.loads(lock.read_text())["backends"]) == ["plain"]
+
+    assert main(["prepare", "nobody", "--config", str(config)]) == 2
+    problem = f"{config}: backends: no stdio backend is named 'nobody'"
+    assert capsys.readouterr().err.splitlines() == [f"mcp-gateway prepare: {problem}"]
+    lock.write_text("version = 7\n")
+    assert main(["prepare", "plain", "--config", str(config)]) == 2
+    problem = f"{lock}: version: must be 1 (this gateway's lock format)"
+    assert capsys.readouterr().err.splitlines() == [f"mcp-gateway prepare: {problem}"]
