@@ -13,11 +13,12 @@ wheel's RECORD (which holds each of its files' sha256); the environment's tree i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,20 +71,19 @@ def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str,
         specs = npx_packages(backend.args)
     except UnpinnableError as exc:
         raise PrepareError(str(exc), key="args") from None
-    shutil.rmtree(cache / "_npx", ignore_errors=True)  # one install in it: the one made now
-    cache.mkdir(parents=True, exist_ok=True)
     install = [npx, "--yes", *(f"--package={spec}" for spec in specs), "-c", "true"]
-    _install(
-        "npx",
-        install,
-        backend.cwd,
-        {**env, "npm_config_cache": str(cache), "npm_config_update_notifier": "false"},
-    )
-    locks = sorted((cache / "_npx").glob("*/package-lock.json"))
-    if len(locks) != 1:
-        raise PrepareError(f"npx left {len(locks)} installs in {cache / '_npx'}, not one")
-    installed = json.loads(locks[0].read_text(encoding="utf-8"))
-    name, package = _main_package(installed, specs[0])
+    with fresh(cache / "_npx"):  # one install in it: the one made now
+        _install(
+            "npx",
+            install,
+            backend.cwd,
+            {**env, "npm_config_cache": str(cache), "npm_config_update_notifier": "false"},
+        )
+        locks = sorted((cache / "_npx").glob("*/package-lock.json"))
+        if len(locks) != 1:
+            raise PrepareError(f"npx left {len(locks)} installs in {cache / '_npx'}, not one")
+        installed = json.loads(locks[0].read_text(encoding="utf-8"))
+        name, package = _main_package(installed, specs[0])
     tree = locks[0].parent / "node_modules"
     return LockEntry(
         kind="npm",
@@ -106,6 +106,25 @@ def _main_package(installed: dict[str, Any], spec: str) -> tuple[str, dict[str, 
     if name is None or not isinstance(entry, dict):
         raise PrepareError(f"the installed package-lock does not name {spec!r}")
     return name, entry
+
+
+@contextlib.contextmanager
+def fresh(folder: Path) -> Iterator[None]:
+    """`folder` emptied for an install, and put back as it was when the install fails: a prepare that
+    fails leaves the backend as its last prepare made it (its pins still match)."""
+    previous = folder.with_name(f"{folder.name}.previous")
+    shutil.rmtree(previous, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.exists():
+        folder.rename(previous)
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        if previous.exists():
+            previous.rename(folder)
+        raise
+    shutil.rmtree(previous, ignore_errors=True)
 
 
 def _install(tool: str, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
@@ -133,18 +152,16 @@ def _prepare_uv(backend: StdioBackend, uvx: str, cache: Path, env: Mapping[str, 
         options, source = uvx_install(backend.args)
     except UnpinnableError as exc:
         raise PrepareError(str(exc), key="args") from None
-    shutil.rmtree(cache / "environments-v2", ignore_errors=True)  # one environment in it: the one made now
-    cache.mkdir(parents=True, exist_ok=True)
     made = {**env, "UV_CACHE_DIR": str(cache), "UV_COMPILE_BYTECODE": "1"}
-    _install("uvx", [uvx, *options, "python", "-c", "pass"], backend.cwd, made)
-    made_now = sorted((cache / "environments-v2").glob("*/*"))
-    environments = [path for path in made_now if not path.name.endswith(".lock")]
-    if len(environments) != 1:
-        raise PrepareError(
-            f"uvx left {len(environments)} environments in {cache / 'environments-v2'}, not one"
-        )
-    venv = environments[0].resolve()
-    name, version, record = _distribution(venv, source)
+    with fresh(cache / "environments-v2"):  # one environment in it: the one made now
+        _install("uvx", [uvx, *options, "python", "-c", "pass"], backend.cwd, made)
+        made_now = sorted((cache / "environments-v2").glob("*/*"))
+        environments = [path for path in made_now if not path.name.endswith(".lock")]
+        if len(environments) != 1:
+            where = cache / "environments-v2"
+            raise PrepareError(f"uvx left {len(environments)} environments in {where}, not one")
+        venv = environments[0].resolve()
+        name, version, record = _distribution(venv, source)
     wheel = backend.cwd / source
     integrity = file_sha256(wheel) if source.endswith(".whl") and wheel.is_file() else record
     return LockEntry(

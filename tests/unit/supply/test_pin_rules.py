@@ -272,3 +272,20 @@ def test_a_sandbox_binds_a_prepared_cache_read_only_over_the_writable_work_folde
         assert last > pairs.index(("--bind-try", str(tmp_path)))
     finally:
         prepared.close()
+
+
+def test_a_failed_install_leaves_the_last_prepared_one_in_place(tmp_path: Path) -> None:
+    from actors.supply.prepare import PrepareError, fresh
+
+    installs = tmp_path / "_npx"
+    (installs / "old").mkdir(parents=True)
+    with pytest.raises(PrepareError), fresh(installs):
+        assert not installs.exists()
+        (installs / "half").mkdir(parents=True)
+        raise PrepareError("npx install exited 1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_npx"]
+    assert [p.name for p in installs.iterdir()] == ["old"]
+    with fresh(installs):
+        (installs / "new").mkdir(parents=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_npx"]
+    assert [p.name for p in installs.iterdir()] == ["new"]
