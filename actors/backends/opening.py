@@ -89,6 +89,7 @@ async def spawn(backend: Backend) -> ProcessTransport:
     env = backend_environment(revealed(backend.config.env), backend.config.inherit_env, backend.withheld_env)
     prepared = await _pinned(backend)  # a prepared backend's pins checked (actors/supply/), else no change
     env.update(prepared.env)  # its package manager pointed at its cache, offline
+    argv = list(prepared.argv or argv)  # npx/uvx: the installed program itself, no package manager
     launch = await sandboxed(
         backend.config.name,
         argv,

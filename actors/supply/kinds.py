@@ -98,3 +98,39 @@ def uvx_install(args: Sequence[str]) -> tuple[list[str], str]:
                 options += ["--from", arg]
             return options, source
     raise UnpinnableError("uvx is given no command")
+
+
+def npx_command(args: Sequence[str]) -> tuple[str | None, list[str]]:
+    """What `npx ARGS` runs and with which arguments: the command named after `-p/--package` options, or
+    None for the package's own bin (its first positional argument is then the package)."""
+    index = _first_positional(args, NPX_PACKAGE)
+    packaged = any(arg in NPX_PACKAGE or arg.startswith("--package=") for arg in args[:index])
+    if packaged:
+        return args[index], list(args[index + 1 :])
+    return None, list(args[index + 1 :])
+
+
+def uvx_command(args: Sequence[str]) -> tuple[str, list[str]]:
+    """What `uvx ARGS` runs (`pkg@1.0` runs `pkg`) and with which arguments."""
+    index = _first_positional(args, UVX_WITH_VALUE)
+    return args[index].partition("@")[0], list(args[index + 1 :])
+
+
+def _first_positional(args: Sequence[str], with_value: Sequence[str]) -> int:
+    """The index of the first argument that is not an option (nor an option's value); after `--`, the one
+    that follows it."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            index += 1
+            break
+        if arg in with_value:
+            index += 2
+        elif arg.startswith("-"):
+            index += 1
+        else:
+            break
+    if index >= len(args):
+        raise UnpinnableError("no command is given")
+    return index

@@ -11,6 +11,7 @@ reads, and the per-backend cache folders beside it (`gateway.cache/NAME/`).
     version = "2026.1.26"
     integrity = "sha512-..."      # npm's digest of the package's tarball
     cache = "/srv/gw/gateway.cache/memory/npm"   # npm_config_cache at spawn, read-only in a sandbox
+    run = ["/srv/gw/gateway.cache/memory/npm/_npx/0a1b2c3d4e5f6789/node_modules/.bin/mcp-server-memory"]
 
     [backends.memory.files]       # what every spawn checks: a file's sha256, a folder's tree digest
     "/srv/gw/gateway.cache/memory/npm/_npx/0a1b2c3d4e5f6789/node_modules" = "sha256:..."
@@ -47,6 +48,7 @@ class LockEntry:
     version: str | None = None
     integrity: str | None = None  # npm's sha512 of the tarball; a wheel's sha256
     cache: str | None = None  # the package manager's cache folder, pointed at offline at spawn
+    run: tuple[str, ...] | None = None  # npm, uv: what a spawn runs instead of npx/uvx (the installed bin)
 
 
 def lock_path(config_path: Path) -> Path:
@@ -91,7 +93,12 @@ def _entry(path: Path, name: str, table: object) -> LockEntry:
     for field, value in optional.items():
         if value is not None and not isinstance(value, str):
             raise _error(path, f"{key}.{field}", "must be a string")
-    return LockEntry(kind=kind, argv=tuple(argv), files=dict(files), **optional)
+    run = table.get("run")
+    if run is not None and (not isinstance(run, list) or not run or not all(isinstance(a, str) for a in run)):
+        raise _error(path, f"{key}.run", "must be a non-empty list of strings")
+    return LockEntry(
+        kind=kind, argv=tuple(argv), files=dict(files), run=tuple(run) if run else None, **optional
+    )
 
 
 def _error(path: Path, key: str, reason: str) -> ConfigError:
@@ -110,6 +117,8 @@ def write_lock(path: Path, entries: Mapping[str, LockEntry]) -> None:
             value = getattr(entry, field)
             if value is not None:
                 lines.append(f"{field} = {_string(value)}\n")
+        if entry.run is not None:
+            lines.append(f"run = {_strings(entry.run)}\n")
         lines.append(f"\n[backends.{_key(name)}.files]\n")
         lines += [f"{_string(file)} = {_string(entry.files[file])}\n" for file in sorted(entry.files)]
     temporary = path.with_name(f".{path.name}.tmp")

@@ -37,6 +37,7 @@ class Prepared:
 
     env: Mapping[str, str] = attrs.field(factory=dict)
     read_only: tuple[str, ...] = ()
+    argv: tuple[str, ...] | None = None  # npx/uvx: the installed bin, run directly (None: as configured)
 
 
 UNPREPARED: Final = Prepared()
@@ -81,7 +82,7 @@ def pinned(lock: Path, name: str, argv: Sequence[str]) -> Prepared:
         raise PinMismatchError(
             f"{why} (lock {lock}); if the change is yours, run `mcp-gateway prepare {name}`"
         )
-    return Prepared(env=offline_env(entry), read_only=cache_paths(entry))
+    return Prepared(env=offline_env(entry), read_only=cache_paths(entry), argv=entry.run)
 
 
 def pins_of(config: Config) -> dict[str, LockEntry]:

@@ -29,8 +29,10 @@ from actors.supply.kinds import (
     UnpinnableError,
     file_arguments,
     kind_of,
+    npx_command,
     npx_packages,
     package_name,
+    uvx_command,
     uvx_install,
 )
 from actors.supply.lockfile import LockEntry
@@ -69,6 +71,7 @@ def prepare(backend: StdioBackend, cache: Path, env: Mapping[str, str]) -> LockE
 def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str, str]) -> LockEntry:
     try:
         specs = npx_packages(backend.args)
+        command, rest = npx_command(backend.args)
     except UnpinnableError as exc:
         raise PrepareError(str(exc), key="args") from None
     install = [npx, "--yes", *(f"--package={spec}" for spec in specs), "-c", "true"]
@@ -85,6 +88,7 @@ def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str,
         installed = json.loads(locks[0].read_text(encoding="utf-8"))
         name, package = _main_package(installed, specs[0])
     tree = locks[0].parent / "node_modules"
+    run = _runnable(tree / ".bin" / (command or _bin_of(tree / name / "package.json", name)), rest)
     return LockEntry(
         kind="npm",
         argv=(backend.command, *backend.args),
@@ -93,7 +97,28 @@ def _prepare_npm(backend: StdioBackend, npx: str, cache: Path, env: Mapping[str,
         version=package.get("version"),
         integrity=package.get("integrity"),
         cache=str(cache),
+        run=run,
     )
+
+
+def _bin_of(manifest: Path, name: str) -> str:
+    """The bin npx runs for package `name` (npm's rule): its only bin, else the one named as the package."""
+    declared = json.loads(manifest.read_text(encoding="utf-8")).get("bin")
+    unscoped = name.rpartition("/")[2]
+    if isinstance(declared, str):
+        return unscoped
+    if isinstance(declared, dict) and len(declared) == 1:
+        return str(next(iter(declared)))
+    if isinstance(declared, dict) and unscoped in declared:
+        return unscoped
+    raise PrepareError(f"{name} names no bin npx would run; give it as `-p {name} BIN`", key="args")
+
+
+def _runnable(program: Path, args: list[str]) -> tuple[str, ...]:
+    """What a spawn runs in place of npx/uvx: the installed program itself, with the backend's arguments."""
+    if not program.exists():
+        raise PrepareError(f"the install has no {program.name} (looked for {program})", key="args")
+    return (str(program), *args)
 
 
 def _main_package(installed: dict[str, Any], spec: str) -> tuple[str, dict[str, Any]]:
@@ -150,6 +175,7 @@ def _prepare_uv(backend: StdioBackend, uvx: str, cache: Path, env: Mapping[str, 
     its requirements, not the command), its bytecode compiled now so that no run writes any."""
     try:
         options, source = uvx_install(backend.args)
+        command, rest = uvx_command(backend.args)
     except UnpinnableError as exc:
         raise PrepareError(str(exc), key="args") from None
     made = {**env, "UV_CACHE_DIR": str(cache), "UV_COMPILE_BYTECODE": "1"}
@@ -172,6 +198,7 @@ def _prepare_uv(backend: StdioBackend, uvx: str, cache: Path, env: Mapping[str, 
         version=version,
         integrity=integrity,
         cache=str(cache),
+        run=_runnable(venv / "bin" / command, rest),
     )
 
 

@@ -148,11 +148,11 @@ def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once
     subprocess.run(["npm", "pack", "--silent"], cwd=package, check=True, capture_output=True)
     tarball = package / "tiny-mcp-1.2.3.tgz"
     args = ["--yes", "--package", str(tarball), "tiny-mcp"]
-    # no registry to reach: a run that is not offline from its cache fails
+    # no registry to reach, no network at all in its sandbox, its cache read-only there
     env = {"npm_config_registry": "http://127.0.0.1:9/"}
-    config = write_config(
-        tmp_path / "gateway.toml", [{"name": "tiny", "command": "npx", "args": args, "env": env}]
-    )
+    sandbox = {"mode": "auto", "network": "none"}
+    backend = {"name": "tiny", "command": "npx", "args": args, "env": env, "sandbox": sandbox}
+    config = write_config(tmp_path / "gateway.toml", [backend])
 
     assert main(["check", "--config", str(config)]) == 0
     warning = f"{config}: backends[0].command: warning: npx installs tiny's package from its registry"
@@ -166,9 +166,12 @@ def test_an_npx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once
     assert entry["integrity"].startswith("sha512-") and entry["cache"] == str(cache)
     (tree,) = entry["files"]
     assert Path(tree).parent.parent == cache / "_npx" and Path(tree).name == "node_modules"
+    assert entry["run"] == [str(Path(tree) / ".bin" / "tiny-mcp")]  # run directly: no npm at spawn
     capsys.readouterr()
     assert main(["tools", "--config", str(config)]) == 0
-    assert "tiny_hello" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "tiny_hello" in captured.out
+    assert "started process" in captured.err and f"{entry['run'][0]} (sandbox: " in captured.err
     # the run changed nothing its pins cover (npx rewrites its install's lock files, with the same content)
     prepared = pinned(tmp_path / "gateway.lock.toml", "tiny", ("npx", *args))
     assert prepared.env["npm_config_cache"] == str(cache) and prepared.read_only == (str(cache),)
@@ -222,6 +225,7 @@ def test_a_uvx_backend_runs_offline_from_its_prepared_cache_and_is_refused_once_
     assert entry["integrity"] == file_sha256(wheel) and entry["cache"] == str(cache)
     (venv,) = entry["files"]
     assert Path(venv).parent == cache / "archive-v0"
+    assert entry["run"] == [str(Path(venv) / "bin" / "tinypy-mcp")]
     capsys.readouterr()
     assert main(["tools", "--config", str(config)]) == 0
     assert "hello" in capsys.readouterr().out

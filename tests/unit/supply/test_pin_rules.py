@@ -20,7 +20,15 @@ from actors.runtime.supervisor import ChildEvent, ChildSpec, ChildStarted, Child
 from actors.supply import LockEntry, cache_folder, lock_path, offline_env, read_lock, write_lock
 from actors.supply.advice import pin_advice
 from actors.supply.digest import MISSING, digest_of, file_sha256, tree_sha256
-from actors.supply.kinds import UnpinnableError, kind_of, npx_packages, package_name, uvx_install
+from actors.supply.kinds import (
+    UnpinnableError,
+    kind_of,
+    npx_command,
+    npx_packages,
+    package_name,
+    uvx_command,
+    uvx_install,
+)
 from actors.supply.pins import drift, repinned
 
 NPM = LockEntry(
@@ -31,6 +39,7 @@ NPM = LockEntry(
     version="1.2.3",
     integrity="sha512-xyz==",
     cache="/c",
+    run=("/c/_npx/1/node_modules/.bin/pkg", "--port", "3"),
 )
 
 
@@ -80,6 +89,16 @@ def test_uvx_arguments_say_which_environment_it_makes(
 def test_uvx_arguments_without_a_clear_package_are_refused(args: list[str]) -> None:
     with pytest.raises(UnpinnableError):
         uvx_install(args)
+
+
+def test_what_npx_and_uvx_run_and_with_which_arguments() -> None:
+    assert npx_command(["-y", "@scope/pkg", "--port", "3"]) == (None, ["--port", "3"])
+    assert npx_command(["--package", "/t/tiny.tgz", "tiny", "-v"]) == ("tiny", ["-v"])
+    assert npx_command(["--package=a", "--", "run-a", "x"]) == ("run-a", ["x"])
+    assert uvx_command(["--from", "x==1", "x-mcp", "--root", "/"]) == ("x-mcp", ["--root", "/"])
+    assert uvx_command(["mcp-server-fetch@2025.1", "-v"]) == ("mcp-server-fetch", ["-v"])
+    with pytest.raises(UnpinnableError):
+        uvx_command(["--from", "x"])
 
 
 def test_kinds_and_package_names() -> None:
