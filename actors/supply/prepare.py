@@ -1,14 +1,16 @@
 """`prepare`: a backend installed once, with network, into its own cache folder, resolved to an exact
 version, and its lock entry made from what is now on disk.
 
-npx: `npx --yes --package=SPEC... -c true` with npm_config_cache set to the backend's cache (the same `_npx`
-folder the backend's own `npx` finds later, offline); the version and npm's integrity come from the
-installed package-lock, and the installed node_modules tree is what every spawn checks. Any other command
-(exec): its executable's sha256 and those of the files its arguments name.
-uvx: `uvx OPTIONS python -c pass` with UV_CACHE_DIR set to the backend's cache makes the environment its own
-`uvx` finds later, offline, with its bytecode compiled (so that no run writes into it); the version comes
-from the installed dist-info, the integrity is the wheel's sha256 for a wheel file, else the sha256 of the
-wheel's RECORD (which holds each of its files' sha256); the environment's tree is what every spawn checks.
+npx: `npx --yes --package=SPEC... -c true` with npm_config_cache set to the backend's cache (the `_npx`
+folder `npx SPEC` itself would use); the version and npm's integrity come from the installed package-lock,
+the installed node_modules tree is what every spawn checks, and the bin npx would run (its `.bin/NAME`) is
+what every spawn runs, with the backend's arguments (`run`): npx itself writes into its cache at every run.
+uvx: `uvx OPTIONS python -c pass` with UV_CACHE_DIR set to the backend's cache makes the environment `uvx
+OPTIONS COMMAND` would use, its bytecode compiled (so that no run writes into it); the version comes from
+the installed dist-info, the integrity is the wheel's sha256 for a wheel file, else the sha256 of the wheel's
+RECORD (which holds each of its files' sha256); the environment's tree is what every spawn checks and its
+`bin/COMMAND` what every spawn runs. Any other command (exec): its executable's sha256 and those of the
+files its arguments name.
 """
 
 from __future__ import annotations
