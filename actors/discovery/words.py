@@ -1,0 +1,50 @@
+"""Tool names and queries as words: snake_case, camelCase, kebab-case and dotted names split, lower-cased,
+and a small table of verb synonyms so "open a pull request" meets `create_pull_request`."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD: Final = re.compile(r"[a-z0-9]+")
+
+# Each group: words a task may say for one action; a query word gets its group's others as alternatives.
+SYNONYM_GROUPS: Final[tuple[frozenset[str], ...]] = (
+    frozenset({"get", "fetch", "read", "retrieve", "show", "view", "open", "load", "download"}),
+    frozenset({"list", "enumerate", "all", "browse"}),
+    frozenset({"create", "add", "new", "make", "open", "file", "post", "write", "insert"}),
+    frozenset({"delete", "remove", "drop", "destroy", "erase", "rm"}),
+    frozenset({"update", "edit", "modify", "change", "patch", "set", "rename"}),
+    frozenset({"search", "find", "query", "lookup", "look", "grep", "locate"}),
+    frozenset({"send", "post", "message", "reply"}),
+    frozenset({"run", "execute", "exec", "evaluate", "eval", "invoke"}),
+    frozenset({"navigate", "goto", "go", "visit", "browse"}),
+    frozenset({"screenshot", "snapshot", "capture"}),
+    frozenset({"merge", "combine"}),
+    frozenset({"comment", "note", "reply"}),
+    frozenset({"scrape", "crawl", "extract", "fetch"}),
+    frozenset({"pr", "pull", "mr", "merge"}),
+    frozenset({"dir", "directory", "folder"}),
+    frozenset({"repo", "repository", "project"}),
+)
+SYNONYMS: Final[dict[str, frozenset[str]]] = {}
+for _group in SYNONYM_GROUPS:
+    for _word in _group:
+        SYNONYMS[_word] = SYNONYMS.get(_word, frozenset()) | (_group - {_word})
+
+
+def name_words(name: str) -> list[str]:
+    """`getPullRequest`, `get_pull_request`, `github__get-pull.request` -> get pull request (github)."""
+    spaced = _CAMEL.sub(" ", name)
+    return _WORD.findall(spaced.lower())
+
+
+def text_words(text: str) -> list[str]:
+    """Words of free text (a description, a query), camelCase split too."""
+    return name_words(text)
+
+
+def with_synonyms(words: list[str]) -> list[list[str]]:
+    """Per query word, the word and its synonyms (the word first)."""
+    return [[word, *sorted(SYNONYMS.get(word, frozenset()))] for word in words]
