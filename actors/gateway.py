@@ -38,6 +38,7 @@ from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
+from actors.discovery.indexes import SearchIndexes
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
@@ -138,6 +139,7 @@ class Gateway:
     policy: PolicyGate = attrs.field(init=False)  # the [policy] in force; a reload swaps its rules
     limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
     output: OutputGate = attrs.field(init=False)  # max_output_chars in force; a reload swaps them
+    discovery: SearchIndexes | None = attrs.field(init=False, default=None)  # [discovery]: closed at the end
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
@@ -154,6 +156,10 @@ class Gateway:
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
         self.output = OutputGate(self.config.output_limits())
+        discovery = self.config.discovery
+        self.discovery = (
+            SearchIndexes(discovery) if discovery is not None and discovery.mode != "direct" else None
+        )
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
         self.traced = tracing_wanted(self.config.tracing)
 
@@ -224,6 +230,8 @@ class Gateway:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
             if self.admin is not None:
                 self.admin.close()
+            if self.discovery is not None:
+                self.discovery.close()
             await self._end_tracing()
         logger.info("gateway stopped")
 
@@ -455,6 +463,7 @@ class Gateway:
             tracing=self.tracing,
             forward_headers=self.config.forwarded_headers(),
             output=self.output,
+            discovery=self.discovery,
         )
 
     async def _serve_stdio(

@@ -38,7 +38,9 @@ SERVERS: Final[dict[str, tuple[str, str, list[str], dict[str, str]]]] = {
         "@modelcontextprotocol/server-slack", "mcp-server-slack", [],
         {"SLACK_BOT_TOKEN": "xoxb-placeholder", "SLACK_TEAM_ID": "T0000"},
     ),
-    "thinking": ("@modelcontextprotocol/server-sequential-thinking", "mcp-server-sequential-thinking", [], {}),
+    "thinking": (
+        "@modelcontextprotocol/server-sequential-thinking", "mcp-server-sequential-thinking", [], {}
+    ),
     "playwright": ("@playwright/mcp", "playwright-mcp", ["--headless"], {}),
     "notion": ("@notionhq/notion-mcp-server", "notion-mcp-server", [], {"NOTION_TOKEN": "placeholder"}),
     "kubernetes": ("mcp-server-kubernetes", "mcp-server-kubernetes", [], {}),

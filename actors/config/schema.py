@@ -35,6 +35,7 @@ from actors.config.secret import Secret
 from actors.config.tool_policy import output_chars
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings
+from actors.discovery import DiscoverySettings
 from actors.limits import LimitSettings
 from actors.output.settings import OutputLimits
 from actors.policy.rules import Policy
@@ -148,6 +149,9 @@ class Config:
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
     tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
     trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
+    discovery: DiscoverySettings | None = (
+        None  # [discovery]: search mode for big catalogs (actors/discovery/)
+    )
 
     def trust_mode(self, backend: BackendConfig) -> TrustMode:
         """The backend's own `trust`, else [trust] mode."""
