@@ -5,7 +5,9 @@ Written from the tasks' side: how a user asks, not the tool's words where they d
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from pathlib import Path
+from typing import Any, Final
 
 TASK_QUERIES: Final[tuple[tuple[str, frozenset[str]], ...]] = tuple(
     (query, frozenset(expected.split()))
@@ -110,3 +112,15 @@ TASK_QUERIES: Final[tuple[tuple[str, frozenset[str]], ...]] = tuple(
         ("echo back a message", "everything__echo"),
     )
 )
+
+SNAPSHOT: Final = Path(__file__).parent / "data" / "discovery" / "catalogs.json"
+
+
+def snapshot_tools() -> list[dict[str, Any]]:
+    """The snapshot's 210 tools under always-prefix names, in the snapshot's backend order."""
+    catalogs = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    return [
+        {**tool, "name": f"{backend}__{tool['name']}"}
+        for backend, tools in catalogs.items()
+        for tool in tools
+    ]
