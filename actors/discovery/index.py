@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-from actors.discovery.words import name_words, text_words, with_synonyms
+from actors.discovery.words import STOPWORDS, name_words, text_words, with_synonyms
 
 MAX_QUERY_CHARS: Final = 500
 MAX_QUERY_WORDS: Final = 16
@@ -44,7 +44,7 @@ def clamp_limit(limit: object) -> int:
 
 def fts_query(query: str) -> str:
     """The FTS5 MATCH expression for a task in words: each word (with its synonyms) quoted, OR-ed."""
-    words = text_words(query[:MAX_QUERY_CHARS])[:MAX_QUERY_WORDS]
+    words = [word for word in text_words(query[:MAX_QUERY_CHARS]) if word not in STOPWORDS][:MAX_QUERY_WORDS]
     terms = {term for group in with_synonyms(words) for term in group}
     return " OR ".join(f'"{term}"' for term in sorted(terms))
 

@@ -13,7 +13,7 @@ _WORD: Final = re.compile(r"[a-z0-9]+")
 SYNONYM_GROUPS: Final[tuple[frozenset[str], ...]] = (
     frozenset({"get", "fetch", "read", "retrieve", "show", "view", "open", "load", "download"}),
     frozenset({"list", "enumerate", "all", "browse"}),
-    frozenset({"create", "add", "new", "make", "open", "file", "post", "write", "insert"}),
+    frozenset({"create", "add", "new", "make", "open", "post", "write", "insert"}),
     frozenset({"delete", "remove", "drop", "destroy", "erase", "rm"}),
     frozenset({"update", "edit", "modify", "change", "patch", "set", "rename"}),
     frozenset({"search", "find", "query", "lookup", "look", "grep", "locate"}),
@@ -27,6 +27,12 @@ SYNONYM_GROUPS: Final[tuple[frozenset[str], ...]] = (
     frozenset({"pr", "pull", "mr", "merge"}),
     frozenset({"dir", "directory", "folder"}),
     frozenset({"repo", "repository", "project"}),
+)
+# Words of a task that say nothing of which tool: left out of queries (each would match most descriptions,
+# and scoring every row is what makes a query slow on a big catalog).
+STOPWORDS: Final = frozenset(
+    "a an the to of in on at for from by with and or is are be it its this that these those my me i we our "
+    "you your some any as into using use via please can could would should".split()
 )
 SYNONYMS: Final[dict[str, frozenset[str]]] = {}
 for _group in SYNONYM_GROUPS:

@@ -47,7 +47,7 @@ def test_every_search_result_is_at_most_1500_tokens(index: ToolIndex) -> None:
     for query, _ in TASK_QUERIES:
         result = search_result(index, TOOLS, {"query": query, "limit": 5})
         assert not result.get("isError")
-        assert len(result["structuredContent"]["tools"]) == 5
+        assert 1 <= len(result["structuredContent"]["tools"]) <= 5
         assert estimate_tokens(result) <= 1500, query
     widest = search_result(index, TOOLS, {"query": "page file browser issue", "limit": MAX_RESULTS})
     assert len(widest["structuredContent"]["tools"]) == MAX_RESULTS
