@@ -31,50 +31,10 @@ SYNONYM_GROUPS: Final[tuple[frozenset[str], ...]] = (
 # Words of a task that say nothing of which tool: left out of queries (each would match most descriptions,
 # and scoring every row is what makes a query slow on a big catalog).
 STOPWORDS: Final = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "are",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "my",
-        "me",
-        "i",
-        "we",
-        "our",
-        "you",
-        "your",
-        "some",
-        "any",
-        "as",
-        "into",
-        "using",
-        "use",
-        "via",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-    ]
+    (  # noqa: SIM905  # a sentence of words reads better than a column of them
+        "a an the to of in on at for from by with and or is are be it its this that these those my me i we "
+        "our you your some any as into using use via please can could would should"
+    ).split()
 )
 SYNONYMS: Final[dict[str, frozenset[str]]] = {}
 for _group in SYNONYM_GROUPS:
