@@ -38,7 +38,7 @@ from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
-from actors.discovery.indexes import SearchIndexes
+from actors.discovery.indexes import SearchIndexes, keep_index
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
@@ -68,6 +68,7 @@ from actors.runtime.supervisor import (
     supervise_alone,
 )
 from actors.runtime.watch import Watch
+from actors.session import discovery_calls
 from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
@@ -256,6 +257,8 @@ class Gateway:
         self.bridges.nursery = root  # the timers of parked calls
         await root.start(catalog.run)
         root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
+        if self.discovery is not None:  # [discovery]: each catalog version's search index, built off the loop
+            root.start_soon(keep_index, catalog.watch, discovery_calls.catalog_reading, self.discovery)
         for middleware in self.middleware:
             await middleware.open()  # GatewayStartError: nothing has started yet
             spec = ChildSpec(type(middleware).__name__, middleware.run, MIDDLEWARE_POLICY, kind="middleware")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from actors.catalog import Route
+from actors.catalog import CatalogView, Route
 from actors.discovery import answers
 from actors.discovery.exposure import CALL_TOOL, GET_TOOL_SCHEMA, META_TOOLS, SEARCH_TOOLS, listing, searching
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError, Tool
@@ -41,6 +41,11 @@ class _Backends(Mapping[str, str]):
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
         route = self._routes.get(name)
         return route.backend if route is not None else default
+
+
+def catalog_reading(view: CatalogView) -> tuple[int, tuple[Tool, ...], Mapping[str, str]]:
+    """What the index keeper (actors/discovery/indexes.py) reads of a catalog view."""
+    return view.tools_version, view.tools, _Backends(view.routes)
 
 
 def listed(d: Dispatcher, tools: tuple[Tool, ...]) -> tuple[Tool, ...]:

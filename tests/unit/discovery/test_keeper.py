@@ -1,0 +1,59 @@
+"""The index keeper: each catalog version's index built off the loop and installed, the replaced one
+closed; a search before the keeper catches up builds its own; a late older build is dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+import trio
+
+from actors.discovery.index import ToolIndex
+from actors.discovery.indexes import SearchIndexes, keep_index
+from actors.discovery.settings import DiscoveryMode, DiscoverySettings
+from actors.runtime.watch import Watch
+
+View = tuple[int, tuple[dict[str, Any], ...]]
+
+
+def read(view: View) -> tuple[int, Sequence[dict[str, Any]], Mapping[str, str]]:
+    return view[0], view[1], {}
+
+
+def tools(*names: str) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": name, "description": f"{name} things"} for name in names)
+
+
+async def installed(indexes: SearchIndexes, version: int) -> None:
+    with trio.fail_after(10):  # the keeper's thread is done in ms: a deadline, not a duration guessed
+        await indexes.wait_installed(version)
+
+
+async def test_each_catalog_version_gets_its_index_and_the_old_one_is_closed() -> None:
+    catalog: Watch[View] = Watch((1, tools("create_issue")))
+    indexes = SearchIndexes(DiscoverySettings(mode=DiscoveryMode.SEARCH))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(keep_index, catalog, read, indexes)
+        await installed(indexes, 1)
+        first = indexes.index(1, (), {})  # installed: nothing rebuilt from the (empty) tools given here
+        assert first.search("issue", 5) == ["create_issue"]
+        catalog.publish((2, tools("post_message")))
+        await installed(indexes, 2)
+        assert indexes.index(2, (), {}).search("message", 5) == ["post_message"]
+        with pytest.raises(Exception, match="closed"):
+            first.search("issue", 5)
+        nursery.cancel_scope.cancel()
+    indexes.close()
+
+
+def test_a_search_ahead_of_the_keeper_builds_and_a_late_older_build_is_dropped() -> None:
+    indexes = SearchIndexes(DiscoverySettings(mode=DiscoveryMode.SEARCH))
+    current = indexes.index(5, tools("list_pods"), {})
+    assert current.search("pods", 5) == ["list_pods"]
+    late = ToolIndex(tools("old_tool"))
+    indexes.install(4, late)
+    assert indexes.version == 5 and indexes.index(5, (), {}) is current
+    with pytest.raises(Exception, match="closed"):
+        late.search("old", 5)
+    indexes.close()
