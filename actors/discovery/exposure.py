@@ -34,19 +34,27 @@ _NOT_TOPICS: Final = frozenset(SYNONYMS) | {
 Tool = dict[str, Any]
 
 
-def searching(tools: Sequence[Tool], settings: DiscoverySettings) -> bool:
-    """Whether this exposure is listed in search mode."""
+def searching(
+    tools: Sequence[Tool], settings: DiscoverySettings, tokens: Callable[[], int] | None = None
+) -> bool:
+    """Whether this exposure is listed in search mode (`tokens`: its estimate, when known already)."""
     if settings.mode is DiscoveryMode.SEARCH:
         return True
-    return settings.mode is DiscoveryMode.AUTO and estimate_tokens(list(tools)) > settings.threshold_tokens
+    if settings.mode is not DiscoveryMode.AUTO:
+        return False
+    estimate = tokens() if tokens is not None else estimate_tokens(list(tools))
+    return estimate > settings.threshold_tokens
 
 
 def listing(
-    tools: Sequence[Tool], settings: DiscoverySettings, covered: Callable[[], str]
+    tools: Sequence[Tool],
+    settings: DiscoverySettings,
+    covered: Callable[[], str],
+    tokens: Callable[[], int] | None = None,
 ) -> tuple[Tool, ...]:
     """What tools/list shows of `tools` (`covered`: the summary of their backends, asked only in search
     mode)."""
-    if not searching(tools, settings):
+    if not searching(tools, settings, tokens):
         return tuple(tools)
     pinned = set(settings.pin)
     pins = tuple(tool for tool in tools if tool.get("name") in pinned and tool.get("name") not in META_TOOLS)

@@ -10,7 +10,7 @@ shows."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 import trio
@@ -18,10 +18,13 @@ from loguru import logger
 
 from actors.discovery.exposure import summary
 from actors.discovery.index import ToolIndex
+from actors.discovery.rows import estimate_tokens
 from actors.discovery.settings import DiscoverySettings
 from actors.runtime.watch import Watch
 
 Tool = dict[str, Any]
+T = TypeVar("T")
+MAX_CACHED: Final = 256
 View = TypeVar("View")
 # what the keeper reads of a catalog view: its tools version, its tools, public name -> backend
 Reading = Callable[[Any], tuple[int, Sequence[Tool], Mapping[str, str]]]
@@ -35,7 +38,7 @@ class SearchIndexes:
     settings: DiscoverySettings
     _version: int | None = None
     _index: ToolIndex | None = None
-    _summaries: dict[tuple[int, int], str] = attrs.field(factory=dict)
+    _summaries: dict[tuple[str, int, int], Any] = attrs.field(factory=dict)  # summaries and estimates
     _installed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
@@ -66,19 +69,29 @@ class SearchIndexes:
             await self._installed.wait()
 
     def summary(self, version: int, tools: Sequence[Tool], backends: Mapping[str, str]) -> str:
-        """The search tool's summary of one exposure (cached per version and set of names; at most 64)."""
-        key = (version, hash(tuple(str(tool.get("name")) for tool in tools)))
-        found = self._summaries.get(key)
-        if found is None:
-            if len(self._summaries) >= 64:
+        """The search tool's summary of one exposure (cached per version and set of names)."""
+        return self._cached(("summary", version, _names(tools)), lambda: summary(tools, backends))
+
+    def tokens(self, version: int, tools: Sequence[Tool]) -> int:
+        """An exposure's estimated tokens, for `auto` (cached: every tools/list would encode it all)."""
+        return self._cached(("tokens", version, _names(tools)), lambda: estimate_tokens(list(tools)))
+
+    def _cached(self, key: tuple[str, int, int], make: Callable[[], T]) -> T:
+        """At most MAX_CACHED entries (exposures differ per caller's policy), all dropped at a new index."""
+        if key not in self._summaries:
+            if len(self._summaries) >= MAX_CACHED:
                 self._summaries.clear()
-            found = self._summaries[key] = summary(tools, backends)
-        return found
+            self._summaries[key] = make()
+        return self._summaries[key]  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
             self._index = None
+
+
+def _names(tools: Sequence[Tool]) -> int:
+    return hash(tuple(str(tool.get("name")) for tool in tools))
 
 
 async def keep_index(catalog: Watch[View], read: Reading, indexes: SearchIndexes) -> None:

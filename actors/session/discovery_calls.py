@@ -9,6 +9,7 @@ the named tool (policy, limits, approvals, middleware, audit, tracing as for a d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -58,7 +59,7 @@ def listed(d: Dispatcher, tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
     def covered() -> str:
         return gate.summary(view.tools_version, tools, _Backends(view.routes))
 
-    return listing(tools, gate.settings, covered)
+    return listing(tools, gate.settings, covered, partial(gate.tokens, view.tools_version, tools))
 
 
 @attrs.frozen
@@ -79,7 +80,7 @@ def intercept(
     if gate is None or name not in META_TOOLS:
         return None
     tools = exposure()
-    if not searching(tools, gate.settings):
+    if not searching(tools, gate.settings, partial(gate.tokens, d.catalog.value.tools_version, tools)):
         return None
     arguments = params.get("arguments")
     if name == SEARCH_TOOLS:

@@ -57,3 +57,12 @@ def test_a_search_ahead_of_the_keeper_builds_and_a_late_older_build_is_dropped()
     with pytest.raises(Exception, match="closed"):
         late.search("old", 5)
     indexes.close()
+
+
+def test_auto_estimates_each_exposure_once_per_catalog_version() -> None:
+    indexes = SearchIndexes(DiscoverySettings(mode=DiscoveryMode.AUTO))
+    small, big = tools("a"), tools(*(f"tool_{n}" for n in range(500)))
+    assert indexes.tokens(1, big) > indexes.tokens(1, small)
+    for version in range(2, 600):  # the cache stays bounded however many versions and exposures pass
+        indexes.tokens(version, small)
+    assert len(indexes._summaries) <= 256
