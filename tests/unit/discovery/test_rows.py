@@ -143,3 +143,13 @@ def test_a_bad_discovery_key_names_its_key_and_reason(
     problems = {problem.key: problem.reason for problem in caught.value.problems}
     assert key in problems, problems
     assert reason in problems[key]
+
+
+def test_a_reload_that_changes_discovery_says_it_needs_a_restart(tmp_path: Path) -> None:
+    from actors.config.diff import diff
+
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(BACKEND, encoding="utf-8")
+    new.write_text(f'[discovery]\nmode = "search"\n{BACKEND}', encoding="utf-8")
+    assert "[discovery]" in diff(load_config(old), load_config(new)).needs_restart
+    assert "[discovery]" not in diff(load_config(old), load_config(old)).needs_restart
