@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -51,11 +52,14 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """One gateway for the module: its HTTP URL and the backend's record of the calls that reached it."""
-    folder = tmp_path_factory.mktemp("discovery")
+    yield from serve(tmp_path_factory.mktemp("discovery"))
+
+
+def serve(folder: Path, extra: str = "") -> Iterator[tuple[str, Path]]:
     port, calls = free_port(), folder / "calls.jsonl"
     entry = backend_entry("alpha", "--only=echo,add,pid,rpc_error", "--record-calls", str(calls))
     config = write_config(folder / "g.toml", [entry])
-    config.write_text(config.read_text() + CONFIG + f"\n[http]\nport = {port}\n")
+    config.write_text(config.read_text() + CONFIG + extra + f"\n[http]\nport = {port}\n")
     argv = [
         sys.executable,
         "-m",
@@ -167,3 +171,38 @@ async def test_an_upstream_invalid_params_error_carries_the_tools_schema(
         with pytest.raises(MCPError) as meta:
             await session.call_tool("call_tool", {"name": "call_tool", "arguments": {}})
         assert meta.value.code == -32602
+
+
+@pytest.fixture
+def audited(tmp_path: Path) -> Iterator[tuple[str, Path, Callable[[], None]]]:
+    """A gateway of its own with [audit]: its URL, its audit file, and how to stop it (the audit is
+    written behind the calls and flushed at the gateway's end: read it after)."""
+    served = serve(tmp_path, '\n[audit]\npath = "audit.sqlite3"\n')
+    url, _ = next(served)
+    try:
+        yield url, tmp_path / "audit.sqlite3", served.close
+    finally:
+        served.close()
+
+
+@pytest.mark.extra
+async def test_through_middleware_the_audit_names_the_tool_call_tool_called(
+    audited: tuple[str, Path, Callable[[], None]],
+) -> None:
+    """With [audit] every call runs through the middleware (another path than the one above): the audit's
+    rows name the tool call_tool called, the denied one as rejected, and -32602 still carries the schema."""
+    url, audit, stop = audited
+    async with client(url, "legacy") as session:
+        result = await session.call_tool("call_tool", {"name": "echo", "arguments": {"text": "audited"}})
+        assert not result.is_error and result.content[0].text == "audited"
+        with pytest.raises(MCPError):
+            await session.call_tool("call_tool", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        with pytest.raises(MCPError) as invalid:
+            arguments = {"code": -32602, "message": "Invalid params"}
+            await session.call_tool("call_tool", {"name": "rpc_error", "arguments": arguments})
+        assert invalid.value.data["tool"]["name"] == "rpc_error"
+    stop()
+    with sqlite3.connect(audit) as db:
+        rows = db.execute("SELECT tool, outcome FROM calls ORDER BY id").fetchall()
+    assert rows[:2] == [("echo", "ok"), ("add", "rejected")]
+    assert rows[2][0] == "rpc_error"
