@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from actors.discovery.exposure import MAX_SCHEMAS
-from actors.discovery.index import MAX_QUERY_CHARS, ToolIndex, clamp_limit
+from actors.discovery.index import MAX_QUERY_CHARS, Searcher, clamp_limit
 from actors.discovery.rows import clean, compact_row
 from actors.protocol.errors import INVALID_PARAMS
 from actors.protocol.messages import RpcError
@@ -30,7 +30,7 @@ def _result(structured: dict[str, Any]) -> Result:
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
 
-def search_result(index: ToolIndex, tools: Sequence[Tool], arguments: object) -> Result:
+def search_result(index: Searcher, tools: Sequence[Tool], arguments: object) -> Result:
     """search_tools(query, limit): compact rows of the best matches the caller may see."""
     arguments = arguments if isinstance(arguments, dict) else {}
     query = arguments.get("query")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from actors.discovery.words import STOPWORDS, name_words, text_words, with_synonyms
 
@@ -47,6 +47,19 @@ def fts_query(query: str) -> str:
     words = [word for word in text_words(query[:MAX_QUERY_CHARS]) if word not in STOPWORDS][:MAX_QUERY_WORDS]
     terms = {term for group in with_synonyms(words) for term in group}
     return " OR ".join(f'"{term}"' for term in sorted(terms))
+
+
+class Searcher(Protocol):
+    """The seam for another ranking (embeddings, say: they need model downloads, so BM25 is the default):
+    built from an exposure's tools in a worker thread, searched on the loop, closed by its holder."""
+
+    def search(self, query: str, limit: int, visible: Callable[[str], bool] = ...) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+# what builds a Searcher: (tools, public name -> backend)
+SearcherFactory = Callable[[Sequence[Tool], dict[str, str]], Searcher]
 
 
 class ToolIndex:

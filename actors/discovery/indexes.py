@@ -17,7 +17,7 @@ import trio
 from loguru import logger
 
 from actors.discovery.exposure import summary
-from actors.discovery.index import ToolIndex
+from actors.discovery.index import Searcher, SearcherFactory, ToolIndex
 from actors.discovery.rows import estimate_tokens
 from actors.discovery.settings import DiscoverySettings
 from actors.runtime.watch import Watch
@@ -32,12 +32,13 @@ Reading = Callable[[Any], tuple[int, Sequence[Tool], Mapping[str, str]]]
 
 @attrs.define(eq=False)
 class SearchIndexes:
-    """Owns: one ToolIndex (the newest catalog version's) and the summaries of recent exposures.
+    """Owns: one Searcher (the newest catalog version's) and the summaries of recent exposures.
     Stops when: `close` (gateway shutdown)."""
 
     settings: DiscoverySettings
     _version: int | None = None
-    _index: ToolIndex | None = None
+    build: SearcherFactory = ToolIndex  # the seam: another ranking plugs in here
+    _index: Searcher | None = None
     _summaries: dict[tuple[str, int, int], Any] = attrs.field(factory=dict)  # summaries and estimates
     _installed: trio.Event = attrs.field(factory=trio.Event)
 
@@ -45,13 +46,13 @@ class SearchIndexes:
     def version(self) -> int | None:
         return self._version
 
-    def index(self, version: int, tools: Sequence[Tool], backends: Mapping[str, str]) -> ToolIndex:
+    def index(self, version: int, tools: Sequence[Tool], backends: Mapping[str, str]) -> Searcher:
         if self._index is None or self._version != version:
-            self.install(version, ToolIndex(tools, dict(backends)))
+            self.install(version, self.build(tools, dict(backends)))
         assert self._index is not None
         return self._index
 
-    def install(self, version: int, index: ToolIndex) -> None:
+    def install(self, version: int, index: Searcher) -> None:
         """`index` for catalog `version`; an older version's arrival (a late build) is closed unused."""
         if self._version is not None and version < self._version:
             index.close()
@@ -105,7 +106,7 @@ async def keep_index(catalog: Watch[View], read: Reading, indexes: SearchIndexes
         if indexes.version is not None and indexes.version >= version:
             continue  # a session's search built it already
         try:
-            built = await trio.to_thread.run_sync(ToolIndex, tools, dict(backends))
+            built = await trio.to_thread.run_sync(indexes.build, tools, dict(backends))
         except Exception as exc:  # sqlite3 on a catalog's text: logged, not fatal
             logger.warning("discovery: the index of catalog version {} failed to build: {}", version, exc)
             continue

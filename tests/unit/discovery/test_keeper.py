@@ -66,3 +66,25 @@ def test_auto_estimates_each_exposure_once_per_catalog_version() -> None:
     for version in range(2, 600):  # the cache stays bounded however many versions and exposures pass
         indexes.tokens(version, small)
     assert len(indexes._summaries) <= 256
+
+
+class Newest:
+    """Another ranking through the seam: the last tools first, whatever the query."""
+
+    def __init__(self, tools: Sequence[dict[str, Any]], backends: dict[str, str]) -> None:
+        self.names = [tool["name"] for tool in reversed(tools)]
+        self.closed = False
+
+    def search(self, query: str, limit: int, visible: Any = lambda _: True) -> list[str]:
+        return [name for name in self.names if visible(name)][:limit]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_another_ranking_plugs_in_through_the_seam_and_is_closed_by_its_holder() -> None:
+    indexes = SearchIndexes(DiscoverySettings(mode=DiscoveryMode.SEARCH), build=Newest)
+    first = indexes.index(1, tools("a", "b", "c"), {})
+    assert first.search("anything", 2, lambda name: name != "c") == ["b", "a"]
+    indexes.index(2, tools("d"), {})
+    assert isinstance(first, Newest) and first.closed
