@@ -55,6 +55,7 @@ def backend_actor(
         shutdown=gateway.shutdown,  # its budget and urgency stop the backend's process
         list_news=gateway.list_news,
         credentials=credentials_of(backend, token_audit(gateway)),
+        sandbox=config.sandbox_of(backend),
     )
 
 

@@ -101,6 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check":
             for warning in advice(config):
                 report(str(warning), "WARNING")
+            from actors.sandbox.advice import sandbox_advice  # the probe: only for `check`
+
+            refused = False
+            for problem, line in sandbox_advice(config):
+                report(line, "ERROR" if problem else "WARNING")
+                refused |= problem
+            if refused:
+                return EXIT_CONFIG_ERROR
             print(f"{config.path}: ok ({_count(len(config.backends), 'backend')})")
             return 0
         if args.command == "tools":

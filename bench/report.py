@@ -13,6 +13,7 @@ from auth_cost import print_auth
 from clients import Sample
 from discovery_cost import print_discovery
 from policy_cost import print_policy
+from sandbox_cost import print_sandbox
 from tracing_cost import TARGET as TRACING_TARGET
 from tracing_cost import TRACED, tracing_table
 from trust_cost import print_trust
@@ -209,6 +210,8 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
         print_discovery(scenarios["discovery"])
     if "trust" in scenarios:
         print_trust(scenarios["trust"])
+    if "sandbox" in scenarios:
+        print_sandbox(scenarios["sandbox"])
     if "auth" in scenarios:
         print_auth(scenarios["auth"])
     if "scale" in scenarios:

@@ -43,6 +43,7 @@ from gateway_profile import profile_gateway
 from policy_cost import policy_cost
 from proctools import peak_rss_mib
 from report import guard_failures, guard_targets, machine, print_report, row, targets
+from sandbox_cost import sandbox_cost
 from scale import catalog_scale, rss_over_calls
 from scenarios import (
     backend_kill,
@@ -251,6 +252,8 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         results["policy"] = await policy_cost(folder, args.rounds, args.seconds * 2)
     if "trust" in chosen:
         results["trust"] = await trust_cost(folder, args.rounds, args.seconds * 2)
+    if "sandbox" in chosen:  # opt-in: --scenarios sandbox (bwrap and Landlock where this kernel has them)
+        results["sandbox"] = await sandbox_cost(folder, max(args.rounds, 5), args.seconds * 2)
     if "auth" in chosen:
         results["auth"] = await auth_cost(folder, args.rounds, args.seconds * 2)
     if "scale" in chosen:
@@ -288,7 +291,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default="catalog,memory,sessions,kill,policy,trust,auth,scale,rss,discovery",
-        help="extra scenarios, comma-separated, or none (default: all ten)",
+        help="extra scenarios, comma-separated, or none (default: all ten; `sandbox`, the stdio sandbox's "
+        "start latency and calls/s, only when named)",
     )
     parser.add_argument(
         "--scale-sizes",

@@ -9,7 +9,7 @@ calls never answered, answered twice or to the wrong caller, failed calls to bac
 reloading, child processes left behind.
 
     scripts/chaos [--duration S] [--clients C] [--calls M] [--backends N] [--kill-every K]
-                  [--reload-every R] [--seed X]
+                  [--reload-every R] [--seed X] [--sandbox off|auto|require]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ TEST_BACKEND: Final = ROOT / "tests" / "backends" / "testbackend.py"
 MODES: Final = ("kill", "freeze", "garbage")
 SETTLE_S: Final = 15.0  # after the run: how long calls still in flight may take to be answered
 EXCUSE_MARGIN_S: Final = 0.5  # around a fault window, for calls answered as the backend went down or came up
+SANDBOX: dict[str, str] = {"mode": "off"}  # --sandbox: every backend's [sandbox] mode (README "Sandboxing")
 
 
 @attrs.define
@@ -117,9 +118,17 @@ def write_config(folder: Path, backends: int, port: int, extras: dict[str, int] 
             "failures = 2",
             "",
         ]
+    lines += sandbox_table(SANDBOX["mode"])
     path = folder / "chaos.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def sandbox_table(mode: str) -> list[str]:
+    """[sandbox] for every stdio backend: the test backend reads the repo (its imports), writes its cwd."""
+    if mode == "off":
+        return []
+    return ["[sandbox]", f'mode = "{mode}"', f"read = {orjson.dumps(['{runtime}', str(ROOT)]).decode()}", ""]
 
 
 async def connect(nursery: trio.Nursery, url: str) -> WebSocketConnection:
@@ -246,8 +255,27 @@ async def watch_catalog(control: Session, tally: Tally, listed: dict[str, bool],
                     fault.back_at = now
 
 
+def backend_host_pid(gateway: int, name: str) -> int | None:
+    """A sandboxed backend's pid as this host sees it: its `pid` tool answers from inside bwrap's pid
+    namespace (2, 3...), a number that names some other process out here. Its command line says which."""
+    wanted = f"testbackend.py\0--name\0{name}\0".encode()
+    for pid in descendants(gateway):
+        try:
+            if wanted in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
 async def killer(
-    control: Session, tally: Tally, backends: list[str], rng: random.Random, every: float, until: float
+    control: Session,
+    tally: Tally,
+    backends: list[str],
+    rng: random.Random,
+    every: float,
+    until: float,
+    gateway: int = 0,
 ) -> None:
     async with trio.open_nursery() as nursery:
         while trio.current_time() + every < until:
@@ -261,10 +289,15 @@ async def killer(
                 reply = await control.call(backend, "pid", {})
                 if "result" not in reply:
                     continue
+                pid = reply["result"]["structuredContent"]["pid"]
+                if SANDBOX["mode"] != "off":
+                    pid = backend_host_pid(gateway, backend)
+                    if pid is None:
+                        continue
                 fault.at = trio.current_time()
                 fault.inflight = {key for key, (owner, _, _) in tally.pending.items() if owner == backend}
                 tally.faults.append(fault)
-                os.kill(reply["result"]["structuredContent"]["pid"], signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             else:
                 tally.faults.append(fault)
                 nursery.start_soon(control.call, backend, mode, {})  # freeze's answer is an error, later
@@ -364,7 +397,9 @@ async def run(args: argparse.Namespace) -> int:
                 until = started + args.duration
                 with trio.move_on_after(args.duration + SETTLE_S):  # ends early once every call is answered
                     async with trio.open_nursery() as load:
-                        load.start_soon(killer, control, tally, backends, rng, args.kill_every, until)
+                        load.start_soon(
+                            killer, control, tally, backends, rng, args.kill_every, until, gateway.pid
+                        )
                         if args.reload_every:
                             reload_rng = random.Random(rng.random())
                             load.start_soon(reloader, reloads, tally, reload_rng, args.reload_every, until)
@@ -438,8 +473,16 @@ def main() -> int:
         "--reload-every", type=float, default=0.0, help="seconds between config reloads (default 0: none)"
     )
     parser.add_argument("--log", help="keep the gateway's log in this file")
+    parser.add_argument(
+        "--sandbox",
+        choices=("off", "auto", "require"),
+        default="off",
+        help="every backend sandboxed ([sandbox] mode; require needs every rule enforceable here)",
+    )
     parser.add_argument("--seed", type=int, default=random.randrange(1_000_000), help="for a repeatable run")
-    return trio.run(run, parser.parse_args())
+    args = parser.parse_args()
+    SANDBOX["mode"] = args.sandbox
+    return trio.run(run, args)
 
 
 if __name__ == "__main__":

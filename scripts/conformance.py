@@ -1,6 +1,6 @@
 """The official MCP conformance suites, server mode, against a gateway this script starts itself.
 
-    scripts/conformance [--suite 2025|2026|both] [--runs N] [--keep]
+    scripts/conformance [--suite 2025|2026|both] [--runs N] [--keep] [--sandbox off|auto|require]
 
 In a temporary directory: a config whose one backend is the suites' fixture
 (tests/backends/conformance_fixture.py) with `roots = "client"` (the roots scenarios read the calling
@@ -67,10 +67,13 @@ class StartError(Exception):
     """The gateway or a suite could not be started: exit 2, with this line."""
 
 
-def write_config(directory: Path) -> Path:
+def write_config(directory: Path, sandbox: str = "off") -> Path:
     fixture = {"name": "fixture", "command": sys.executable, "args": [str(FIXTURE)], "roots": "client"}
     lines = ["[[backends]]", *(f"{key} = {orjson.dumps(value).decode()}" for key, value in fixture.items())]
     lines += ["", "[http]", "port = 0", ""]
+    if sandbox != "off":  # the fixture sandboxed: it reads the repo (its imports) and nothing else
+        read = orjson.dumps(["{runtime}", str(ROOT)]).decode()
+        lines += ["[sandbox]", f'mode = "{sandbox}"', f"read = {read}", ""]
     config = directory / "gateway.toml"
     config.write_text("\n".join(lines), encoding="utf-8")
     return config
@@ -149,11 +152,11 @@ async def run_suite(suite: Suite, url: str, directory: Path) -> tuple[bool, str]
     return ok, "\n".join([summary, *failing])
 
 
-async def main(suites: list[Suite], runs: int, directory: Path, keep: bool) -> bool:
+async def main(suites: list[Suite], runs: int, directory: Path, keep: bool, sandbox: str = "off") -> bool:
     for path in (NODE, *(suite.script for suite in suites)):
         if not path.exists():
             raise StartError(f"{path} is missing: run scripts/setup-interop (scripts/conformance does)")
-    config, log = write_config(directory), directory / "gateway.log"
+    config, log = write_config(directory, sandbox), directory / "gateway.log"
     passed = True
     async with trio.open_nursery() as nursery:
         url = await nursery.start(start_gateway, config, log)
@@ -173,6 +176,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--suite", choices=("2025", "2026", "both"), default="both")
     parser.add_argument("--runs", type=int, default=1, help="runs of each suite, back to back (default 1)")
     parser.add_argument("--keep", action="store_true", help="keep the directory with the config and the log")
+    parser.add_argument(
+        "--sandbox", choices=("off", "auto", "require"), default="off", help="the fixture under [sandbox]"
+    )
     args = parser.parse_args()
     if not 1 <= args.runs <= 20:
         parser.error("--runs must be between 1 and 20")
@@ -184,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     suites = list(SUITES.values()) if args.suite == "both" else [SUITES[args.suite]]
     directory = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
     try:
-        code = 0 if trio.run(main, suites, args.runs, directory, args.keep) else 1
+        code = 0 if trio.run(main, suites, args.runs, directory, args.keep, args.sandbox) else 1
     except* StartError as failed:
         print(f"conformance: {failed.exceptions[0]}", file=sys.stderr)
         code = 2

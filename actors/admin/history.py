@@ -27,7 +27,9 @@ from actors.catalog.status import BackendState
 from actors.runtime.watch import Watch
 
 HISTORY_LENGTH: Final = 20  # state changes kept per backend: enough to see a crash loop, small to send
-DOWN: Final = frozenset({BackendState.RESTARTING, BackendState.FAILED, BackendState.STOPPED})
+DOWN: Final = frozenset(
+    {BackendState.RESTARTING, BackendState.FAILED, BackendState.STOPPED, BackendState.SANDBOX_UNAVAILABLE}
+)
 STDERR_SEPARATOR: Final = " | "  # how a backend error joins its last stderr lines (backends/process.py)
 WARNING_OR_WORSE: Final = re.compile(
     r"\b(?:WARN|WARNING|ERROR|CRITICAL|FATAL|PANIC|SEVERE|ALERT|EMERG|EMERGENCY)\b"

@@ -96,6 +96,14 @@ function card(name) {
   return article;
 }
 
+function sandboxFact(sandbox) {
+  // "require · bwrap,landlock,rlimits" and what this kernel cannot enforce; "–" for none (off or remote)
+  if (!sandbox) return "–";
+  if (!sandbox.engines) return sandbox.mode;
+  const missing = sandbox.missing.length ? ` · missing ${sandbox.missing.join(",")}` : "";
+  return `${sandbox.mode} · ${sandbox.engines.join(",")}${missing}`;
+}
+
 function renderBackend(backend) {
   const article = card(backend.name);
   article.dataset.state = backend.state;
@@ -107,6 +115,7 @@ function renderBackend(backend) {
     ["restarts", backend.restarts], ["tools", backend.tools],
     ["in flight", backend.inflight + (backend.listening ? " · listening" : "")], ["calls", backend.calls],
     ["trust", backend.trust.mode + (backend.trust.hidden ? ` · ${backend.trust.hidden} held` : "")],
+    ["sandbox", sandboxFact(backend.sandbox)],
   ];
   article.querySelector(".facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
   const error = backend.reason || (backend.last_error ? `last error (${clock(backend.last_error.at)}): ${backend.last_error.reason}` : "");

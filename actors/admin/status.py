@@ -153,6 +153,7 @@ class StatusModel:
             **self._state(status),
             "pid": meter.pid,
             "eras": meter.eras,  # "legacy", "modern" or "modern+legacy" (a legacy lane beside it)
+            "sandbox": meter.sandbox,  # mode, engines per rule, missing, the probe (actors/sandbox/)
             "uptime_s": round(now - ready_since, 3) if ready_since is not None else None,
             "restarts": meter.restarts,
             "last_error": last_error.as_json(stderr=stderr) if last_error is not None else None,

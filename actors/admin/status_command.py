@@ -13,14 +13,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
-
-import httpx2
+from typing import TYPE_CHECKING, Any, Final
 
 from actors.config.errors import ConfigError
 from actors.config.load import load_config
 from actors.runtime.control_peers import find_peers
 from actors.runtime.log import escape_controls
+
+if TYPE_CHECKING:
+    import httpx2
 
 TOKEN_VARIABLE: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # the token for --url (with --config: [admin] token_env)
 TIMEOUT_S: Final = 5.0
@@ -126,6 +127,8 @@ def admin_address(args: argparse.Namespace, command: str) -> tuple[str, str | No
 
 def fetch_status(url: str, token: str | None) -> dict[str, Any]:
     """GET {url}/status, or StatusError saying in one line why not."""
+    import httpx2  # only for the command that asks (start-up of `serve` is without it)
+
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx2.get(f"{url}/status", headers=headers, timeout=TIMEOUT_S)
@@ -207,7 +210,16 @@ def _backend(backend: dict[str, Any]) -> list[str]:
         facts.append(f"eras {backend['eras']}")
     head = f"{backend['name']}{' (required)' if backend.get('required') else ''}: {', '.join(facts)}"
     error = backend.get("last_error")
-    return [head] + ([f"last error: {error['reason']}"] if error else [])
+    return [head] + _sandbox(backend.get("sandbox")) + ([f"last error: {error['reason']}"] if error else [])
+
+
+def _sandbox(sandbox: dict[str, Any] | None) -> list[str]:
+    """sandbox require: bwrap,landlock,rlimits,uid; missing tasks"""
+    if not sandbox or "engines" not in sandbox:
+        return [f"sandbox {sandbox['mode']}"] if sandbox else []
+    missing = sandbox.get("missing") or []
+    line = f"sandbox {sandbox['mode']}: {','.join(sandbox['engines'])}"
+    return [line + (f"; missing {','.join(missing)}" if missing else "; every rule enforced")]
 
 
 def duration(seconds: float) -> str:

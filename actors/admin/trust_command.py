@@ -17,9 +17,7 @@ import getpass
 import socket
 import sys
 import time
-from typing import Any, Final
-
-import httpx2
+from typing import TYPE_CHECKING, Any, Final
 
 from actors.admin.status_command import (
     TIMEOUT_S,
@@ -30,6 +28,9 @@ from actors.admin.status_command import (
 )
 from actors.runtime.log import escape_controls
 from actors.trust.definitions import KINDS
+
+if TYPE_CHECKING:
+    pass
 
 EXIT_REFUSED: Final = 1
 DIGEST_SHOWN: Final = 12
@@ -102,6 +103,8 @@ def _who() -> str:
 
 def _call(method: str, url: str, token: str | None, **options: Any) -> dict[str, Any]:
     """One request to the admin listener: its JSON answer, or StatusError saying in one line why not."""
+    import httpx2  # only for the command that asks (start-up of `serve` is without it)
+
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx2.request(method, url, headers=headers, timeout=TIMEOUT_S, **options)

@@ -25,7 +25,6 @@ from actors.backends.era import DISCOVER, EraVerdict, gateway_envelope
 from actors.backends.errors import BackendExitedError, BackendHungError, BackendStartError
 from actors.backends.handshake import handshake
 from actors.backends.health import watch_health
-from actors.backends.http import HttpBackendTransport
 from actors.backends.http_headers import declared_param_headers
 from actors.backends.input import log_params, updated_params
 from actors.backends.lane import LegacyLane
@@ -33,6 +32,7 @@ from actors.backends.list_news import ListNews
 from actors.backends.listing import CHANGES, LISTS, list_all
 from actors.backends.modern import ModernRun, refused_version
 from actors.backends.opening import explain_end, fail_queued, link_over, open_transport, start_link_tasks
+from actors.backends.over_http import is_http
 from actors.backends.probe import EraState
 from actors.backends.roots import follow_clients, passes_roots_change
 from actors.backends.run_end import RunEnd
@@ -40,6 +40,7 @@ from actors.catalog import CatalogEvent
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
 from actors.config import BackendConfig
+from actors.config.sandbox_schema import SandboxSettings
 from actors.protocol import codec
 from actors.protocol.codec import clip, shown
 from actors.protocol.envelopes import (
@@ -101,6 +102,8 @@ class Backend:
         factory=Shutdown
     )  # the gateway's: its budget and urgency stop the process
     warned_env: bool = attrs.field(init=False, default=False)  # about withheld inherit_env names, once
+    sandbox: SandboxSettings | None = None  # a stdio backend's (Config.sandbox_of); None: remote
+    warned_sandbox: set[str] = attrs.field(init=False, factory=set)  # its DEGRADED line, said once
     _changed: dict[str, trio.Event] = attrs.field(init=False, factory=dict)  # kind -> list_changed seen
     _announced: set[str] = attrs.field(init=False, factory=set)  # kinds of those said changed, not checked
     _kinds: list[str] = attrs.field(init=False, factory=list)  # the lists this run's server has
@@ -186,7 +189,7 @@ class Backend:
         addressee: object,
     ) -> BackendReady:
         """The start in its era, and the tasks that serve the run beside the calls."""
-        over_http = isinstance(link.transport, HttpBackendTransport)
+        over_http = is_http(link.transport)
         verdict, ready = await self._handshake(link, calls, over_http)
         self.meter.eras = verdict.era.value
         if self._era.lanes(verdict):  # a second connection for legacy clients, opened on the first's call
@@ -222,7 +225,7 @@ class Backend:
             if verdict.modern:
                 stage = f"{DISCOVER} and the first listings"
                 link.envelope = gateway_envelope(self.gateway_name, verdict.version or MODERN_VERSIONS[0])
-                if isinstance(link.transport, HttpBackendTransport):
+                if is_http(link.transport):
                     link.transport.modern = True
                 ready, self._kinds = await self._era.checked(start_modern(self, link, calls, verdict))
             else:
@@ -311,7 +314,7 @@ class Backend:
     def _listed(self, kind: str, items: tuple[dict[str, Any], ...]) -> None:
         """A modern HTTP backend's tools say which arguments go in Mcp-Param-* headers."""
         transport = self._link.transport if self._link is not None else None
-        if kind == "tools" and isinstance(transport, HttpBackendTransport) and transport.modern:
+        if kind == "tools" and is_http(transport) and transport.modern:
             transport.param_headers = declared_param_headers(items)
 
     async def _serve(self, link: BackendLink, inbox: trio.MemoryReceiveChannel[BackendCommand]) -> None:

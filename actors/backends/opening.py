@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -13,8 +14,9 @@ from loguru import logger
 
 from actors.backends.connection import BackendLink
 from actors.backends.errors import BackendExitedError, BackendRejectedError, BackendStartError
-from actors.backends.http import HttpBackendTransport
+from actors.backends.over_http import is_http
 from actors.backends.process import ProcessTransport, backend_environment
+from actors.backends.sandboxing import sandboxed, verdict
 from actors.backends.token_broker import TokenUnavailableError
 from actors.config.commands import CommandNotFoundError, locate_command
 from actors.config.secret import revealed
@@ -22,6 +24,7 @@ from actors.framing.transport import BackendTransport
 from actors.protocol.envelopes import BackendCommand, Call, Reply, answer
 from actors.protocol.errors import unavailable
 from actors.protocol.messages import Notification
+from actors.sandbox.launch import run_spawn_checks
 
 if TYPE_CHECKING:
     from actors.backends.actor import Backend
@@ -41,6 +44,8 @@ async def open_transport(backend: Backend, connection: trio.Nursery) -> BackendT
         await connection.start(credentials.broker.run)  # its requests live as long as this run
     logger.info("connecting to {}", url)
     if url.startswith(("http://", "https://")):
+        from actors.backends.http import HttpBackendTransport  # httpx2: only to use it
+
         return await HttpBackendTransport.connect(
             connection, url, headers, backend.max_message_bytes, credentials
         )
@@ -77,10 +82,26 @@ async def spawn(backend: Backend) -> ProcessTransport:
     # a secret reaches a stdio backend only through its environment, never its command line (readable by
     # every local user in /proc/PID/cmdline)
     env = backend_environment(revealed(backend.config.env), backend.config.inherit_env, backend.withheld_env)
-    transport = await ProcessTransport.spawn(
-        argv, cwd=backend.config.cwd, env=env, max_bytes=backend.max_message_bytes, shutdown=backend.shutdown
+    run_spawn_checks(backend.config.name, argv)  # the supply-chain pin check's hook (actors/supply/)
+    launch = await sandboxed(
+        backend.config.name,
+        argv,
+        cwd=backend.config.cwd,
+        env=env,
+        settings=backend.sandbox,
+        warned=backend.warned_sandbox,
+        report_to=partial(setattr, backend.meter, "sandbox"),
     )
-    logger.info("started process {}: {}", transport.pid, shlex.join(argv))
+    transport = await ProcessTransport.spawn(
+        argv,
+        cwd=backend.config.cwd,
+        env=env,
+        max_bytes=backend.max_message_bytes,
+        shutdown=backend.shutdown,
+        sandbox=launch,
+    )
+    sandbox = f" (sandbox: {','.join(launch.plan.engines)})" if launch else ""
+    logger.info("started process {}: {}{}", transport.pid, shlex.join(argv), sandbox)
     return transport
 
 
@@ -99,9 +120,9 @@ def link_over(
         roots_chosen=backend.config.roots is not None,
         meter=backend.meter,
         # over HTTP, the call on whose response stream a backend's request came (backends/ask_owner.py)
-        stream_of=transport.origins.pop if isinstance(transport, HttpBackendTransport) else None,
+        stream_of=transport.origins.pop if is_http(transport) else None,
     )
-    if isinstance(transport, HttpBackendTransport):  # whom each request is for: its call, in this table
+    if is_http(transport):  # whom each request is for: its call, in this table
         transport.call_of = link.inflight_call
     return link
 
@@ -129,9 +150,14 @@ async def explain_end(
         if started and transport.ended_cleanly:
             logger.info("{}", BackendExitedError(ended, stderr))
             return
-        if started:
-            raise BackendExitedError(ended, stderr)
-        raise BackendStartError(f"exited during start-up: {ended}", stderr)
+        lost = (
+            BackendExitedError(ended, stderr)
+            if started
+            else BackendStartError(f"exited during start-up: {ended}", stderr)
+        )
+        if isinstance(transport, ProcessTransport) and transport.sandbox is not None:
+            raise verdict(lost, transport.process.returncode, list(transport.stderr_tail))
+        raise lost
     if error is not None:
         raise error
     if link.lost is not None:

@@ -27,7 +27,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 from loguru import logger
@@ -39,6 +39,9 @@ from actors.framing.pipes import PipeStream
 from actors.runtime.log import RateLimiter
 from actors.runtime.redact import redact
 from actors.runtime.shutdown import Budget, Shutdown, Urgency
+
+if TYPE_CHECKING:
+    from actors.sandbox.launch import Launch
 
 STDERR_TAIL_LINES: Final = 20  # kept to explain a crash in the log
 STDERR_LINE_MAX: Final = 4096  # longer stderr lines are cut when logged
@@ -98,6 +101,7 @@ class ProcessTransport:
         self.ended = trio.Event()  # stderr has closed: the process has gone and its last words are in
         self.family = descendants.Family(process.pid)
         descendants.running(self.family)
+        self.sandbox: Launch | None = None  # its sandbox's launch (actors/sandbox/), closed by stop()
 
     @classmethod
     async def spawn(
@@ -108,24 +112,35 @@ class ProcessTransport:
         env: Mapping[str, str],
         max_bytes: int,
         shutdown: Shutdown | None = None,
+        sandbox: Launch | None = None,
     ) -> ProcessTransport:
-        """Start `argv` with exactly the environment `env` (see backend_environment)."""
+        """Start `argv` with exactly the environment `env` (see backend_environment); with a `sandbox`,
+        its launch instead (the launcher gets `argv` and `env` through its policy)."""
+        line, options = (sandbox.argv, sandbox.options) if sandbox else (list(argv), {})
         try:
             process = await trio.lowlevel.open_process(
-                list(argv),
+                line,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
-                env=dict(env),
+                env=sandbox.env if sandbox else dict(env),
                 start_new_session=True,
+                **options,
             )
         except OSError as exc:
+            if sandbox:
+                sandbox.close()
             raise BackendStartError(
-                f"cannot start {argv[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
+                f"cannot start {line[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
             ) from None
+        finally:
+            if sandbox:
+                sandbox.close_policy()  # the child has its copy
         descendants.become_subreaper()
-        return cls(process, max_bytes, shutdown)
+        transport = cls(process, max_bytes, shutdown)
+        transport.sandbox = sandbox
+        return transport
 
     @property
     def pid(self) -> int:
@@ -253,6 +268,8 @@ class ProcessTransport:
             for stream in (self.process.stdout, self.process.stderr):
                 with contextlib.suppress(trio.ClosedResourceError, OSError):
                     await stream.aclose()  # type: ignore[union-attr]
+            if self.sandbox is not None:
+                self.sandbox.close()  # its private {tmp}
 
     def _descendants_left(self) -> list[descendants.Proc]:
         """What it started that still runs, and the strays that no running backend claims."""

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
-import httpx2
 import trio
 from loguru import logger
 
@@ -34,6 +33,9 @@ from actors.config.auth_schema import AuthKind, TokenEndpointAuth, TokenExchange
 from actors.middleware.exchange_audit import TokenRequestRow
 from actors.protocol.on_behalf import CallerToken
 from actors.runtime.redact import REDACTOR
+
+if TYPE_CHECKING:
+    import httpx2
 
 MAX_PENDING: Final = 256  # requests to the endpoint under way per backend (one per caller at most)
 AuditSink = Callable[[TokenRequestRow], Awaitable[None]]
@@ -81,6 +83,8 @@ class TokenBroker:
         self._own = self.auth.own() if isinstance(self.auth, TokenExchangeAuth) else self.auth
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        import httpx2  # a broker's client: only a gateway with a token endpoint loads it
+
         timeout = httpx2.Timeout(self.auth.timeout_s)
         try:
             async with (

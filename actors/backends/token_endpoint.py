@@ -13,17 +13,19 @@ TokenRequestError saying what, never holding a token; `down` tells an endpoint t
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 import attrs
-import httpx2
 import orjson
 import trio
 
 from actors.config.auth_schema import TOKEN_EXCHANGE, TokenEndpointAuth, TokenExchangeAuth
 from actors.protocol.codec import clip
 from actors.protocol.on_behalf import CallerToken
+
+if TYPE_CHECKING:
+    import httpx2
 
 MAX_ANSWER_BYTES: Final = 64 * 1024  # a token answer is a few KB
 MAX_TOKEN_CHARS: Final = 16 * 1024  # as the gateway's own listeners take a bearer token
@@ -85,6 +87,8 @@ async def request_token(
     client: httpx2.AsyncClient, auth: TokenEndpointAuth, subject: CallerToken | None
 ) -> Granted:
     """Ask the endpoint once, within `auth.timeout_s` from connection to last byte."""
+    import httpx2  # loaded with the broker's client, not at start-up
+
     basic = None
     if auth.client_auth == "basic":  # RFC 6749 2.3.1: each form-encoded before Basic encodes them
         basic = (quote(auth.client_id, safe=""), quote(auth.client_secret.reveal(), safe=""))

@@ -19,6 +19,7 @@ class BackendState(enum.Enum):
     RESTARTING = "restarting"
     FAILED = "failed"
     STOPPED = "stopped"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # mode=require and a rule this kernel cannot enforce
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -56,6 +57,9 @@ class BackendStatus:
             reason, stderr = describe(None), None
         else:
             parts = leaves(error)
+            # an exit may name its own state (`state = "sandbox_unavailable"`), else the supervisor's
+            named = {getattr(leaf, "state", None) for leaf in parts} & {s.value for s in BackendState}
+            state = BackendState(named.pop()) if len(named) == 1 else state
             reason = "; ".join(
                 leaf.without_stderr if isinstance(leaf, ChildExitError) else describe(leaf) for leaf in parts
             )

@@ -27,6 +27,7 @@ from actors.config.checks import (
     positive,
     rule,
 )
+from actors.config.sandbox_schema import SandboxTable
 from actors.config.secret import Secret
 from actors.config.tool_policy import ToolPolicy
 from actors.trust import TrustMode
@@ -139,6 +140,7 @@ class StdioBackend(BaseBackend):
     # the gateway's own variables passed on, besides the default set
     inherit_env: tuple[str, ...] = attrs.field(default=(), validator=every(environment_name))
     cwd: Path = Path(".")  # absolute once loaded: relative paths resolve against the config file's folder
+    sandbox: SandboxTable | None = None  # [backends.sandbox]: over [sandbox] (actors/sandbox/)
 
     @property
     def kind(self) -> BackendKind:

@@ -78,6 +78,7 @@ def backend_inputs(config: Config, backend: BackendConfig) -> tuple[Any, ...]:
         gateway.expose_backend_stderr,
         config.secret_variables(),
         config.roots_of(backend),
+        config.sandbox_rules(backend),  # [sandbox] changed: its stdio backends restart under the new rules
     )
 
 

@@ -40,6 +40,7 @@ from actors.config.resolve import (
     resolve_oauth,
 )
 from actors.config.resolve_fleet import resolve_fleet
+from actors.config.sandbox_schema import SandboxTable
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings, resolve_trust
@@ -64,6 +65,7 @@ TOP_LEVEL: Final = {
     "tracing": "[tracing]",
     "discovery": "[discovery]",
     "trust": "[trust]",
+    "sandbox": "[sandbox]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -163,6 +165,9 @@ def _structure(
     )
     if trust.path is not None and trust.path.is_dir():
         problems.append(("trust.path", f"{trust.path} is a directory; name a file"))
+    sandbox = SandboxTable()
+    if "sandbox" in document:
+        sandbox = _convert(document["sandbox"], SandboxTable, "sandbox", problems) or sandbox
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -186,6 +191,7 @@ def _structure(
         tracing=tracing,
         trust=trust,
         discovery=discovery,
+        sandbox=sandbox,
     )
 
 

@@ -31,6 +31,7 @@ from actors.config.checks import (
 from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.sandbox_schema import SandboxSettings, SandboxTable, sandbox_settings
 from actors.config.secret import Secret
 from actors.config.tool_policy import output_chars
 from actors.config.tracing_schema import TracingSettings
@@ -149,9 +150,26 @@ class Config:
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
     tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
     trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
-    discovery: DiscoverySettings | None = (
-        None  # [discovery]: search mode for big catalogs (actors/discovery/)
-    )
+    discovery: DiscoverySettings | None = None  # [discovery]: search for big catalogs (actors/discovery/)
+    sandbox: SandboxTable = attrs.field(factory=SandboxTable)  # [sandbox]: every stdio backend's default
+
+    def sandbox_rules(self, backend: BackendConfig) -> SandboxSettings | None:
+        """Its sandbox as the tables write it (what a reload compares); None for a remote backend."""
+        if backend.command is None:
+            return None
+        return sandbox_settings(getattr(backend, "sandbox", None), self.sandbox)
+
+    def sandbox_of(self, backend: BackendConfig) -> SandboxSettings | None:
+        """A stdio backend's sandbox (its own table over [sandbox]); None for a remote backend. Its `hide`
+        always has the gateway's own files: this config, the secret files it reads, the audit and trust
+        stores (masked where a read or write path would show them, e.g. a cwd beside the config)."""
+        settings = self.sandbox_rules(backend)
+        if settings is None:
+            return None
+        own = [self.path, *(secret.path for _, secret in self.secrets() if secret.path is not None)]
+        own += [self.audit.path] if self.audit is not None else []
+        own += [self.trust.path] if self.trust.path is not None else []
+        return attrs.evolve(settings, hide=(*settings.hide, *dict.fromkeys(str(path) for path in own)))
 
     def trust_mode(self, backend: BackendConfig) -> TrustMode:
         """The backend's own `trust`, else [trust] mode."""

@@ -113,6 +113,16 @@ def describe(error: BaseException | None) -> str:
     )
 
 
+def _final(error: BaseException | None) -> bool:
+    """An exit that restarting cannot mend (its errors say `final = True`): the child stays down."""
+    return error is not None and all(getattr(leaf, "final", False) for leaf in leaves(error))
+
+
+def _backoff_floor_s(error: BaseException | None) -> float:
+    """The least wait an exit asks for (`backoff_min_s`, e.g. a sandboxed backend killed by its limits)."""
+    return max((getattr(leaf, "backoff_min_s", 0.0) for leaf in leaves(error)), default=0.0) if error else 0.0
+
+
 def _traceback(error: BaseException | None) -> BaseException | None:
     """Errors the child explains itself are logged without a traceback; anything else with the whole group."""
     if error is None or all(isinstance(leaf, ChildExitError) for leaf in leaves(error)):
@@ -149,8 +159,13 @@ async def supervise_child(
                     await events.send(ChildStarted(spec.id))
             except Exception as exc:  # the one boundary; Cancelled is a BaseException and passes
                 error = exc
-            if policy.restart is Restart.TEMPORARY or (policy.restart is Restart.TRANSIENT and error is None):
-                logger.info("stopped ({}); restart={} leaves it down", describe(error), policy.restart.value)
+            if (
+                policy.restart is Restart.TEMPORARY
+                or (policy.restart is Restart.TRANSIENT and error is None)
+                or _final(error)
+            ):
+                why = "a restart cannot mend it" if _final(error) else f"restart={policy.restart.value}"
+                logger.info("stopped ({}); {} leaves it down", describe(error), why)
                 await events.send(ChildStopped(spec.id, error))
                 return
             now = trio.current_time()
@@ -168,7 +183,7 @@ async def supervise_child(
                 await events.send(ChildFailed(spec.id, error, len(restarts)))
                 return
             attempt = 1 if now - began >= policy.stable_after_s else attempt + 1
-            delay = policy.backoff_s(attempt) * rng.uniform(0.8, 1.2)
+            delay = max(policy.backoff_s(attempt) * rng.uniform(0.8, 1.2), _backoff_floor_s(error))
             logger.opt(exception=_traceback(error)).warning(
                 "{}; restarting in {:.2f}s", describe(error), delay
             )

@@ -134,9 +134,7 @@ class InFlight:
     done: bool = False
     release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
     span: ServerSpan | None = None  # its SERVER span when tracing is on, ended with its answer
-    on_error: Callable[[RpcError], RpcError] | None = (
-        None  # what a backend's error gets (call_tool: a schema)
-    )
+    on_error: Callable[[RpcError], RpcError] | None = None  # a backend's error, changed (call_tool's)
 
     def answered(self, message: Message | None, reason: str = "") -> None:
         """Its trace span ends with the client's answer (None: unanswered, for `reason`)."""

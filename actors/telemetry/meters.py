@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -113,6 +113,7 @@ class BackendMeter:
         "name",
         "pid",
         "ready_since",
+        "sandbox",
         "starts",
         "tools",
     )
@@ -129,6 +130,7 @@ class BackendMeter:
         self.inflight_calls: Callable[[], Collection[Call]] = _no_calls_in_flight  # the current run's table
         # the eras the current run is connected in: "legacy", "modern", "modern+legacy" (a legacy lane)
         self.eras: str | None = None
+        self.sandbox: dict[str, Any] | None = None  # the current run's sandbox report (actors/sandbox/)
 
     def inflight(self) -> int:
         """Calls in flight now, not counting the standing subscriptions/listen of a modern backend."""

@@ -20,6 +20,7 @@ LAYERS: Final = (
     ("policy", "limits", "trust", "output", "discovery"),  # pure rules, buckets, digests, result limits,
     # the search index: judged above
     ("config",),
+    ("sandbox",),  # probe, plan and launch of a stdio backend's sandbox: known to backends/sandboxing.py
     ("framing",),
     ("telemetry",),  # meters and traces: written by everything above, read by admin and exporters
     ("catalog", "middleware"),
