@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path += [str(ROOT), str(ROOT / "tests")]  # after bench/: no test module shadows a bench one
 
 from discovery_queries import TASK_QUERIES, snapshot_tools  # noqa: E402
 
