@@ -73,7 +73,7 @@ def summary(tools: Iterable[Tool], backends: Mapping[str, str]) -> str:
         skip = set(name_words(backend))
         topics = words.setdefault(backend, Counter())
         topics.update(
-            w for w in set(name_words(own)) if w not in _NOT_TOPICS and w not in skip and len(w) > 1
+            w for w in dict.fromkeys(name_words(own)) if w not in _NOT_TOPICS and w not in skip and len(w) > 1
         )
     parts = []
     for backend, count in list(counts.items())[:MAX_BACKENDS_NAMED]:
