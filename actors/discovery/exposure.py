@@ -17,7 +17,7 @@ from typing import Any, Final
 from actors.discovery.index import DEFAULT_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, backend_of
 from actors.discovery.rows import clean, estimate_tokens
 from actors.discovery.settings import DiscoveryMode, DiscoverySettings
-from actors.discovery.words import SYNONYMS, name_words
+from actors.discovery.words import STOPWORDS, VERBS, name_words
 
 SEARCH_TOOLS: Final = "search_tools"
 GET_TOOL_SCHEMA: Final = "get_tool_schema"
@@ -26,7 +26,7 @@ META_TOOLS: Final = frozenset({SEARCH_TOOLS, GET_TOOL_SCHEMA, CALL_TOOL})
 MAX_SCHEMAS: Final = 5
 MAX_BACKENDS_NAMED: Final = 16
 TOPICS_PER_BACKEND: Final = 4
-_NOT_TOPICS: Final = frozenset(SYNONYMS) | {
+_NOT_TOPICS: Final = VERBS | STOPWORDS | {
     "a", "an", "the", "of", "to", "for", "by", "in", "on", "and", "or", "api", "mcp", "tool", "tools", "v1",
     "v2", "is", "with", "from", "id", "ids", "info", "details", "s",
 }  # fmt: skip

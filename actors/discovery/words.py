@@ -10,24 +10,31 @@ _CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD: Final = re.compile(r"[a-z0-9]+")
 
 # Each group: words a task may say for one action; a query word gets its group's others as alternatives.
-SYNONYM_GROUPS: Final[tuple[frozenset[str], ...]] = (
+# Actions: a task's verb and the tool's may differ ("open a pull request" -> create_pull_request).
+VERB_GROUPS: Final[tuple[frozenset[str], ...]] = (
     frozenset({"get", "fetch", "read", "retrieve", "show", "view", "open", "load", "download"}),
     frozenset({"list", "enumerate", "all", "browse"}),
     frozenset({"create", "add", "new", "make", "open", "post", "write", "insert"}),
     frozenset({"delete", "remove", "drop", "destroy", "erase", "rm"}),
     frozenset({"update", "edit", "modify", "change", "patch", "set", "rename"}),
     frozenset({"search", "find", "query", "lookup", "look", "grep", "locate"}),
-    frozenset({"send", "post", "message", "reply"}),
+    frozenset({"send", "post", "reply"}),
     frozenset({"run", "execute", "exec", "evaluate", "eval", "invoke"}),
     frozenset({"navigate", "goto", "go", "visit", "browse"}),
-    frozenset({"screenshot", "snapshot", "capture"}),
     frozenset({"merge", "combine"}),
-    frozenset({"comment", "note", "reply"}),
     frozenset({"scrape", "crawl", "extract", "fetch"}),
+)
+# Things with several names.
+NOUN_GROUPS: Final[tuple[frozenset[str], ...]] = (
+    frozenset({"screenshot", "snapshot", "capture"}),
+    frozenset({"message", "post"}),
+    frozenset({"comment", "note", "reply"}),
     frozenset({"pr", "pull", "mr", "merge"}),
     frozenset({"dir", "directory", "folder"}),
     frozenset({"repo", "repository", "project"}),
 )
+SYNONYM_GROUPS: Final = VERB_GROUPS + NOUN_GROUPS
+VERBS: Final = frozenset().union(*VERB_GROUPS)  # what a backend's summary leaves out of its topics
 # Words of a task that say nothing of which tool: left out of queries (each would match most descriptions,
 # and scoring every row is what makes a query slow on a big catalog).
 STOPWORDS: Final = frozenset(
