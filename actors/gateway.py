@@ -38,6 +38,7 @@ from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions, unsubscribe_at
 from actors.catalog.trust_keeper import TrustKeeper
 from actors.config import Config
+from actors.discovery.indexes import SearchIndexes, keep_index
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
@@ -67,6 +68,7 @@ from actors.runtime.supervisor import (
     supervise_alone,
 )
 from actors.runtime.watch import Watch
+from actors.session import discovery_calls
 from actors.session.parked import Bridges
 from actors.session.session import Session
 from actors.session.settings import FirstSettle, SessionSettings
@@ -140,6 +142,7 @@ class Gateway:
     policy: PolicyGate = attrs.field(init=False)  # the [policy] in force; a reload swaps its rules
     limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
     output: OutputGate = attrs.field(init=False)  # max_output_chars in force; a reload swaps them
+    discovery: SearchIndexes | None = attrs.field(init=False, default=None)  # [discovery]: closed at the end
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
@@ -157,6 +160,10 @@ class Gateway:
         self.policy = PolicyGate(self.config.policy)
         self.limiter = Limiter(self.config.limits)
         self.output = OutputGate(self.config.output_limits())
+        discovery = self.config.discovery
+        self.discovery = (
+            SearchIndexes(discovery) if discovery is not None and discovery.mode != "direct" else None
+        )
         self.meters.policy, self.meters.limiter = self.policy, self.limiter  # for /metrics
         self.traced = tracing_wanted(self.config.tracing)
         self.pins = pins_of(self.config)  # a reload restarts the backends whose pins changed
@@ -228,6 +235,8 @@ class Gateway:
                 listener.endpoint.close()  # the ports go back, bound or not, whatever ended the run
             if self.admin is not None:
                 self.admin.close()
+            if self.discovery is not None:
+                self.discovery.close()
             await self._end_tracing()
         logger.info("gateway stopped")
 
@@ -252,6 +261,8 @@ class Gateway:
         self.bridges.nursery = root  # the timers of parked calls
         await root.start(catalog.run)
         root.start_soon(self.subscriptions.send_released, partial(unsubscribe_at, catalog.watch))
+        if self.discovery is not None:  # [discovery]: each catalog version's search index, built off the loop
+            root.start_soon(keep_index, catalog.watch, discovery_calls.catalog_reading, self.discovery)
         for middleware in self.middleware:
             await middleware.open()  # GatewayStartError: nothing has started yet
             spec = ChildSpec(type(middleware).__name__, middleware.run, MIDDLEWARE_POLICY, kind="middleware")
@@ -459,6 +470,7 @@ class Gateway:
             tracing=self.tracing,
             forward_headers=self.config.forwarded_headers(),
             output=self.output,
+            discovery=self.discovery,
         )
 
     async def _serve_stdio(

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from auth_cost import print_auth
 from clients import Sample
+from discovery_cost import print_discovery
 from policy_cost import print_policy
 from sandbox_cost import print_sandbox
 from tracing_cost import TARGET as TRACING_TARGET
@@ -205,6 +206,8 @@ def print_scenarios(scenarios: dict[str, Any]) -> None:
         )
     if "policy" in scenarios:
         print_policy(scenarios["policy"])
+    if "discovery" in scenarios:
+        print_discovery(scenarios["discovery"])
     if "trust" in scenarios:
         print_trust(scenarios["trust"])
     if "sandbox" in scenarios:
@@ -287,6 +290,27 @@ def guard_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "met": None if value is None else (value <= bound if sense == "<=" else value >= bound),
         }
         for name, sense, bound, value in targets
+    ] + _discovery_targets(scenarios.get("discovery"))
+
+
+def _discovery_targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """#38's bounds, when the discovery scenario ran (bench/discovery_cost.py)."""
+    if result is None:
+        return []
+    bounds = [
+        ("#38: search recall@5 on 210 real tools", ">=", 0.95, result["recall"]["at_5"]),
+        ("#38: largest top-5 search result, tokens", "<=", 1500, result["result_tokens_max"]),
+        ("#38: search-mode listing, tokens", "<=", 500, result["search_listing_tokens"]),
+    ]
+    return [
+        {
+            "target": name,
+            "bound": bound,
+            "sense": sense,
+            "measured": value,
+            "met": value <= bound if sense == "<=" else value >= bound,
+        }
+        for name, sense, bound, value in bounds
     ]
 
 

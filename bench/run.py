@@ -38,6 +38,7 @@ import orjson
 import trio
 from auth_cost import auth_cost
 from clients import Connection, Sample, SdkPeer, measure, sdk_peer, stdio_peer, stop_all, websocket_peer
+from discovery_cost import discovery_cost
 from gateway_profile import profile_gateway
 from policy_cost import policy_cost
 from proctools import peak_rss_mib
@@ -266,6 +267,8 @@ async def _scenarios(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         )
     if "rss" in chosen:
         results["rss"] = await rss_over_calls(folder, args.rss_calls)
+    if "discovery" in chosen:  # offline, in-process: the snapshot of twelve npm servers' tools
+        results["discovery"] = discovery_cost()
     return results
 
 
@@ -287,8 +290,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--scenarios",
-        default="catalog,memory,sessions,kill,policy,trust,auth,scale,rss",
-        help="extra scenarios, comma-separated, or none (default: all nine; `sandbox`, the stdio sandbox's "
+        default="catalog,memory,sessions,kill,policy,trust,auth,scale,rss,discovery",
+        help="extra scenarios, comma-separated, or none (default: all ten; `sandbox`, the stdio sandbox's "
         "start latency and calls/s, only when named)",
     )
     parser.add_argument(

@@ -123,6 +123,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         needs_restart.append("[fleet]")
     if old.tracing != new.tracing:
         needs_restart.append("[tracing]")
+    if old.discovery != new.discovery:
+        needs_restart.append("[discovery]")
     if old.trust.path != new.trust.path:
         needs_restart.append("[trust] path")
     return ConfigDiff(

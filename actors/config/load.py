@@ -44,6 +44,7 @@ from actors.config.sandbox_schema import SandboxTable
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings, resolve_trust
+from actors.discovery import DiscoverySettings
 from actors.limits import LimitSettings
 from actors.policy.rules import MAX_RULES, Policy
 
@@ -62,6 +63,7 @@ TOP_LEVEL: Final = {
     "stdio": "[stdio]",
     "fleet": "[fleet]",
     "tracing": "[tracing]",
+    "discovery": "[discovery]",
     "trust": "[trust]",
     "sandbox": "[sandbox]",
 }
@@ -152,6 +154,9 @@ def _structure(
     tracing = None
     if "tracing" in document:
         tracing = _convert(document["tracing"], TracingSettings, "tracing", problems)
+    discovery = None
+    if "discovery" in document:
+        discovery = _convert(document["discovery"], DiscoverySettings, "discovery", problems)
     trust = TrustSettings()
     if "trust" in document:
         trust = _convert(document["trust"], TrustSettings, "trust", problems) or trust
@@ -185,6 +190,7 @@ def _structure(
         fleet=fleet,
         tracing=tracing,
         trust=trust,
+        discovery=discovery,
         sandbox=sandbox,
     )
 

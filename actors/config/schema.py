@@ -36,6 +36,7 @@ from actors.config.secret import Secret
 from actors.config.tool_policy import output_chars
 from actors.config.tracing_schema import TracingSettings
 from actors.config.trust_schema import TrustSettings
+from actors.discovery import DiscoverySettings
 from actors.limits import LimitSettings
 from actors.output.settings import OutputLimits
 from actors.policy.rules import Policy
@@ -149,6 +150,7 @@ class Config:
     fleet: FleetSettings | None = None  # [fleet]: replicas sharing sessions through Redis (actors/fleet/)
     tracing: TracingSettings | None = None  # [tracing]: OpenTelemetry traces (actors/telemetry/tracing*.py)
     trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
+    discovery: DiscoverySettings | None = None  # [discovery]: search for big catalogs (actors/discovery/)
     sandbox: SandboxTable = attrs.field(factory=SandboxTable)  # [sandbox]: every stdio backend's default
 
     def sandbox_rules(self, backend: BackendConfig) -> SandboxSettings | None:

@@ -134,6 +134,7 @@ class InFlight:
     done: bool = False
     release: Callable[[], None] | None = None  # its slot under the caller's [limits], freed when it ends
     span: ServerSpan | None = None  # its SERVER span when tracing is on, ended with its answer
+    on_error: Callable[[RpcError], RpcError] | None = None  # a backend's error, changed (call_tool's)
 
     def answered(self, message: Message | None, reason: str = "") -> None:
         """Its trace span ends with the client's answer (None: unanswered, for `reason`)."""
@@ -161,7 +162,8 @@ class InFlight:
                 span.end(None, "cancelled by the client")
             return
         if reply.error is not None:
-            error = reply.error if self.modern is None else self.modern.error(reply.error)
+            error = reply.error if self.on_error is None else self.on_error(reply.error)
+            error = error if self.modern is None else self.modern.error(error)
             message: Message = ErrorResponse(self.request_id, error)
         else:
             result = reply.result

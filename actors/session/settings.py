@@ -9,6 +9,7 @@ import attrs
 
 from actors.catalog.clients import ClientDirectory
 from actors.catalog.subscriptions import Subscriptions
+from actors.discovery.indexes import SearchIndexes
 from actors.limits import Limiter
 from actors.middleware import Middleware
 from actors.output.settings import OutputGate
@@ -69,3 +70,6 @@ class SessionSettings:
     # request for its calls (protocol/on_behalf.py); nothing else of a client's headers goes further
     forward_headers: frozenset[str] = frozenset()
     output: OutputGate = attrs.field(factory=OutputGate)  # max_output_chars in force (session/results.py)
+    discovery: SearchIndexes | None = (
+        None  # [discovery]: search mode's settings and index (actors/discovery/)
+    )

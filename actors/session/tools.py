@@ -18,9 +18,9 @@ from actors.middleware import CallOutcome, ToolCall
 from actors.middleware.chain import MiddlewareChain
 from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
-from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError
+from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError, Tool
 from actors.protocol.pages import page
-from actors.session import approvals, guard, shim
+from actors.session import approvals, discovery_calls, guard, shim
 from actors.session.approvals import AskFirst
 from actors.session.fields import held_error, named_error
 from actors.session.forward import Forward
@@ -35,20 +35,51 @@ Shape = Callable[[Forward], "Message | Forward"]  # what a round adds to the rou
 
 
 def list_tools(d: Dispatcher, request_id: RequestId, params: Params) -> Message:
+    tools, version = exposure(d, request_id)
+    if isinstance(tools, RpcError):
+        return ErrorResponse(request_id, tools)
+    tools = discovery_calls.listed(d, tools)  # [discovery]: in search mode, pins and three tools
+    return page(request_id, params, "tools", tools, version, d.settings.page_size)
+
+
+def exposure(d: Dispatcher, request_id: RequestId) -> tuple[tuple[Tool, ...] | RpcError, int]:
+    """The tools this caller may see, and the version its cursors carry."""
     view = d.catalog.value
     chain = d.chain_of(request_id)
     tools, version = guard.visible(d, "tools", view.tools, view.tools_version)  # the policy's, then
     tools = tools if chain is None else chain.tools(version, tools)  # the middleware's filter
     if isinstance(tools, RpcError):
-        return ErrorResponse(request_id, tools)
+        return tools, version
     if d.forwarder.results is not None:  # limits told, apps this caller may not read unnamed
         tools = d.forwarder.results.listed(tools, view.routes)
-    return page(request_id, params, "tools", tools, version, d.settings.page_size)
+    return tools, version
+
+
+def _discovered(
+    d: Dispatcher, request_id: RequestId, params: Params
+) -> Message | discovery_calls.Unwrapped | None:
+    """[discovery]'s search mode: search_tools and get_tool_schema answered, call_tool unwrapped."""
+    if d.settings.discovery is None:
+        return None
+
+    def shown() -> tuple[Tool, ...]:
+        tools = exposure(d, request_id)[0]
+        return () if isinstance(tools, RpcError) else tools
+
+    return discovery_calls.intercept(d, request_id, params, shown)
 
 
 def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward | AskFirst:
     """Without middleware: forwarded at once, when the [policy] and the [limits] let it go and the user
     approved it where a rule says so (a legacy client's question is asked in a task: AskFirst)."""
+    discovered = _discovered(d, request_id, params)
+    if isinstance(discovered, discovery_calls.Unwrapped):  # call_tool: the named tool's own call
+        params = discovered.params
+        entry = d.inflight.get(request_id)
+        if entry is not None:
+            entry.on_error = discovery_calls.schema_adder(discovered.tool)
+    elif discovered is not None:
+        return discovered
     outcome = forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
     if not isinstance(outcome, Forward):
         return outcome
@@ -72,6 +103,12 @@ async def call_through_middleware(
     task. `shape`: what a modern client's retry adds to the call (its answers and the backend's state)."""
     chain = d.chain_of(request_id)
     assert chain is not None
+    discovered = _discovered(d, request_id, params)
+    if isinstance(discovered, discovery_calls.Unwrapped):  # call_tool: the named tool's own call
+        answer = await call_through_middleware(d, request_id, discovered.params, shape)
+        return discovery_calls.with_schema(answer, discovered.tool)
+    if discovered is not None:
+        return discovered
     error = named_error(params)  # before the middleware sees the call
     if error is not None:
         return ErrorResponse(request_id, error)

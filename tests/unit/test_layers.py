@@ -17,7 +17,8 @@ ACTORS: Final = Path(actors.__file__).parent
 # Bottom first. Packages on one line are peers: neither imports the other.
 LAYERS: Final = (
     ("runtime", "protocol"),  # the runtime knows no MCP; the wire knows no supervisor
-    ("policy", "limits", "trust", "output"),  # pure rules, buckets, digests, result limits: judged above
+    ("policy", "limits", "trust", "output", "discovery"),  # pure rules, buckets, digests, result limits,
+    # the search index: judged above
     ("config",),
     ("sandbox", "supply"),  # a stdio backend's sandbox (probe, plan, launch) and its pins: known to backends
     ("framing",),
