@@ -1,4 +1,5 @@
-"""A short run of scripts/chaos, as users run it, with kills and config reloads: every invariant must hold."""
+"""A short run of scripts/chaos, as users run it, with kills and config reloads, every backend sandboxed
+(`--sandbox auto`): every invariant must hold."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def test_a_short_chaos_run_loses_nothing() -> None:
             "1.5",
             "--seed",
             "7",
+            "--sandbox",  # every backend in bwrap and Landlock where this machine has them: #37's promise
+            "auto",
         ],
         cwd=ROOT,
         capture_output=True,

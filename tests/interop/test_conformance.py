@@ -22,6 +22,10 @@ CONFORMANCE: Final = INTEROP / "node_modules" / "@modelcontextprotocol" / "confo
 CONFORMANCE_2026: Final = INTEROP / "node_modules" / "conformance-2026" / "dist" / "index.js"
 BASELINE_2026: Final = INTEROP / "conformance_2026_baseline.yml"
 FIXTURE: Final = ROOT / "tests" / "backends" / "conformance_fixture.py"
+SANDBOXED: Final = (
+    "--sandbox",
+    "auto",
+)  # the fixture in bwrap and Landlock where this machine has them (#37)
 SUITE_DEADLINE_S: Final = 240.0
 SCENARIO: Final = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)
 
@@ -85,10 +89,18 @@ async def test_the_2026_conformance_suite_passes_but_for_its_baseline(tmp_path: 
 async def test_scripts_conformance_passes_two_runs_back_to_back_on_one_gateway(node: Path) -> None:
     """scripts/conformance as a fresh clone's user runs it (after scripts/setup-interop, which `node` did):
     its own gateway and config, and a second run of the suite that finds the first run's sessions, never
-    DELETEd, still there (issue #24: the second run was refused with 429)."""
+    DELETEd, still there (issue #24: the second run was refused with 429). The fixture runs sandboxed."""
     with trio.fail_after(2 * SUITE_DEADLINE_S):
         done = await trio.run_process(
-            [sys.executable, str(ROOT / "scripts" / "conformance.py"), "--suite", "2025", "--runs", "2"],
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "conformance.py"),
+                "--suite",
+                "2025",
+                "--runs",
+                "2",
+                *SANDBOXED,
+            ],
             cwd=ROOT,
             capture_stdout=True,
             capture_stderr=True,
