@@ -41,6 +41,7 @@ from actors.config import Config
 from actors.discovery.indexes import SearchIndexes, keep_index
 from actors.frontends.listener import Listener
 from actors.frontends.listening import ListenError
+from actors.frontends.routing import bound
 from actors.frontends.stdio import open_stdio_transport, stdin_is_a_file, stdio_principal, stdio_settings
 from actors.limits import Limiter
 from actors.middleware import Middleware
@@ -51,6 +52,7 @@ from actors.protocol.envelopes import BackendEvent
 from actors.protocol.errors import GatewayStartError
 from actors.reload import CONFIG_SECRETS, ReloadOutcome
 from actors.reload import reload as reload_config
+from actors.routes import Routes
 from actors.runtime.broadcast import Broadcast
 from actors.runtime.children import Children
 from actors.runtime.control import ControlFiles
@@ -143,6 +145,9 @@ class Gateway:
     limiter: Limiter = attrs.field(init=False)  # the [limits]; a reload reconfigures it
     output: OutputGate = attrs.field(init=False)  # max_output_chars in force; a reload swaps them
     discovery: SearchIndexes | None = attrs.field(init=False, default=None)  # [discovery]: closed at the end
+    routes: Routes | None = attrs.field(
+        init=False, default=None
+    )  # [[routes]]: their views; closed at the end
     meters: Meters = attrs.field(factory=Meters)  # calls, latency, bytes, starts: for the admin listener
     admin: Admin | None = attrs.field(init=False, default=None)  # with an [admin] table, once bound
     fleet: Fleet | None = attrs.field(init=False, default=None)  # [fleet]: Redis, shared sessions
@@ -237,6 +242,8 @@ class Gateway:
                 self.admin.close()
             if self.discovery is not None:
                 self.discovery.close()
+            if self.routes is not None:
+                self.routes.close()
             await self._end_tracing()
         logger.info("gateway stopped")
 
@@ -337,6 +344,8 @@ class Gateway:
             for kind in listener_kinds(self.config)
             if (settings := kind.settings_in(self.config)) is not None
         ]
+        for listener in self.listeners:
+            listener.serve_routes(self.routes_of(catalog))
         for listener in self.listeners:
             await listener.endpoint.bind()
         if self.fleet is not None and self.http_listener is not None:
@@ -480,6 +489,7 @@ class Gateway:
         if ends_all and not stdin_is_a_file():  # the client that closes stdin quits: its calls in flight
             settings = attrs.evolve(settings, drain_s=self.stdin_end_budget().drain_s)  # get the drain share
         principal = stdio_principal(self.config)  # stdio carries no token: [stdio] names its client
+        catalog, settings = bound(self.routes_of(catalog).stdio, catalog, settings)  # [[routes]] stdio = true
         session = Session(
             id="stdio",
             transport=open_stdio_transport(self.config.gateway.max_message_bytes),
@@ -503,6 +513,12 @@ class Gateway:
                 logger.info("stdio client is gone; stopping (at most {:.2f}s)", budget.total_s)
         else:
             logger.info("stdio client is gone; still serving {}", " and ".join(urls))
+
+    def routes_of(self, catalog: Watch[CatalogView]) -> Routes:
+        """[[routes]]: every route's state, made once (empty without routes: every path is the catalog)."""
+        if self.routes is None:
+            self.routes = Routes.of(self.config.routes, catalog, self.config.discovery)
+        return self.routes
 
     async def _stop_sessions(self) -> None:
         """Every session answers what it has in flight and closes, within the drain share of the shutdown's

@@ -94,6 +94,8 @@ async def apply(gateway: Gateway, new: Config, change: ConfigDiff) -> None:
         settings = listener.settings_in(new)
         if settings is not None and (listener.TABLE in change.listeners or change.sessions_changed):
             listener.reconfigure(settings, gateway.session_settings(listener.TABLE))
+    if gateway.routes is not None:  # [[routes]]: a changed route's sessions are told list_changed, alone
+        gateway.routes.reconfigure(new.routes)
 
 
 def _restart_lines(change: ConfigDiff) -> tuple[str, ...]:

@@ -53,6 +53,8 @@ class CatalogView:
     # per kind ("tools", "prompts", "resources"): its changes and the changes its backends announced; what
     # list_changed follows (the versions above are what cursors and cached filtered lists follow)
     news: Mapping[str, int] = attrs.field(factory=lambda: dict.fromkeys(("tools", "prompts", "resources"), 0))
+    # a route's view only ([[routes]], actors/routes/): public tool name -> the arguments the route fixes
+    fixed: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
     @property
     def settled(self) -> bool:

@@ -139,7 +139,8 @@ def diff(old: Config, new: Config) -> ConfigDiff:
         guards_changed=tuple(
             f"[{table}]" for table in ("policy", "limits") if getattr(old, table) != getattr(new, table)
         )
-        + (("max_output_chars",) if old.output_limits() != new.output_limits() else ()),
+        + (("max_output_chars",) if old.output_limits() != new.output_limits() else ())
+        + (("[[routes]]",) if old.routes != new.routes else ()),
         needs_restart=tuple(needs_restart),
     )
 

@@ -40,6 +40,7 @@ from actors.config.resolve import (
     resolve_oauth,
 )
 from actors.config.resolve_fleet import resolve_fleet
+from actors.config.route_schema import RouteConfig, route_problems
 from actors.config.sandbox_schema import SandboxTable
 from actors.config.schema import AuditSettings, Config, GatewaySettings, MiddlewareSpec, MiddlewareTable
 from actors.config.tracing_schema import TracingSettings
@@ -66,6 +67,7 @@ TOP_LEVEL: Final = {
     "discovery": "[discovery]",
     "trust": "[trust]",
     "sandbox": "[sandbox]",
+    "routes": "[[routes]]",
 }
 _converter: Final = make_converter()
 MAX_CONFIG_BYTES: Final = 1 << 20  # a config naming a thousand backends is a few hundred KB
@@ -168,6 +170,11 @@ def _structure(
     sandbox = SandboxTable()
     if "sandbox" in document:
         sandbox = _convert(document["sandbox"], SandboxTable, "sandbox", problems) or sandbox
+    routes: tuple[RouteConfig, ...] = ()
+    if "routes" in document:
+        routes = _convert(document["routes"], tuple[RouteConfig, ...], "routes", problems) or ()
+        listener_paths = [table.path for table in (websocket, http) if table is not None]
+        problems += route_problems(routes, listener_paths)
     if check_start:
         for name, table in (("websocket", websocket), ("http", http), ("admin", admin_table)):
             reason = table and host_problem(table.host)
@@ -192,6 +199,7 @@ def _structure(
         trust=trust,
         discovery=discovery,
         sandbox=sandbox,
+        routes=routes,
     )
 
 

@@ -31,6 +31,7 @@ from actors.config.checks import (
 from actors.config.fleet_schema import FleetSettings
 from actors.config.listener_schema import HttpSettings, WebSocketSettings
 from actors.config.oauth_schema import StdioPrincipal
+from actors.config.route_schema import RouteConfig
 from actors.config.sandbox_schema import SandboxSettings, SandboxTable, sandbox_settings
 from actors.config.secret import Secret
 from actors.config.tool_policy import output_chars
@@ -152,6 +153,7 @@ class Config:
     trust: TrustSettings = attrs.field(factory=TrustSettings)  # [trust]: pinned definitions (actors/trust/)
     discovery: DiscoverySettings | None = None  # [discovery]: search for big catalogs (actors/discovery/)
     sandbox: SandboxTable = attrs.field(factory=SandboxTable)  # [sandbox]: every stdio backend's default
+    routes: tuple[RouteConfig, ...] = ()  # [[routes]]: chosen subsets at their own paths (actors/routes/)
 
     def sandbox_rules(self, backend: BackendConfig) -> SandboxSettings | None:
         """Its sandbox as the tables write it (what a reload compares); None for a remote backend."""

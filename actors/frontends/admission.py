@@ -28,6 +28,7 @@ from actors.policy.context import client_key as key_of_client
 if TYPE_CHECKING:
     from actors.frontends.bearer import BearerRules  # jwt, cryptography: imported with auth only
     from actors.identity.keys import IssuerKeys
+    from actors.routes import Routes
 
 # reg-name (letters, digits, '-', '.') or IPv4, or an IPv6 literal in brackets; then an optional port.
 _HOST: Final = re.compile(r"(?P<name>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
@@ -88,6 +89,7 @@ class Admission:
     per_client: int
     port: int = 0  # the listener's own port, once bound: pages it serves may call it
     proxies: TrustedProxies = attrs.field(factory=TrustedProxies)  # whose word on a client's address counts
+    routes: Routes | None = None  # [[routes]]: their paths are served too (set by the gateway)
     _sessions: Counter[str] = attrs.field(factory=Counter)
 
     @classmethod
@@ -117,7 +119,7 @@ class Admission:
     async def check(self, path: str, host: str | None, headers: dict[str, str]) -> Principal | None:
         """Path, Host, Origin, then the bearer token: its principal when auth is on, else None; Refused for
         a connection or request that may not go on. `headers` has lower-case names."""
-        if path != self.path:
+        if path != self.path and (self.routes is None or self.routes.at(path) is None):
             raise Refused(404, f"no MCP endpoint at {path}; try {self.path}")
         self.check_host(host)
         self.check_origin(headers.get("origin"))

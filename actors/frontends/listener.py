@@ -18,6 +18,7 @@ from actors.catalog import CatalogView
 from actors.config import Config, HttpSettings, WebSocketSettings
 from actors.frontends.listening import Acceptor, Endpoint, peer_address, refuse_connection, shown
 from actors.frontends.proxy_protocol import Peer, ProxyHeaderError, read_proxy_header
+from actors.routes import Routes
 from actors.runtime.supervisor import ChildEvent, discard_reports, supervise
 from actors.runtime.watch import Watch
 from actors.session.session import Session
@@ -48,6 +49,7 @@ class Listener(abc.ABC, Generic[SettingsT]):
     catalog: Watch[CatalogView]
     session_settings: SessionSettings
     endpoint: Endpoint = attrs.field(init=False)
+    routes: Routes | None = attrs.field(init=False, default=None)  # [[routes]]: set by `serve_routes`
 
     def __attrs_post_init__(self) -> None:
         self.endpoint = Endpoint.of(self.TABLE, self.SCHEME, self.settings)
@@ -61,6 +63,11 @@ class Listener(abc.ABC, Generic[SettingsT]):
         within = settings.initialize_timeout_s
         self.session_settings = attrs.evolve(session_settings, initialize_within_s=within)
         self.endpoint.admission.update(settings)
+        self._reconfigured()
+
+    def serve_routes(self, routes: Routes) -> None:
+        """[[routes]]: their paths are served too, each session on its path's route."""
+        self.routes = self.endpoint.admission.routes = routes
         self._reconfigured()
 
     def _reconfigured(self) -> None:

@@ -28,9 +28,11 @@ from actors.frontends.listener import Listener
 from actors.frontends.listening import shown
 from actors.frontends.metadata_door import Replayed, answer_metadata, metadata_request, read_head
 from actors.frontends.proxy_protocol import Peer
+from actors.frontends.routing import bound, route_at
 from actors.policy import Caller, caller_of
 from actors.protocol.codec import clip
 from actors.protocol.on_behalf import OnBehalf, on_behalf
+from actors.routes import RouteState
 from actors.session.session import Session
 
 SUBPROTOCOL: Final = "mcp"
@@ -142,7 +144,9 @@ class WebSocketListener(Listener[WebSocketSettings]):
                 transport = WebSocketTransport(connection, send_timeout, stream)
                 token = principal.token if principal is not None else None
                 carried = on_behalf(token, headers, self.session_settings.forward_headers)
-                await self._serve(session_id, transport, principal, caller, carried)
+                await self._serve(
+                    session_id, transport, principal, caller, carried, route_at(self.routes, path)
+                )
         finally:
             admission.close_session(client)
 
@@ -153,16 +157,17 @@ class WebSocketListener(Listener[WebSocketSettings]):
         principal: Principal | None,
         caller: Caller,
         carried: OnBehalf | None = None,
+        route: RouteState | None = None,
     ) -> None:
         bearer = self.endpoint.admission.bearer
-        settings = self.session_settings
+        catalog, settings = bound(route, self.catalog, self.session_settings)
         # A WebSocket carries its token once, in the handshake: the session ends when the token does (its
         # calls in flight answered), and the client connects again with a fresh one.
         expires = bearer.expires_at(principal) if bearer is not None else None
         session = Session(
             id=session_id,
             transport=transport,
-            catalog=self.catalog,
+            catalog=catalog,
             settings=bearer.session_settings(principal, settings) if bearer is not None else settings,
             subject=principal.subject if principal else None,
             caller=caller,

@@ -138,7 +138,11 @@ class Dispatcher:
         self.client_asks = ClientAsks(self.send, tracing=self.settings.tracing, ask_ids=self.ask_ids)
         self.forwarder = Forwarder(
             results=ResultShaper(
-                self.settings.output, self.catalog, self.settings.policy, caller=lambda: self.caller
+                self.settings.output,
+                self.catalog,
+                self.settings.policy,
+                caller=lambda: self.caller,
+                route_limit=self.settings.route_limit,
             ),
             session=self.session,
             catalog=self.catalog,

@@ -73,3 +73,4 @@ class SessionSettings:
     discovery: SearchIndexes | None = (
         None  # [discovery]: search mode's settings and index (actors/discovery/)
     )
+    route_limit: int | None = None  # the session's route's max_output_chars ([[routes]], actors/routes/)

@@ -20,6 +20,7 @@ from actors.protocol.codec import writable
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import ErrorResponse, Message, Params, RequestId, Response, RpcError, Tool
 from actors.protocol.pages import page
+from actors.routes.view import fixed_arguments
 from actors.session import approvals, discovery_calls, guard, shim
 from actors.session.approvals import AskFirst
 from actors.session.fields import held_error, named_error
@@ -80,6 +81,9 @@ def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message |
             entry.on_error = discovery_calls.schema_adder(discovered.tool)
     elif discovered is not None:
         return discovered
+    params = fixed_arguments(d.catalog.value, request_id, params)  # [[routes]]: a route's fixed arguments
+    if isinstance(params, ErrorResponse):
+        return params
     outcome = forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
     if not isinstance(outcome, Forward):
         return outcome
@@ -112,6 +116,10 @@ async def call_through_middleware(
     error = named_error(params)  # before the middleware sees the call
     if error is not None:
         return ErrorResponse(request_id, error)
+    fixed = fixed_arguments(d.catalog.value, request_id, params)  # [[routes]]: the middleware sees them
+    if isinstance(fixed, ErrorResponse):
+        return fixed
+    params = fixed
     entry = d.inflight.get(request_id)
     modern = entry.modern if entry is not None else None
     call_round = modern.round if modern is not None else CallRound()

@@ -24,6 +24,7 @@ LAYERS: Final = (
     ("framing",),
     ("telemetry",),  # meters and traces: written by everything above, read by admin and exporters
     ("catalog", "middleware"),
+    ("routes",),  # [[routes]]: views of the catalog, one per route
     ("identity",),
     ("backends", "session"),  # they talk only by messages (protocol/envelopes.py)
     ("fleet",),  # replicas sharing sessions, limits and notices through Redis

@@ -57,12 +57,14 @@ from actors.frontends.http.sse import (
     until_disconnect,
 )
 from actors.frontends.http.transport import EventStream, RequestStream
+from actors.frontends.routing import route_at
 from actors.identity.metadata import metadata_paths
 from actors.protocol import codec
 from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
 from actors.protocol.messages import Batch, Notification, Request, RequestId
 from actors.protocol.on_behalf import OnBehalf, on_behalf
+from actors.routes import RouteState
 
 _ALLOW: Final = [(b"allow", b"GET, POST, DELETE")]
 _POST: Final = [(b"allow", b"POST")]
@@ -136,12 +138,13 @@ class HttpApp:
         self._limit(principal, address)
         if method in ("GET", "DELETE") and modern_header(headers):
             raise Refused(405, f"{method} is for legacy sessions; protocol 2026-07-28 is POST only", _POST)
+        route = route_at(self.admission.routes, scope["path"])
         if method == "POST":
-            await self._post(headers, principal, address, receive, send)
+            await self._post(headers, principal, address, receive, send, route)
         elif method == "GET":
-            await self._get(headers, principal, address, receive, send)
+            await self._get(headers, principal, address, receive, send, route)
         elif method == "DELETE":
-            entry = await self.sessions.locate(headers, principal, address)
+            entry = on_route(await self.sessions.locate(headers, principal, address), route)
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
@@ -178,6 +181,7 @@ class HttpApp:
         address: str,
         receive: Receive,
         send: Send,
+        route: RouteState | None = None,
     ) -> None:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
@@ -201,7 +205,7 @@ class HttpApp:
             params = message.params if isinstance(message.params, dict) else {}
             self.admission.bearer.check_call(principal, params.get("name"))
         if is_modern_post(headers, message):
-            await self.modern.serve(headers, message, body, (principal, address), receive, send)
+            await self.modern.serve(headers, message, body, (principal, address), receive, send, route)
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
@@ -209,12 +213,12 @@ class HttpApp:
             return  # [fleet]: an answer or notification that needs no copy of its session here
         if isinstance(message, Request) and message.method == "initialize":
             try:
-                session_id, entry = self.sessions.open(principal, address)
+                session_id, entry = self.sessions.open(principal, address, route=route)
             except Refused as refused:
                 raise RequestRefused(refused, message.id) from None
         else:
             session_id = headers.get(SESSION_HEADER, "")
-            entry = await self.sessions.locate(headers, principal, address)
+            entry = on_route(await self.sessions.locate(headers, principal, address), route)
         self.sessions.enter(entry)  # busy from here: never ended to make room while its facts are written
         try:
             if isinstance(message, Request) and message.method == "initialize":
@@ -279,11 +283,17 @@ class HttpApp:
         self._released(entry, stream, answered)
 
     async def _get(
-        self, headers: dict[str, str], principal: Principal | None, address: str, receive: Receive, send: Send
+        self,
+        headers: dict[str, str],
+        principal: Principal | None,
+        address: str,
+        receive: Receive,
+        send: Send,
+        route: RouteState | None = None,
     ) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
             raise Refused(406, "GET opens an SSE stream: Accept must allow text/event-stream")
-        entry = await self.sessions.locate(headers, principal, address)
+        entry = on_route(await self.sessions.locate(headers, principal, address), route)
         last_event_id = headers.get("last-event-id")
         stream, cursor = stream_to_read(entry.transport, last_event_id)
         self.sessions.enter(entry)
@@ -346,3 +356,11 @@ async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
     logger.warning("refused a WebSocket upgrade from {}: this is the Streamable HTTP listener", peer)
     if (await receive())["type"] == "websocket.connect":
         await send({"type": "websocket.close", "code": 1008})
+
+
+def on_route(entry: HttpSession, route: RouteState | None) -> HttpSession:
+    """A session is served at the path it was opened on: its id at another route's path is no session
+    there (404, as an unknown id), so no path reaches tools its route does not show."""
+    if entry.route is not route:
+        raise Refused(404, "no such session at this path; open one here with initialize")
+    return entry

@@ -35,6 +35,7 @@ from actors.protocol.eras import http_status
 from actors.protocol.errors import INTERNAL_ERROR, rpc_error
 from actors.protocol.messages import Message, Request
 from actors.protocol.on_behalf import on_behalf
+from actors.routes import RouteState
 from actors.session.discover import undeclared
 from actors.session.session import Session
 
@@ -65,8 +66,10 @@ class ModernPosts:
         client: tuple[Principal | None, str],
         receive: Receive,
         send: Send,
+        route: RouteState | None = None,
     ) -> None:
-        """One modern POST, `message` as decoded from `frame`; `client` is (token principal, address)."""
+        """One modern POST, `message` as decoded from `frame`; `client` is (token principal, address);
+        `route`: the [[routes]] entry its path reaches."""
         refusal = ladder.refusal(headers, message)
         if refusal is None and isinstance(message, Request):
             refusal = self._catalog_refusal(await self._settled_view(), headers, message)
@@ -85,7 +88,7 @@ class ModernPosts:
             if retry is Retry.ANSWERED:
                 return
         try:
-            session, transport = self.sessions.open_one_request(*client, frame, message.id)
+            session, transport = self.sessions.open_one_request(*client, frame, message.id, route)
         except Refused as refused:
             if states is not None and retry is Retry.CLAIMED:
                 await release(states, message)  # 429, 503: the retry it is told to make is served

@@ -37,9 +37,11 @@ from actors.frontends.http.fleet_sessions import take_up
 from actors.frontends.http.one_request import OneRequestTransport
 from actors.frontends.http.resting import Resting
 from actors.frontends.http.transport import HttpSessionTransport
+from actors.frontends.routing import bound
 from actors.policy import caller_of
 from actors.protocol.messages import RequestId
 from actors.protocol.versions import SUPPORTED_VERSIONS
+from actors.routes import RouteState
 from actors.runtime.watch import Watch
 from actors.session.client_asks import PLAIN_ASK_IDS
 from actors.session.session import Session
@@ -67,6 +69,7 @@ class HttpSession:
     last_active: float
     busy: int = 0  # HTTP requests being served for it right now (an open GET stream is one)
     told_waiting: int = 0  # [fleet]: notifications its client sent to other replicas, waiting to go in here
+    route: RouteState | None = None  # [[routes]]: the route it was opened on (its requests' path's)
 
     def idle(self) -> bool:
         """Nothing for its client is under way: no HTTP request open, no request unanswered or unread."""
@@ -207,7 +210,11 @@ class HttpSessions(Mapping[str, HttpSession]):
             await self.fleet.forget(session_id)
 
     def open(
-        self, principal: Principal | None, address: str, session_id: str | None = None
+        self,
+        principal: Principal | None,
+        address: str,
+        session_id: str | None = None,
+        route: RouteState | None = None,
     ) -> tuple[str, HttpSession]:
         """A new session and its id (`session_id`: one the fleet minted, taken up here), running in the
         frontends' nursery; an idle session may be ended to make room for it."""
@@ -218,11 +225,12 @@ class HttpSessions(Mapping[str, HttpSession]):
         transport = HttpSessionTransport(self.settings.max_streams_per_session)
         if self.relay is not None:
             transport.relay = partial(self.relay.publish_stream, session_id)
+        catalog, settings = bound(route, self.catalog, self.session_settings)
         session = Session(
             id=label,
             transport=transport,
-            catalog=self.catalog,
-            settings=self._settings_for(principal, self.session_settings),
+            catalog=catalog,
+            settings=self._settings_for(principal, settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
             # [fleet]: its client's answers find the replica that asked, wherever they land
@@ -236,6 +244,7 @@ class HttpSessions(Mapping[str, HttpSession]):
             principal=principal,
             client=client,
             last_active=trio.current_time(),
+            route=route,
         )
         self._by_id[session_id] = entry
         self._resting.add(session_id, client, entry)
@@ -243,18 +252,24 @@ class HttpSessions(Mapping[str, HttpSession]):
         return session_id, entry
 
     def open_one_request(
-        self, principal: Principal | None, address: str, frame: bytes, request_id: RequestId
+        self,
+        principal: Principal | None,
+        address: str,
+        frame: bytes,
+        request_id: RequestId,
+        route: RouteState | None = None,
     ) -> tuple[Session, OneRequestTransport]:
         """A session for one modern request (`frame`), running in the frontends' nursery with no
         initialize deadline; an idle session may be ended to make room; Refused (429, 503) past the
         limits."""
         client = self.admission.open_session(principal, address, self._open_now(), self._make_room)
         transport = OneRequestTransport(frame, request_id)
+        catalog, settings = bound(route, self.catalog, self._one_request_settings)
         session = Session(
             id=f"http-{next(self._numbers)}",
             transport=transport,
-            catalog=self.catalog,
-            settings=self._settings_for(principal, self._one_request_settings),
+            catalog=catalog,
+            settings=self._settings_for(principal, settings),
             subject=principal.subject if principal else None,
             caller=caller_of(principal, address, "http"),
         )

@@ -1,0 +1,149 @@
+"""The gateway's routes: for each, its definition, its revision and the catalog as it shows it.
+
+A route's sessions are given its RouteWatch where others get the catalog's Watch: the same value, version
+and waits, with each snapshot seen through the route (compiled once per catalog snapshot and revision). A
+reload swaps definitions in place; a changed one takes a new revision, and the catalog's watch is published
+again so every session looks, and the sessions of changed routes only find news."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+from loguru import logger
+
+from actors.catalog import CatalogView
+from actors.config.route_schema import RouteConfig
+from actors.discovery.indexes import SearchIndexes
+from actors.discovery.settings import DiscoverySettings
+from actors.routes.view import route_view
+from actors.runtime.watch import Watch
+
+_REVISIONS: Final = itertools.count(1)
+
+
+@attrs.define(eq=False)
+class RouteState:
+    """Owns: one route's definition in force, its revision and its last compiled view."""
+
+    config: RouteConfig
+    catalog: Watch[CatalogView]
+    default_discovery: DiscoverySettings | None = None  # the gateway's [discovery], for a route without
+    # unique among every route and revision of this process: versions and news carry it, and the caches
+    # keyed by a list's version (the policy's filtered lists, cursors) never mistake one view for another
+    revision: int = attrs.field(factory=lambda: next(_REVISIONS))
+    search: SearchIndexes | None = None  # the route's own [discovery] (its view's names): its index
+    _compiled: tuple[object, int, CatalogView] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.search = _search_of(self.config, self.default_discovery)
+
+    @property
+    def value(self) -> CatalogView:
+        base = self.catalog.value
+        compiled = self._compiled
+        if compiled is None or compiled[0] is not base or compiled[1] != self.revision:
+            view = route_view(base, self.config, self.revision)
+            self._compiled = compiled = (base, self.revision, view)
+        return compiled[2]
+
+    @property
+    def version(self) -> int:
+        return self.catalog.version
+
+    def follow(self, mailbox: trio.MemorySendChannel[Any], marker: object) -> Any:
+        return self.catalog.follow(mailbox, marker)
+
+    async def wait_newer(self, seen_version: int) -> tuple[int, CatalogView]:
+        version, _ = await self.catalog.wait_newer(seen_version)
+        return version, self.value
+
+    def publish(self, value: CatalogView) -> None:  # never called: the catalog publishes its own watch
+        raise TypeError("a route's view is published by the catalog")
+
+    def reconfigure(self, config: RouteConfig) -> bool:
+        if config == self.config:
+            return False
+        if self.search is not None:
+            self.search.close()
+        self.config, self.revision, self._compiled = config, next(_REVISIONS), None
+        self.search = _search_of(config, self.default_discovery)
+        return True
+
+    def close(self) -> None:
+        if self.search is not None:
+            self.search.close()
+            self.search = None
+
+
+def _search_of(config: RouteConfig, default: DiscoverySettings | None) -> SearchIndexes | None:
+    """The route's own index (of its view's names and versions), by its [discovery] or the gateway's."""
+    discovery = config.discovery or default
+    return SearchIndexes(discovery) if discovery is not None and discovery.mode != "direct" else None
+
+
+@attrs.define(eq=False)
+class Routes:
+    """Owns: every route's RouteState, by name and by path. Stops when: `close` (gateway shutdown)."""
+
+    catalog: Watch[CatalogView]
+    default_discovery: DiscoverySettings | None = None
+    _by_name: dict[str, RouteState] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        configs: Sequence[RouteConfig],
+        catalog: Watch[CatalogView],
+        default_discovery: DiscoverySettings | None = None,
+    ) -> Routes:
+        routes = cls(catalog, default_discovery)
+        routes.reconfigure(configs)
+        return routes
+
+    def __iter__(self) -> Iterator[RouteState]:
+        return iter(self._by_name.values())
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(path for state in self for path in state.config.paths)
+
+    def at(self, path: str) -> RouteState | None:
+        """The route served at `path` (None: the listener's own path, the whole catalog)."""
+        for state in self:
+            if path in state.config.paths:
+                return state
+        return None
+
+    @property
+    def stdio(self) -> RouteState | None:
+        return next((state for state in self if state.config.stdio), None)
+
+    def reconfigure(self, configs: Sequence[RouteConfig]) -> None:
+        """A reload's routes: kept, changed (a new revision), added; a removed route's sessions keep the
+        view they had (their listener refuses new ones at its path)."""
+        changed = False
+        kept: dict[str, RouteState] = {}
+        for config in configs:
+            state = self._by_name.get(config.name)
+            if state is None:
+                state = RouteState(config, self.catalog, self.default_discovery)
+                changed = True
+            elif state.reconfigure(config):
+                logger.info("route {} changed: its sessions are told list_changed", config.name)
+                changed = True
+            kept[config.name] = state
+        for name, state in self._by_name.items():
+            if name not in kept:
+                state.close()
+                changed = True
+        self._by_name = kept
+        if changed and configs:
+            self.catalog.publish(self.catalog.value)  # every session looks; a changed route's finds news
+
+    def close(self) -> None:
+        for state in self:
+            state.close()
