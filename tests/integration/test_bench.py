@@ -130,7 +130,8 @@ def test_a_tiny_bench_run_reports_every_path_client_and_target(tmp_path: Path) -
     )
     assert "with a cached exchanged token" in done.stdout
     guard = {entry["target"]: entry for entry in report["guard"]}
-    assert len(guard) == 8 and "targets of issues #27 and #28" in done.stdout
+    assert len(guard) == 11 and "targets of issues #27 and #28" in done.stdout  # #38's three with discovery
+    assert all(guard[name]["met"] for name in guard if name.startswith("#38: "))  # the snapshot's figures
     rss_target = next(entry for name, entry in guard.items() if name.startswith("RSS growth"))
     assert rss_target["measured"] is None and rss_target["met"] is None  # 500 calls are not 100k
     cpu = next(entry for name, entry in guard.items() if name.startswith("CPU per call"))
