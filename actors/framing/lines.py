@@ -17,6 +17,7 @@ from actors.protocol.errors import MessageTooLargeError
 READ_SIZE: Final = 65536  # one pipe buffer per read
 PIPE_BUF: Final = select.PIPE_BUF  # the most a cork holds: one atomic write
 ENDS_KEPT: Final = 1024  # bytes kept from each end of a skipped line, to find its id
+BIG_LINE: Final = 1 << 16  # from this size a line is taken in one copy (a view), smaller ones in two
 
 
 class LineStream:
@@ -89,8 +90,11 @@ class LineStream:
         return line if line and not line.isspace() else None
 
     def _take(self, newline: int) -> bytes | None:
-        with memoryview(self._buffer) as view:  # one copy of the line (a slice of the buffer would be two)
-            line = bytes(view[:newline])
+        if newline < BIG_LINE:
+            line = bytes(self._buffer[:newline])  # two copies of a small line: cheaper than a view's setup
+        else:
+            with memoryview(self._buffer) as view:  # one copy of a big line (a slice would be two)
+                line = bytes(view[:newline])
         if len(self._buffer) == newline + 1:
             self._buffer = bytearray()  # all of it taken: a big line's buffer is freed, not kept for the next
         else:

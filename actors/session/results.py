@@ -48,8 +48,14 @@ class ResultShaper:
         """The shape of the result of `backend`'s tool `own`, called as `public`; None when it could change
         nothing (no limit, no [policy], and no resources whose URIs a result could name otherwise): the
         forwarding path then does nothing more than before."""
-        limit = self.output.limits.limit(backend, own, self.route_limit)
-        if limit is None and self._may_read() is None and _every_uri_bare(self.catalog.value):
+        limits, policy = self.output.limits, self.policy
+        if not limits.tools and limits.gateway is None and self.route_limit is None:  # no limit at all
+            if (policy is None or policy.policy is None) and _every_uri_bare(self.catalog.value):
+                return None  # the common case, decided in a few attribute reads: nothing more per call
+            limit = None
+        else:
+            limit = limits.limit(backend, own, self.route_limit)
+        if limit is None and _every_uri_bare(self.catalog.value) and self._may_read() is None:
             return None
         return partial(self._shape, backend, public, limit)
 

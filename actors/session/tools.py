@@ -73,7 +73,7 @@ def _discovered(
 def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward | AskFirst:
     """Without middleware: forwarded at once, when the [policy] and the [limits] let it go and the user
     approved it where a rule says so (a legacy client's question is asked in a task: AskFirst)."""
-    discovered = _discovered(d, request_id, params)
+    discovered = _discovered(d, request_id, params) if d.settings.discovery is not None else None
     if isinstance(discovered, discovery_calls.Unwrapped):  # call_tool: the named tool's own call
         params = discovered.params
         entry = d.inflight.get(request_id)
@@ -81,9 +81,11 @@ def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message |
             entry.on_error = discovery_calls.schema_adder(discovered.tool)
     elif discovered is not None:
         return discovered
-    params = fixed_arguments(d.catalog.value, request_id, params)  # [[routes]]: a route's fixed arguments
-    if isinstance(params, ErrorResponse):
-        return params
+    view = d.catalog.value
+    if view.fixed:  # [[routes]]: a route's fixed arguments
+        params = fixed_arguments(view, request_id, params)
+        if isinstance(params, ErrorResponse):
+            return params
     outcome = forward_named(d, request_id, params, "tools/call", "tool", d.catalog.value.routes)
     if not isinstance(outcome, Forward):
         return outcome
