@@ -36,6 +36,15 @@ GATEWAY_LIMIT: Final = 20_000
 TEXT_LIMIT: Final = 100_000  # alpha's big_text's own, above the gateway's and above Claude Code's default
 APP: Final = "ui://widget/app.html"
 BETA_APP: Final = "ui://beta/widget/app.html"
+ROUTE: Final = """
+[[routes]]
+name = "apps"
+paths = ["/apps"]
+include = ["open_beta_app", "beta__big_text", "ui://*"]
+max_output_chars = 1000
+[routes.tools.open_beta_app]
+name = "beta_widget"
+"""  # the app tool renamed again by a route, beta's app readable through it, a route's own output limit
 POLICY: Final = """
 [policy]
 [[policy.rules]]
@@ -78,7 +87,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
     text = config.read_text().replace(
         'name = "alpha"', f'name = "alpha"\ntools = {{ max_output_chars = {{ big_text = {TEXT_LIMIT} }} }}'
     )
-    config.write_text(text + POLICY + f"\n[http]\nport = {port}\n")
+    config.write_text(text + POLICY + f"\n[http]\nport = {port}\n" + ROUTE)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -258,3 +267,27 @@ async def test_an_app_the_caller_may_not_read_is_not_pointed_at(
         assert APP not in {str(resource.uri) for resource in (await session.list_resources()).resources}
         with pytest.raises(MCPError, match="not found"):
             await session.read_resource(APP)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_app_tool_renamed_by_a_route_keeps_its_app_and_reaches_its_backend(
+    gateway: tuple[str, int, int], era: str
+) -> None:
+    url, _, _ = gateway
+    async with client(url.replace("/mcp", "/apps"), era) as session:
+        tools = {tool.name: dumped(tool) for tool in (await session.list_tools()).tools}
+        assert sorted(tools) == ["beta__big_text", "beta_widget"]  # not open_beta_app, not alpha's tools
+        meta = tools["beta_widget"]["_meta"]
+        assert meta["ui"]["resourceUri"] == BETA_APP and meta["ui/resourceUri"] == BETA_APP
+        assert SIZE_META_KEY not in meta  # the route's limit (1000) is below a client's default
+        read = await session.read_resource(BETA_APP)  # the host reads the app through the same route
+        assert read.contents[0].text == "<html><body>beta's app</body></html>"  # type: ignore[union-attr]
+        shown = dumped(await session.call_tool("beta_widget", {}))  # the app's call, by the route's name
+        text, link, embedded, _ = shown["content"]
+        assert text["text"] == "beta: app shown" and link["uri"] == BETA_APP  # reached beta, URIs public
+        assert embedded["resource"]["uri"] == BETA_APP
+        with pytest.raises(MCPError) as unknown:
+            await session.call_tool("open_beta_app", {})  # the catalog's name is not this route's
+        assert "Unknown tool" in unknown.value.error.message
+        big = await session.call_tool("beta__big_text", {"chars": 50_000})  # no limit of its own: the route's
+        assert len(big.content[0].text) == 1000  # type: ignore[union-attr]  # not the gateway's 20,000
