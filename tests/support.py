@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -547,3 +548,41 @@ async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]
         elif not line.startswith(":"):
             field, _, value = line.partition(":")
             event[field] = value[1:] if value.startswith(" ") else value
+
+
+def free_port() -> int:
+    """A port free on loopback now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def wait_listening(process: subprocess.Popen[bytes], *ports: int) -> None:
+    """Until each port takes a connection (a gateway's listeners bind before its backends start); fails at
+    once if the process exits meanwhile."""
+    with trio.fail_after(DEADLINE_S):
+        for port in ports:
+            while True:
+                assert process.poll() is None, "the gateway exited during start-up"
+                try:
+                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+
+
+@contextmanager
+def serving_gateway(argv: list[str], *ports: int, **options: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A gateway process (`argv`) listening on `ports`, stopped by SIGTERM when done (killed if it hangs)."""
+    options = {"cwd": ROOT, "stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, **options}
+    process = subprocess.Popen(argv, **options)
+    try:
+        trio.run(wait_listening, process, *ports)
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -9,9 +9,7 @@ definition."""
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -23,7 +21,7 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from support import DEADLINE_S, ROOT, backend_entry, write_config
+from support import DEADLINE_S, backend_entry, free_port, serving_gateway, write_config
 
 MODERN: Final = "2026-07-28"
 ERAS: Final = ("legacy", MODERN)
@@ -39,14 +37,6 @@ name = "nobody adds"
 effect = "deny"
 when = 'mcp.tool.name == "add"'
 """
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -70,28 +60,8 @@ def serve(folder: Path, extra: str = "") -> Iterator[tuple[str, Path]]:
         "--log-file",
         str(folder / "g.log"),
     ]
-    process = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    try:
-        trio.run(wait_listening, port, process)
+    with serving_gateway(argv, port):
         yield f"http://127.0.0.1:{port}/mcp", calls
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    with trio.fail_after(DEADLINE_S):
-        while True:
-            assert process.poll() is None, "the gateway exited during start-up"
-            try:
-                await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
-                return
-            except OSError:
-                await trio.sleep(0.05)
 
 
 @asynccontextmanager

@@ -9,7 +9,6 @@ answers a call.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,9 +29,10 @@ from loguru import logger
 from support import (
     DEADLINE_S,
     INITIALIZE,
-    ROOT,
     backend_entry,
+    free_port,
     running,
+    serving_gateway,
     with_http,
     with_websocket,
     write_config,
@@ -275,12 +275,6 @@ async def test_an_authorization_or_origin_header_sent_twice_is_refused_by_both_l
 # --- random bytes at a gateway process --------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def gateway_process(
     tmp_path_factory: pytest.TempPathFactory,
@@ -290,37 +284,10 @@ def gateway_process(
     config = write_config(folder / "g.toml", [backend_entry("alpha", "--only=echo")])
     config.write_text(config.read_text() + f"\n[websocket]\nport = {ws_port}\n\n[http]\nport = {http_port}\n")
     log = folder / "gateway.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "actors", "serve", "--config", str(config), "--log-file", str(log)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "MCP_GATEWAY_LOG_LEVEL": "INFO"},
-    )
-    try:
-        trio.run(wait_listening, ws_port, http_port, process)
+    argv = [sys.executable, "-m", "actors", "serve", "--config", str(config), "--log-file", str(log)]
+    environment = {**os.environ, "MCP_GATEWAY_LOG_LEVEL": "INFO"}
+    with serving_gateway(argv, ws_port, http_port, stderr=subprocess.DEVNULL, env=environment) as process:
         yield process, ws_port, http_port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_listening(ws_port: int, http_port: int, process: subprocess.Popen[bytes]) -> None:
-    """Until both ports take a connection (the listeners bind before the backends start)."""
-    with trio.fail_after(DEADLINE_S):
-        for port in (ws_port, http_port):
-            while True:
-                assert process.poll() is None, "the gateway exited during start-up"
-                try:
-                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
-                    break
-                except OSError:
-                    await trio.sleep(0.05)
 
 
 HEADER_NAMES: Final = [

@@ -9,8 +9,6 @@ checked by the gateway's peak resident size (VmHWM), a bound in bytes, never by 
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,7 +20,7 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from support import DEADLINE_S, ROOT, write_config
+from support import DEADLINE_S, ROOT, free_port, serving_gateway, write_config
 
 from actors.output.limits import SIZE_META_KEY
 
@@ -64,14 +62,6 @@ def backend(name: str, era: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, int]]:
     """One gateway for the module: its HTTP URL, its pid, its peak memory once started (bytes)."""
@@ -88,44 +78,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
         'name = "alpha"', f'name = "alpha"\ntools = {{ max_output_chars = {{ big_text = {TEXT_LIMIT} }} }}'
     )
     config.write_text(text + POLICY + f"\n[http]\nport = {port}\n" + ROUTE)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "actors",
-            "serve",
-            "--config",
-            str(config),
-            "--log-file",
-            str(folder / "g.log"),
-        ],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        trio.run(wait_listening, port, process)
+    log = folder / "g.log"
+    argv = [sys.executable, "-m", "actors", "serve", "--config", str(config), "--log-file", str(log)]
+    with serving_gateway(argv, port) as process:
         url = f"http://127.0.0.1:{port}/mcp"
         trio.run(list_once, url)  # the backends are up: what follows is the results' cost alone
         yield url, process.pid, peak_rss_bytes(process.pid)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    with trio.fail_after(DEADLINE_S):
-        while True:
-            assert process.poll() is None, "the gateway exited during start-up"
-            try:
-                await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
-                return
-            except OSError:
-                await trio.sleep(0.05)
 
 
 async def list_once(url: str) -> None:
