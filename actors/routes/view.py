@@ -110,8 +110,9 @@ def fixed_arguments(view: CatalogView, request_id: RequestId, params: Params) ->
     fixed = view.fixed.get(name) if isinstance(name, str) else None
     if not fixed:
         return params
-    arguments = params.get("arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
+    arguments = params.get("arguments", {})
+    if not isinstance(arguments, dict):  # not an object: refused on the call's own path, as without a route
+        return params
     sent = sorted(name for name in fixed if name in arguments)
     if sent:
         names = ", ".join(repr(name[:64]) for name in sent[:8])
