@@ -30,7 +30,17 @@ async def pair(tmp_path: Path, redis: RedisServer, limits: str) -> AsyncIterator
         running(limited(tmp_path / "a", redis, "alpha", limits)) as alpha,
         running(limited(tmp_path / "b", redis, "beta", limits)) as beta,
     ):
+        await reaching_redis(alpha, beta)
         yield alpha, beta
+
+
+async def reaching_redis(*gateways: Gateway) -> None:
+    """Until each replica has Redis (on a loaded machine its first connection may time out: it then serves
+    alone, as it should, until Redis answers: the shared limits are what these tests are about)."""
+    with trio.fail_after(DEADLINE_S):
+        for gateway in gateways:
+            assert gateway.fleet is not None
+            await gateway.fleet.store.wait_available()
 
 
 async def sync(*gateways: Gateway) -> None:
