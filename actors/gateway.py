@@ -517,7 +517,7 @@ class Gateway:
     def routes_of(self, catalog: Watch[CatalogView]) -> Routes:
         """[[routes]]: every route's state, made once (empty without routes: every path is the catalog)."""
         if self.routes is None:
-            self.routes = Routes.of(self.config.routes, catalog, self.config.discovery)
+            self.routes = Routes.of(self.config.routes, catalog, self.config.discovery, self.policy)
         return self.routes
 
     async def _stop_sessions(self) -> None:

@@ -55,6 +55,14 @@ class CatalogView:
     news: Mapping[str, int] = attrs.field(factory=lambda: dict.fromkeys(("tools", "prompts", "resources"), 0))
     # a route's view only ([[routes]], actors/routes/): public tool name -> the arguments the route fixes
     fixed: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    # a route's view only: a renamed tool's name -> its catalog name, the one name every check judges
+    # ([policy], [limits], tool_scopes): a rename is how a route shows a tool, never a second identity
+    canonical: Mapping[str, str] = attrs.field(factory=dict)
+
+    def public_tool(self, name: str) -> str:
+        """The catalog's name of the tool this view calls `name`."""
+        canonical = self.canonical
+        return canonical.get(name, name) if canonical else name
 
     @property
     def settled(self) -> bool:

@@ -171,7 +171,7 @@ def _structure(
     if "sandbox" in document:
         sandbox = _convert(document["sandbox"], SandboxTable, "sandbox", problems) or sandbox
     routes: tuple[RouteConfig, ...] = ()
-    if "routes" in document:
+    if "routes" in document and _route_rules_bounded(document["routes"], problems):
         routes = _convert(document["routes"], tuple[RouteConfig, ...], "routes", problems) or ()
         listener_paths = [table.path for table in (websocket, http) if table is not None]
         problems += route_problems(routes, listener_paths)
@@ -290,6 +290,18 @@ def _policy(raw: Any, problems: list[Problem]) -> Policy | None:
         return None
     table = _convert(raw, PolicyTable, "policy", problems)
     return table.compiled() if table is not None else None
+
+
+def _route_rules_bounded(raw: Any, problems: list[Problem]) -> bool:
+    """Each route's [[routes.policy.rules]] counted before any is compiled."""
+    for index, route in enumerate(raw if isinstance(raw, list) else ()):
+        table = route.get("policy") if isinstance(route, dict) else None
+        rules = table.get("rules") if isinstance(table, dict) else None
+        if rules is not None and (not isinstance(rules, list) or len(rules) > MAX_RULES):
+            reason = f"expected at most {MAX_RULES} [[routes.policy.rules]] tables"
+            problems.append((f"routes[{index}].policy.rules", reason))
+            return False
+    return True
 
 
 def _array_of_tables(raw: Any, name: str, problems: list[Problem]) -> list[Any]:

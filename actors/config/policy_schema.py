@@ -57,10 +57,12 @@ class PolicyTable:
     )
     when_unasked: Unasked = Unasked.REFUSE  # a client that cannot be asked: refused, or run unasked
 
-    def compiled(self) -> Policy:
-        """The rules compiled, named as written or by their place ("rules[N]")."""
+    def compiled(self, label: str = "") -> Policy:
+        """The rules compiled, named as written or by their place ("rules[N]"), after `label` (a route's
+        rules: "routes.NAME.")."""
         rules = (
-            compile_rule(r.effect, r.when, r.name or f"rules[{n}]", SAMPLE) for n, r in enumerate(self.rules)
+            compile_rule(r.effect, r.when, label + (r.name or f"rules[{n}]"), SAMPLE)
+            for n, r in enumerate(self.rules)
         )
         return Policy(
             self.default, tuple(rules), self.approve_destructive, self.approval_ttl_s, self.when_unasked

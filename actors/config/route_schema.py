@@ -13,6 +13,11 @@ stdio = false                         # true: `serve --stdio` serves this route 
 name = "find_ticket"                  # the name this route lists and takes
 description = "Find a support ticket by words in its title or body."
 hide = { project = "SUP" }            # removed from the schema, set on every call, refused from a client
+
+[routes.policy]                       # the route's own rules, over the gateway's [policy]: both must allow
+default = "deny"
+[[routes.policy.rules]]
+when = '"support" in scopes'
 ```
 """
 
@@ -25,6 +30,9 @@ from typing import Any, Final
 
 import attrs
 
+from actors.config.checks import every
+from actors.config.oauth_schema import resource_url, scope_token
+from actors.config.policy_schema import PolicyTable
 from actors.discovery.settings import DiscoverySettings
 
 MAX_ROUTES: Final = 64
@@ -99,6 +107,18 @@ class ToolOverride:
 
 
 @attrs.frozen(kw_only=True)
+class RouteAuth:
+    """[routes.auth]: the route as an OAuth protected resource of its own (RFC 9728), on listeners whose
+    [NAME.auth] trusts issuers. Its metadata is served at /.well-known/oauth-protected-resource<path>."""
+
+    # its public URL; unset: the listener's resource URL with the route's first path
+    resource: str | None = attrs.field(default=None, validator=attrs.validators.optional(resource_url))
+    scopes_supported: tuple[str, ...] = attrs.field(default=(), validator=every(scope_token))
+    # every request through the route needs them (beside the listener's): else 403 insufficient_scope
+    required_scopes: tuple[str, ...] = attrs.field(default=(), validator=every(scope_token))
+
+
+@attrs.frozen(kw_only=True)
 class RouteConfig:
     """One [[routes]] table."""
 
@@ -110,6 +130,8 @@ class RouteConfig:
     discovery: DiscoverySettings | None = None  # search mode for this route's own listing
     stdio: bool = False  # the route `serve --stdio` serves
     tools: Mapping[str, ToolOverride] = attrs.field(factory=dict)
+    policy: PolicyTable | None = None  # the route's own rules: a request needs the gateway's and these
+    auth: RouteAuth = attrs.field(factory=RouteAuth)  # its Protected Resource Metadata, its scopes
 
     def shows(self, public: str) -> bool:
         """Whether a catalog name (or URI) is in this route, before any rename."""

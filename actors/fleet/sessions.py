@@ -105,10 +105,17 @@ class FleetSessions:
         return self.ids.owner(session_id) == self.settings.replica
 
     async def remember(
-        self, session_id: str, principal: Principal | None, initialize: dict[str, Any]
+        self,
+        session_id: str,
+        principal: Principal | None,
+        initialize: dict[str, Any],
+        route: str | None = None,
     ) -> None:
-        """The facts of a session this replica opened, written before its client hears of it."""
-        facts = orjson.dumps({"v": FACTS_VERSION, "who": _who(principal), "initialize": initialize})
+        """The facts of a session this replica opened, written before its client hears of it: its
+        principal, its initialize and the route ([[routes]]) it was opened on (None: the listener's path)."""
+        facts = orjson.dumps(
+            {"v": FACTS_VERSION, "who": _who(principal), "initialize": initialize, "route": route}
+        )
         if len(facts) > MAX_FACTS_BYTES:
             logger.warning("fleet: an initialize of {} bytes is kept on this replica alone", len(facts))
             return
@@ -118,11 +125,14 @@ class FleetSessions:
         with contextlib.suppress(StoreUnavailableError):
             await self._write(session_id, facts)
 
-    async def recall(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
+    async def recall(
+        self, session_id: str, principal: Principal | None, route: str | None = None
+    ) -> dict[str, Any] | None:
         """The initialize params of a session the fleet holds, when `principal` is the one it was opened
-        for; None for an id the fleet did not mint, facts gone or unreadable, another principal, or Redis
-        down. Found, the session is known here from then on: `dropped` when no copy of it opens."""
-        initialize = await self._initialize_of(session_id, principal)
+        for and `route` the route it was opened on; None for an id the fleet did not mint, facts gone or
+        unreadable, another principal or route, or Redis down. Found, the session is known here from then
+        on: `dropped` when no copy of it opens."""
+        initialize = await self._initialize_of(session_id, principal, route)
         if initialize is None:
             return None
         self._refreshed[session_id] = trio.current_time()
@@ -140,7 +150,9 @@ class FleetSessions:
         """Whether the fleet holds the session for `principal` (its facts read, no copy made here)."""
         return await self._initialize_of(session_id, principal) is not None
 
-    async def _initialize_of(self, session_id: str, principal: Principal | None) -> dict[str, Any] | None:
+    async def _initialize_of(
+        self, session_id: str, principal: Principal | None, route: str | None
+    ) -> dict[str, Any] | None:
         if self.ids.owner(session_id) is None:
             return None
         try:
@@ -155,6 +167,8 @@ class FleetSessions:
             return None
         initialize = facts.get("initialize")
         if facts.get("who") != _who(principal) or not isinstance(initialize, dict):
+            return None
+        if facts.get("route") != route:  # its id at another route's path is no session there
             return None
         return initialize
 

@@ -123,7 +123,9 @@ class Admission:
             raise Refused(404, f"no MCP endpoint at {path}; try {self.path}")
         self.check_host(host)
         self.check_origin(headers.get("origin"))
-        return await self.bearer.principal(headers) if self.bearer is not None else None
+        if self.bearer is None:
+            return None
+        return await self.bearer.principal(headers, self.routes.at(path) if self.routes is not None else None)
 
     def check_host(self, host: str | None) -> None:
         """421 unless the Host header names an allowed host (DNS rebinding protection)."""

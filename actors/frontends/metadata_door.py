@@ -12,7 +12,7 @@ from typing import Final
 
 import trio
 
-from actors.identity.metadata import metadata_paths
+from actors.identity.metadata import WELL_KNOWN
 
 MAX_HEAD_BYTES: Final = 16 * 1024  # a handshake's head, bearer token included, fits in this
 
@@ -53,17 +53,18 @@ async def read_head(stream: trio.SocketStream) -> bytes:
     return head
 
 
-def metadata_request(head: bytes, mcp_path: str) -> str | None:
-    """A plain GET (no Upgrade) of one of the metadata paths: its Host header ("" if none); else None."""
+def metadata_request(head: bytes) -> tuple[str, str] | None:
+    """A plain GET (no Upgrade) of a path under the metadata's well-known prefix: the path and its Host
+    header ("" if none); else None. Which document (if any) a path has is the listener's to say."""
     request_line, _, rest = head.partition(b"\r\n")
     parts = request_line.split(b" ")
     if len(parts) != 3 or parts[0] != b"GET":
         return None
     path = parts[1].decode("latin-1").partition("?")[0]
     fields = dict(_field(line) for line in rest.split(b"\r\n") if b":" in line)
-    if "upgrade" in fields or path not in metadata_paths(mcp_path):
+    if "upgrade" in fields or not path.startswith(WELL_KNOWN):
         return None
-    return fields.get("host", "")
+    return path, fields.get("host", "")
 
 
 def _field(line: bytes) -> tuple[str, str]:

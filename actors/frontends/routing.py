@@ -26,5 +26,11 @@ def bound(
     """A session's catalog and settings on `route` (None: the whole catalog)."""
     if route is None:
         return catalog, settings
-    routed = attrs.evolve(settings, discovery=route.search, route_limit=route.config.max_output_chars)
+    routed = attrs.evolve(
+        settings,
+        discovery=route.search,
+        route_limit=route.config.max_output_chars,
+        route=route,
+        policy=route.gate,
+    )
     return route, routed  # type: ignore[return-value]  # a RouteState reads as a Watch of its view

@@ -28,7 +28,8 @@ def stdio_settings(principal: Principal | None, config: Config, settings: Sessio
     tool_scopes = config.tool_scopes()
     if principal is None or not tool_scopes:
         return settings
-    return attrs.evolve(settings, middleware=(ScopeGate(principal, tool_scopes), *settings.middleware))
+    gate = ScopeGate(principal, tool_scopes, settings.route)  # a route's renames: judged as the catalog's
+    return attrs.evolve(settings, middleware=(gate, *settings.middleware))
 
 
 class _RegularFileStream(trio.abc.HalfCloseableStream):

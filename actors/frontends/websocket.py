@@ -98,15 +98,20 @@ class WebSocketListener(Listener[WebSocketSettings]):
         if server is None:
             return stream
         head = await read_head(stream)
-        host = metadata_request(head, self.settings.path)
-        if host is None:
+        asked = metadata_request(head)
+        document = (
+            bearer.document_at(asked[0], self.settings.path, self.endpoint.admission.routes)
+            if asked is not None and bearer is not None
+            else None
+        )
+        if asked is None or document is None:
             return Replayed(stream, head)
         try:
-            self.endpoint.admission.check_host(host)
+            self.endpoint.admission.check_host(asked[1])
         except Refused as refused:
             logger.warning("refused a metadata request from {}: {}", shown(peer), refused.reason)
             return None
-        await answer_metadata(stream, server.document())
+        await answer_metadata(stream, document)
         return None
 
     async def _handle(self, request: WebSocketRequest, stream: trio.SocketStream, connected: Peer) -> None:

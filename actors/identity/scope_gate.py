@@ -5,9 +5,11 @@ HTTP frontend makes before a call when the config asks for 403 insufficient_scop
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import attrs
 
+from actors.catalog.view import CatalogView
 from actors.identity.principal import Principal
 from actors.middleware.base import ClientInfo, Middleware
 from actors.protocol.messages import Tool
@@ -22,10 +24,25 @@ def missing_scopes(
 
 @attrs.define(eq=False)
 class ScopeGate(Middleware):
-    """Owns: nothing but the principal of one session and the config's tool scopes."""
+    """Owns: nothing but the principal of one session and the config's tool scopes. Reads: the session's
+    route (`names`), whose renames are judged as the catalog names they show."""
 
     principal: Principal
     tool_scopes: Mapping[str, frozenset[str]]
+    names: NamedView | None = None  # the session's route, when it has one
 
     def filter_tools(self, client: ClientInfo, tools: Sequence[Tool]) -> Sequence[Tool]:
-        return [tool for tool in tools if not missing_scopes(self.principal, tool["name"], self.tool_scopes)]
+        public = self.names.value.public_tool if self.names is not None else _same
+        scopes = self.tool_scopes
+        return [tool for tool in tools if not missing_scopes(self.principal, public(tool["name"]), scopes)]
+
+
+class NamedView(Protocol):
+    """What renames a tool (a route's state): its view's `public_tool` gives the catalog's name."""
+
+    @property
+    def value(self) -> CatalogView: ...
+
+
+def _same(name: str) -> str:
+    return name

@@ -16,6 +16,7 @@ from typing import Final
 import attrs
 
 from actors.policy.context import Caller, Target
+from actors.policy.narrowed import NarrowedPolicy
 from actors.policy.rules import ALLOWED_WITHOUT_POLICY, Decision, Policy
 from actors.policy.run import Item, RuleRun, filter_items
 
@@ -43,14 +44,14 @@ METHODS: Final = frozenset(
 
 @attrs.define(eq=False)
 class PolicyGate:
-    policy: Policy | None = None
+    policy: Policy | NarrowedPolicy | None = None  # a route's gate: the gateway's narrowed by the route's
     generation: int = 0  # bumped by every swap: part of each filtered list's version
     decisions: Counter[tuple[str, str]] = attrs.field(factory=Counter)  # (method, allow|deny) -> count
     _visible: OrderedDict[tuple[str, str, int], tuple[Item, ...]] = attrs.field(factory=OrderedDict)
     _decided: dict[tuple[str, str, str, str, str, str], Decision] = attrs.field(factory=dict)
     _approvals: dict[tuple[str, str, str], Decision | None] = attrs.field(factory=dict)  # by caller, tool
 
-    def swap(self, policy: Policy | None) -> None:
+    def swap(self, policy: Policy | NarrowedPolicy | None) -> None:
         """A reload's new rules, in force from the next request on (one assignment: never half of each)."""
         if policy == self.policy:
             return

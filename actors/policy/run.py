@@ -15,6 +15,7 @@ import attrs
 
 from actors.policy.context import Caller, Target, engine_context, readable
 from actors.policy.fast import Fallback
+from actors.policy.narrowed import NarrowedPolicy
 from actors.policy.rules import Default, Effect, Policy, Rule
 
 Item = Mapping[str, Any]
@@ -25,7 +26,7 @@ FAILED: Final = object()  # a rule that raised: it denies, like a value that is 
 class RuleRun:
     """One request's rule values, for Policy.evaluate (which turns a raised error into a denial)."""
 
-    policy: Policy
+    policy: Policy | NarrowedPolicy
     caller: Caller
     target: Target | None
     variables: dict[str, Any] | None = None
@@ -64,7 +65,10 @@ class RuleRun:
 
 
 def filter_items(
-    policy: Policy, caller: Caller, items: tuple[Item, ...], target_of: Callable[[Item], Target | None]
+    policy: Policy | NarrowedPolicy,
+    caller: Caller,
+    items: tuple[Item, ...],
+    target_of: Callable[[Item], Target | None],
 ) -> tuple[Item, ...]:
     """The items whose target Policy.evaluate would allow for `caller` (an item with no target is hidden),
     with the rules that read no target run once for the list instead of once per item.
@@ -74,6 +78,9 @@ def filter_items(
     that does not give false fails; it is shown when that first one holds, and by the default when all give
     false. So the caller-only rules settle the list (a deny, a require) or end the allow walk (an allow that
     holds or fails), and each item runs only the target rules left."""
+    if isinstance(policy, NarrowedPolicy):  # a route's: what both policies allow
+        allowed = filter_items(policy.outer, caller, items, target_of)
+        return filter_items(policy.inner, caller, allowed, target_of)
     once = RuleRun(policy, caller, None)
     denies: list[Rule] = []
     requires: list[Rule] = []

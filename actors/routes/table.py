@@ -19,6 +19,8 @@ from actors.catalog import CatalogView
 from actors.config.route_schema import RouteConfig
 from actors.discovery.indexes import SearchIndexes
 from actors.discovery.settings import DiscoverySettings
+from actors.policy import Policy, PolicyGate
+from actors.policy.narrowed import narrowed
 from actors.routes.view import route_view
 from actors.runtime.watch import Watch
 
@@ -32,14 +34,27 @@ class RouteState:
     config: RouteConfig
     catalog: Watch[CatalogView]
     default_discovery: DiscoverySettings | None = None  # the gateway's [discovery], for a route without
+    # the gateway's [policy] (its gate, swapped by a reload): the route's sessions are judged by `gate`, the
+    # gateway's rules narrowed by the route's own; its decisions are counted with the gateway's (/metrics)
+    outer: PolicyGate = attrs.field(factory=PolicyGate)
+    gate: PolicyGate = attrs.field(init=False)
     # unique among every route and revision of this process: versions and news carry it, and the caches
     # keyed by a list's version (the policy's filtered lists, cursors) never mistake one view for another
     revision: int = attrs.field(factory=lambda: next(_REVISIONS))
     search: SearchIndexes | None = None  # the route's own [discovery] (its view's names): its index
     _compiled: tuple[object, int, CatalogView] | None = None
+    _policy: Policy | None = None  # the route's own [routes.policy], compiled
 
     def __attrs_post_init__(self) -> None:
         self.search = _search_of(self.config, self.default_discovery)
+        self.gate = PolicyGate(decisions=self.outer.decisions)
+        self._policy = _compiled_policy(self.config)
+        self.narrow()
+
+    def narrow(self) -> None:
+        """The route's gate on the rules in force: the gateway's (after a reload swapped them), narrowed by
+        the route's own; sessions hold the gate, so they are judged by the new rules from the next request."""
+        self.gate.swap(narrowed(self.outer.policy, self._policy))
 
     @property
     def value(self) -> CatalogView:
@@ -71,12 +86,18 @@ class RouteState:
             self.search.close()
         self.config, self.revision, self._compiled = config, next(_REVISIONS), None
         self.search = _search_of(config, self.default_discovery)
+        self._policy = _compiled_policy(config)
+        self.narrow()
         return True
 
     def close(self) -> None:
         if self.search is not None:
             self.search.close()
             self.search = None
+
+
+def _compiled_policy(config: RouteConfig) -> Policy | None:
+    return config.policy.compiled(f"routes.{config.name}.") if config.policy is not None else None
 
 
 def _search_of(config: RouteConfig, default: DiscoverySettings | None) -> SearchIndexes | None:
@@ -91,6 +112,7 @@ class Routes:
 
     catalog: Watch[CatalogView]
     default_discovery: DiscoverySettings | None = None
+    policy: PolicyGate = attrs.field(factory=PolicyGate)  # the gateway's [policy]
     _by_name: dict[str, RouteState] = attrs.field(factory=dict)
 
     @classmethod
@@ -99,8 +121,9 @@ class Routes:
         configs: Sequence[RouteConfig],
         catalog: Watch[CatalogView],
         default_discovery: DiscoverySettings | None = None,
+        policy: PolicyGate | None = None,
     ) -> Routes:
-        routes = cls(catalog, default_discovery)
+        routes = cls(catalog, default_discovery, policy or PolicyGate())
         routes.reconfigure(configs)
         return routes
 
@@ -130,11 +153,13 @@ class Routes:
         for config in configs:
             state = self._by_name.get(config.name)
             if state is None:
-                state = RouteState(config, self.catalog, self.default_discovery)
+                state = RouteState(config, self.catalog, self.default_discovery, self.policy)
                 changed = True
             elif state.reconfigure(config):
                 logger.info("route {} changed: its sessions are told list_changed", config.name)
                 changed = True
+            else:
+                state.narrow()  # the gateway's [policy] may have changed under an unchanged route
             kept[config.name] = state
         for name, state in self._by_name.items():
             if name not in kept:

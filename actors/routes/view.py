@@ -57,6 +57,7 @@ def route_view(view: CatalogView, route: RouteConfig, revision: int) -> CatalogV
         held_templates=tuple(t for t in view.held_templates if shows(t.public)),
         news={kind: count + bump for kind, count in view.news.items()},
         fixed=fixed,
+        canonical={shown: public for public, shown in names.items() if shown != public},
     )
 
 

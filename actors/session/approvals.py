@@ -86,7 +86,7 @@ def needed(d: Dispatcher, name: str, backend: str, arguments: object) -> Need | 
     if gate is None or policy is None or not policy.asks:
         return None
     if policy.approves:
-        target = Target("tools/call", backend, tool=name, arguments=arguments)
+        target = Target("tools/call", backend, tool=d.catalog.value.public_tool(name), arguments=arguments)
         decision = gate.approval(d.caller, target)
         if decision is not None:
             return Need(decision.rule, "an approve rule holds") if decision.allowed else decision

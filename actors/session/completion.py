@@ -44,7 +44,7 @@ def complete(d: Dispatcher, request_id: RequestId, params: Params) -> Message | 
         message = "Invalid params: completion/complete needs a ref to a known prompt or resource template"
         return ErrorResponse(request_id, rpc_error(INVALID_PARAMS, message))
     target = (  # a prompt by its one public name; a template by its published form, the only one taken
-        guard.named_target("completion/complete", "prompt", name, route)
+        guard.named_target(view, "completion/complete", "prompt", name, route)
         if kind == "ref/prompt"
         else Target("completion/complete", route.backend, uri=uri)
     )

@@ -67,12 +67,13 @@ def resource_target(view: CatalogView, method: str, route: Route, spelled: str |
     return Target(method, route.backend, uri=public_uri(view, route, spelled))
 
 
-def named_target(method: str, kind: str, name: str, route: Route | None) -> Target:
+def named_target(view: CatalogView, method: str, kind: str, name: str, route: Route | None) -> Target:
     """What a request naming a tool or prompt by its public name is judged as (the name is the only
-    spelling the routes take to that backend's tool or prompt)."""
+    spelling the routes take to that backend's tool or prompt; a route's rename of a tool is judged as
+    the catalog's name it shows, so no rule keyed by that name is walked past through a route)."""
     backend = route.backend if route is not None else ""
     if kind == "tool":
-        return Target(method, backend, tool=name)
+        return Target(method, backend, tool=view.public_tool(name))
     return Target(method, backend, prompt=name)
 
 
@@ -214,7 +215,7 @@ def _item_target(view: CatalogView, key: str, method: str, item: Item) -> Target
         routes = view.routes if key == "tools" else view.prompt_routes
         route = routes.get(name) if isinstance(name, str) else None
         return (
-            named_target(method, key[:-1], name, route)
+            named_target(view, method, key[:-1], name, route)
             if route is not None and isinstance(name, str)
             else None
         )

@@ -36,7 +36,7 @@ def forward_named(
     status = view.backends.get(route.backend) if route is not None else None
     if route is None or status is None:
         return guard.unknown(request_id, kind, name)
-    target = guard.named_target(method, kind, name, route)  # each later round of the call is judged by it
+    target = guard.named_target(view, method, kind, name, route)  # each later round is judged by it
     refused = None if policy_checked else guard.refuse_target(d, request_id, kind, name, target)
     if refused is not None:
         return refused

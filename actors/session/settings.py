@@ -22,6 +22,7 @@ from actors.session.parked import Bridges
 from actors.telemetry.meters import Traffic
 
 if TYPE_CHECKING:
+    from actors.routes import RouteState
     from actors.telemetry.tracing import Tracing
 
 MAILBOX_SIZE: Final = 256  # unasked items queued for a session; past it backends' requests are refused
@@ -74,3 +75,4 @@ class SessionSettings:
         None  # [discovery]: search mode's settings and index (actors/discovery/)
     )
     route_limit: int | None = None  # the session's route's max_output_chars ([[routes]], actors/routes/)
+    route: RouteState | None = None  # the session's route, when its path has one

@@ -160,11 +160,13 @@ async def _round(
     (a call's first round only); its answer, and what was forwarded (None: nothing reached a backend)."""
     name = params.get("name")
     name = name if isinstance(name, str) else ""
-    routes: Mapping[str, Route] = d.catalog.value.routes
+    view = d.catalog.value
+    routes: Mapping[str, Route] = view.routes
     route = routes.get(name)
     refused = None
-    decision = guard.decide(d, guard.named_target("tools/call", "tool", name, route)) if route else None
-    held = d.catalog.value.held
+    target = guard.named_target(view, "tools/call", "tool", name, route) if route else None
+    decision = guard.decide(d, target) if target is not None else None
+    held = view.held
     if decision is not None and not decision.allowed:  # the audit names the rule; the client, no tool
         refused = CallOutcome(error=guard.unknown(request_id, "tool", name).error, rejected=True)
     elif route is not None and held and name in held:  # its trust holds it (no list shows it, so no
@@ -174,7 +176,7 @@ async def _round(
         routes = _routes(d, chain, name)
         route = routes.get(name)
     if refused is None and route is not None and call_round.number == 1 and _new_call(d, request_id):
-        refusal = guard.limit_call(d, request_id, route.backend, name)
+        refusal = guard.limit_call(d, request_id, route.backend, view.public_tool(name))
         if refusal is not None:
             refused = CallOutcome(result=guard.limited_result(refusal), rejected=True)
     call = ToolCall(

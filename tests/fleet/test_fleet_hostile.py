@@ -226,9 +226,9 @@ async def test_a_request_waiting_on_a_take_up_that_found_no_room_is_not_told_its
     gate = trio.Event()
     recall = FleetSessions.recall
 
-    async def held(self: FleetSessions, session_id: str, principal: Any) -> Any:
+    async def held(self: FleetSessions, session_id: str, principal: Any, route: Any = None) -> Any:
         await gate.wait()
-        return await recall(self, session_id, principal)
+        return await recall(self, session_id, principal, route)
 
     monkeypatch.setattr(FleetSessions, "recall", held)
     async with (
@@ -271,11 +271,13 @@ async def test_a_session_whose_facts_are_being_written_is_not_ended_to_make_room
     gate, calls = trio.Event(), []
     remember = FleetSessions.remember
 
-    async def held(self: FleetSessions, session_id: str, principal: Any, initialize: Any) -> None:
+    async def held(
+        self: FleetSessions, session_id: str, principal: Any, initialize: Any, route: Any = None
+    ) -> None:
         calls.append(session_id)
         if len(calls) == 1:  # the first initialize's facts: written once the second has come
             await gate.wait()
-        await remember(self, session_id, principal, initialize)
+        await remember(self, session_id, principal, initialize, route)
 
     monkeypatch.setattr(FleetSessions, "remember", held)
     async with (

@@ -102,3 +102,32 @@ async def test_a_session_deleted_on_one_replica_is_404_on_every_replica(
         own = await delete_ends_it_on_both(alpha, beta, http)
         for url in (alpha.http_url, beta.http_url):
             assert (await http.post(url, json=echo(3, "gone"), headers=own)).status_code == 404
+
+
+async def test_a_replica_takes_a_session_up_on_the_route_it_was_opened_on(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The facts in Redis name the session's route: beta serves alice's /dev session at /dev with /dev's
+    view (never the whole catalog), and its id at the listener's own path is 404 there as on alpha."""
+    route = '\n[[routes]]\nname = "dev"\npaths = ["/dev"]\ninclude = ["echo"]\n'
+    configs = [replica_config(tmp_path / name[0], redis_server, name) for name in ("alpha", "beta")]
+    for config in configs:
+        config.write_text(config.read_text() + route)
+    async with (
+        running(configs[0]) as alpha,
+        running(configs[1]) as beta,
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+    ):
+        assert alpha.http_url is not None and beta.http_url is not None
+        dev = {url: url.rsplit("/", 1)[0] + "/dev" for url in (alpha.http_url, beta.http_url)}
+        session_id = await open_on(http, dev[alpha.http_url])
+        own = {**HEADERS, "mcp-session-id": session_id}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        listed = await http.post(dev[beta.http_url], json=listing, headers=own)
+        assert listed.status_code == 200, listed.text
+        assert [tool["name"] for tool in listed.json()["result"]["tools"]] == ["echo"]
+        add = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "add", "arguments": {}}}
+        unknown = (await http.post(dev[beta.http_url], json=add, headers=own)).json()
+        assert "Unknown tool: add" in unknown["error"]["message"]
+        for url in (beta.http_url, alpha.http_url):  # the listener's own path: no such session there
+            assert (await http.post(url, json=echo(4, "no"), headers=own)).status_code == 404

@@ -199,3 +199,87 @@ def test_a_rename_onto_another_tools_name_and_a_path_taken_twice_fail_the_load(t
     assert f"{config}: routes[2].paths: /dev is already route 'dev''s" in done.stderr
     assert f"{config}: routes[2].tools.pid.name: 'pid' is also the name of 'add' here" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+NARROWING: Final = """
+[policy]
+default = "allow"
+[[policy.rules]]
+name = "bob echoes nothing"
+effect = "deny"
+when = 'principal.subject == "bob" && mcp.tool.name == "echo"'
+
+[[routes]]
+name = "alias"
+paths = ["/alias"]
+include = ["echo", "add", "pid"]
+[routes.tools.echo]
+name = "say"
+[routes.policy]
+default = "allow"
+[[routes.policy.rules]]
+name = "no pid here"
+effect = "deny"
+when = 'mcp.tool.name == "pid"'
+[[routes.policy.rules]]
+name = "tries to widen"
+effect = "allow"
+when = 'mcp.tool.name == "echo"'
+"""
+NARROWED: Final = {  # (path, subject) -> what it lists and may call
+    ("/mcp", "alice"): ["add", "echo", "pid"],
+    ("/mcp", "bob"): ["add", "pid"],
+    ("/alias", "alice"): ["add", "say"],
+    ("/alias", "bob"): ["add"],  # "say" is echo: the gateway's rule on "echo" holds under its new name
+}
+
+
+async def test_a_routes_policy_narrows_the_gateways_and_a_rename_is_judged_by_the_catalog_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha", "--only=echo,add,pid")])
+    config = with_websocket(config, auth=AUTH)
+    config.write_text(config.read_text() + NARROWING)
+    tokens = {subject: token(config, subject) for subject in ("alice", "bob")}
+    monkeypatch.setenv(VARIABLE, SECRET)
+    calls = {**CALLS, "say": {"text": "hi"}}
+    async with running(config) as gateway:
+        assert gateway.websocket_url is not None
+        for (path, subject), listed in NARROWED.items():
+            headers = [("authorization", f"Bearer {tokens[subject]}")]
+            async with websocket_client(at(gateway.websocket_url, path), headers) as client:
+                assert sorted(await tool_names(client)) == listed, (path, subject)
+                for name in ("add", "echo", "pid", "say"):
+                    try:
+                        result = await client.call_tool(name, calls[name])
+                        reached = not result.is_error
+                    except MCPError as error:
+                        assert "Unknown tool" in error.error.message, error.error.message
+                        reached = False
+                    assert reached == (name in listed), (path, subject, name)
+        alice = [("authorization", f"Bearer {tokens['alice']}")]
+        seen = Notifications()
+        async with websocket_client(
+            at(gateway.websocket_url, "/alias"), alice, message_handler=seen.handle
+        ) as client:
+            config.write_text(config.read_text().replace('mcp.tool.name == "pid"', 'mcp.tool.name == "add"'))
+            outcome = await gateway.reload("a test")
+            assert outcome.ok, outcome.lines
+            await seen.wait_for("notifications/tools/list_changed", 1)
+            assert sorted(await tool_names(client)) == ["pid", "say"]  # the route's new rules, at once
+            with pytest.raises(MCPError, match="Unknown tool: add"):
+                await client.call_tool("add", calls["add"])
+
+
+def test_a_routes_policy_is_checked_at_load_under_its_key(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "g.toml", [backend_entry("alpha")])
+    config = with_websocket(config)
+    bad = NARROWING.replace("when = 'mcp.tool.name == \"pid\"'", "when = 'mcp.tool.nme =='")
+    config.write_text(config.read_text() + bad)
+    done = subprocess.run(
+        [sys.executable, "-m", "actors", "check", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{config}: routes[0].policy.rules[0].when: not a CEL expression" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -58,7 +58,7 @@ from actors.frontends.http.sse import (
 )
 from actors.frontends.http.transport import EventStream, RequestStream
 from actors.frontends.routing import route_at
-from actors.identity.metadata import metadata_paths
+from actors.identity.metadata import WELL_KNOWN
 from actors.protocol import codec
 from actors.protocol.codec import clip
 from actors.protocol.errors import INVALID_REQUEST, MessageError
@@ -125,12 +125,10 @@ class HttpApp:
 
     async def _serve(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         method = scope["method"]
-        if method == "GET" and self._serves_metadata(scope["path"]):
+        document = self._metadata(scope["path"]) if method == "GET" else None
+        if document is not None:
             self.admission.check_host(headers.get("host"))
-            assert self.admission.bearer is not None
-            server = self.admission.bearer.resource_server
-            assert server is not None
-            await respond(send, 200, server.document(), [*JSON_HEADERS, *_PUBLIC])
+            await respond(send, 200, document, [*JSON_HEADERS, *_PUBLIC])
             return
         principal = await self.admission.check(scope["path"], headers.get("host"), headers)
         client = scope.get("client")
@@ -144,7 +142,7 @@ class HttpApp:
         elif method == "GET":
             await self._get(headers, principal, address, receive, send, route)
         elif method == "DELETE":
-            entry = on_route(await self.sessions.locate(headers, principal, address), route)
+            entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
@@ -169,10 +167,13 @@ class HttpApp:
         names = self.sessions.session_settings.forward_headers
         return on_behalf(principal.token if principal is not None else None, headers, names)
 
-    def _serves_metadata(self, path: str) -> bool:
-        """RFC 9728 metadata is served when the listener checks tokens from issuers."""
+    def _metadata(self, path: str) -> bytes | None:
+        """RFC 9728 metadata is served when the listener checks tokens from issuers: its own, and each
+        route's at the well-known path followed by the route's."""
         bearer = self.admission.bearer
-        return bearer is not None and bearer.oauth is not None and path in metadata_paths(self.settings.path)
+        if bearer is None or bearer.oauth is None or not path.startswith(WELL_KNOWN):
+            return None
+        return bearer.document_at(path, self.settings.path, self.admission.routes)
 
     async def _post(
         self,
@@ -203,7 +204,7 @@ class HttpApp:
             return
         if isinstance(message, Request) and message.method == "tools/call" and self.admission.bearer:
             params = message.params if isinstance(message.params, dict) else {}
-            self.admission.bearer.check_call(principal, params.get("name"))
+            self.admission.bearer.check_call(principal, params.get("name"), route)
         if is_modern_post(headers, message):
             await self.modern.serve(headers, message, body, (principal, address), receive, send, route)
             return
@@ -218,11 +219,11 @@ class HttpApp:
                 raise RequestRefused(refused, message.id) from None
         else:
             session_id = headers.get(SESSION_HEADER, "")
-            entry = on_route(await self.sessions.locate(headers, principal, address), route)
+            entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
         self.sessions.enter(entry)  # busy from here: never ended to make room while its facts are written
         try:
             if isinstance(message, Request) and message.method == "initialize":
-                await self.sessions.remember(session_id, principal, message.params)
+                await self.sessions.remember(session_id, principal, message.params, route)
             with logger.contextualize(session=entry.label):
                 if not isinstance(message, Request):
                     await _deliver(entry, body)
@@ -293,7 +294,7 @@ class HttpApp:
     ) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
             raise Refused(406, "GET opens an SSE stream: Accept must allow text/event-stream")
-        entry = on_route(await self.sessions.locate(headers, principal, address), route)
+        entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
         last_event_id = headers.get("last-event-id")
         stream, cursor = stream_to_read(entry.transport, last_event_id)
         self.sessions.enter(entry)

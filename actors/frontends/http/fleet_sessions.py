@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from actors.frontends.http.sessions import HttpSession, HttpSessions
     from actors.frontends.http.transport import RequestStream
     from actors.protocol.messages import Request
+    from actors.routes import RouteState
 
 REPLAY_ID: Final = "gateway-fleet-take-up"  # the replayed initialize's id: its answer goes to nobody
 REPLAY_DEADLINE_S: Final = 30.0  # an initialize held while backends start answers within initialize_hold_s
@@ -35,7 +36,12 @@ UNKNOWN: Final = "unknown or expired session; initialize a new one"
 
 
 async def take_up(
-    sessions: HttpSessions, fleet: FleetSessions, session_id: str, principal: Principal | None, address: str
+    sessions: HttpSessions,
+    fleet: FleetSessions,
+    session_id: str,
+    principal: Principal | None,
+    address: str,
+    route: RouteState | None = None,
 ) -> None:
     """`session_id` open here as the fleet knows it; Refused(404) when it does not (429/503 at the limits).
     A request that waited on another's take-up which failed tries its own, for its own answer: the other's
@@ -46,11 +52,11 @@ async def take_up(
             return
     sessions.taking_up[session_id] = done = trio.Event()
     try:
-        initialize = await fleet.recall(session_id, principal)
+        initialize = await fleet.recall(session_id, principal, route.config.name if route else None)
         if initialize is None:
             raise Refused(404, UNKNOWN)
         try:
-            _, entry = sessions.open(principal, address, session_id)
+            _, entry = sessions.open(principal, address, session_id, route)  # the route it was opened on
         except Refused:  # no room for a copy here (429, 503): nothing kept for one
             fleet.dropped(session_id)
             raise

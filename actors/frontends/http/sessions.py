@@ -158,13 +158,20 @@ class HttpSessions(Mapping[str, HttpSession]):
             raise Refused(400, f"unsupported MCP-Protocol-Version {version}; supported: {supported}")
         return entry
 
-    async def locate(self, headers: dict[str, str], principal: Principal | None, address: str) -> HttpSession:
-        """`find`, and with [fleet] a session another replica opened taken up here (fleet_sessions.py)."""
+    async def locate(
+        self,
+        headers: dict[str, str],
+        principal: Principal | None,
+        address: str,
+        route: RouteState | None = None,
+    ) -> HttpSession:
+        """`find`, and with [fleet] a session another replica opened (on `route`) taken up here
+        (fleet_sessions.py)."""
         session_id = headers.get(SESSION_HEADER)
         if self.fleet is None or not session_id:
             return self.find(headers, principal)
         if session_id not in self._by_id or session_id in self.taking_up:  # waits for the replayed initialize
-            await take_up(self, self.fleet, session_id, principal, address)
+            await take_up(self, self.fleet, session_id, principal, address, route)
         await self.fleet.touch(session_id)
         return self.find(headers, principal)
 
@@ -184,10 +191,13 @@ class HttpSessions(Mapping[str, HttpSession]):
             finally:
                 nursery.cancel_scope.cancel()
 
-    async def remember(self, session_id: str, principal: Principal | None, params: Any) -> None:
-        """With [fleet], an initialize's facts are stored for the other replicas before it is answered."""
+    async def remember(
+        self, session_id: str, principal: Principal | None, params: Any, route: RouteState | None = None
+    ) -> None:
+        """With [fleet], an initialize's facts (its route's name too) are stored for the other replicas
+        before it is answered."""
         if self.fleet is not None and isinstance(params, dict):
-            await self.fleet.remember(session_id, principal, params)
+            await self.fleet.remember(session_id, principal, params, route.config.name if route else None)
 
     def ended_elsewhere(self, session_id: str) -> None:
         """[fleet]: the client ended the session on another replica: this copy ends too."""

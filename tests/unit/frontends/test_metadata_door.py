@@ -12,19 +12,20 @@ PRM = b"GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: localhos
 
 
 def test_only_a_plain_get_of_a_metadata_path_is_a_metadata_request() -> None:
-    assert metadata_request(PRM, "/mcp") == "localhost:8765"
+    assert metadata_request(PRM) == ("/.well-known/oauth-protected-resource/mcp", "localhost:8765")
     bare = b"GET /.well-known/oauth-protected-resource HTTP/1.1\r\n\r\n"
-    assert metadata_request(bare, "/mcp") == ""
+    assert metadata_request(bare) == ("/.well-known/oauth-protected-resource", "")
+    route = b"GET /.well-known/oauth-protected-resource/dev?x=1 HTTP/1.1\r\n\r\n"  # the listener says
+    assert metadata_request(route) == ("/.well-known/oauth-protected-resource/dev", "")  # if it has one
     upgrade = PRM.replace(b"\r\n\r\n", b"\r\nUpgrade: websocket\r\n\r\n")
     for head in (
         upgrade,
         PRM.replace(b"GET", b"POST"),
         b"GET /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n",
-        b"GET /.well-known/oauth-protected-resource/other HTTP/1.1\r\n\r\n",
         b"\x00\x01 garbage \xff\r\n\r\n",
         b"",
     ):
-        assert metadata_request(head, "/mcp") is None
+        assert metadata_request(head) is None
 
 
 async def test_the_head_is_read_up_to_its_end_or_the_cap_and_replayed_whole() -> None:

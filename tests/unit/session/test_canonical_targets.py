@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from actors.catalog import ALWAYS_PREFIX, PREFIX_ON_COLLISION, Catalog, CatalogEvent, Route
 from actors.catalog.resource_routes import public_uri, resource_route
+from actors.config.route_schema import RouteConfig, ToolOverride
 from actors.config.tool_policy import ToolPolicy
 from actors.policy import Caller, PolicyGate, Target
 from actors.policy.context import SAMPLE
@@ -25,6 +26,7 @@ from actors.policy.rules import Default, Effect, Policy, compile_rule
 from actors.protocol.envelopes import BackendCommand, BackendReady
 from actors.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from actors.protocol.messages import ErrorResponse, Message
+from actors.routes.view import route_view
 from actors.session import completion, guard, resources
 from actors.session.dispatcher import Dispatcher
 from actors.session.forward import Forward
@@ -190,9 +192,14 @@ def check_spellings(
         names
     )  # one public name per backend tool: no 2nd spelling
     for name, route in names:
-        target = guard.named_target("tools/call", "tool", name, route)
+        target = guard.named_target(view, "tools/call", "tool", name, route)
         routed = forward_named(d, 3, {"name": name}, "tools/call", "tool", view.routes)
         assert isinstance(routed, Forward) == gate.decide(CALLER, target).allowed
+        # a route's rename is a second spelling of the same tool: judged as the catalog's name
+        renamed = route_view(
+            view, RouteConfig(name="r", stdio=True, tools={name: ToolOverride(name="z9")}), 1
+        )
+        assert guard.named_target(renamed, "tools/call", "tool", "z9", renamed.routes["z9"]) == target
     for name, route in view.prompt_routes.items():
         allowed = gate.decide(CALLER, Target("completion/complete", route.backend, prompt=name)).allowed
         answer = completion.complete(d, 4, {"ref": {"type": "ref/prompt", "name": name}, "argument": {}})
