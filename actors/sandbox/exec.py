@@ -7,9 +7,14 @@ memory, NOFILE, NPROC where it binds, CORE=0), no_new_privs, Landlock, a seccomp
 AF_INET6 sockets where there is no network namespace, and exec of the backend's program with exactly its
 environment. stdin and stdout pass through untouched. The uid drop happened at spawn (Popen's user/group).
 
-No PR_SET_PDEATHSIG (nor bwrap's --die-with-parent, the same thing): it fires when the gateway *thread* that
-forked exits (see backends/process.py and probe.bwrap_isolation); the gateway's stop (stdin's end, the
-process group, the descendants it tracks) and the pid namespace end the backend instead.
+No PR_SET_PDEATHSIG on the backend (nor bwrap's --die-with-parent, the same thing): it fires when the gateway
+*thread* that forked exits (see backends/process.py and probe.bwrap_isolation). The gateway's death is
+watched instead through its lifeline: a pipe whose write end only the gateway holds (close-on-exec), so
+its read end, which the policy names, reads end-of-file when the gateway dies however it dies (SIGKILL
+too). Before the exec the launcher forks a watcher that blocks on it and then kills the whole sandbox (every
+process of its pid namespace under bwrap; else the backend's process group); a pidfd of the backend ends
+the watcher quietly when the backend ends first with the gateway alive. The gateway's stop (stdin's end, the
+process group, the descendants it tracks) ends the backend as before.
 
 Any failure ends it with EXIT_REFUSED and one `sandbox: ...` line on stderr, which the gateway classifies.
 """
@@ -21,12 +26,15 @@ import errno
 import json
 import os
 import resource
+import select
+import signal
 import socket
 import sys
 from typing import Any, Final, NoReturn
 
 EXIT_REFUSED: Final = 126  # as a shell's "found but cannot run"
 PR_SET_NO_NEW_PRIVS: Final = 38
+MAX_FD: Final = 1 << 20  # closerange's end: close_range(2) closes what is open below it at once
 READ_RIGHTS: Final = ("EXECUTE", "READ_FILE", "READ_DIR")
 DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 READ_ALWAYS: Final = ("/proc", "/dev")  # what runtimes read at start; the sandbox's own under bwrap
@@ -101,12 +109,64 @@ def deny_inet() -> None:
     rule.load()
 
 
+def watch_lifeline(fd: int, whole_namespace: bool) -> None:
+    """Fork the watcher of the gateway's lifeline (see the module's doc); the launcher closes its copy."""
+    backend = os.getpid()
+    group = os.getpgrp()  # the backend's (bwrap --new-session, or start_new_session): its children's too
+    watched = os.pidfd_open(backend)  # the watcher ends, quietly, when the backend does
+    watcher = os.fork()
+    if watcher:
+        os.close(fd)
+        os.close(watched)
+        return
+    try:
+        keep = sorted((fd, watched))
+        os.closerange(0, keep[0])  # holds nothing of the backend's: its stdout's end is the backend's end
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, MAX_FD)
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        waiting.register(watched, select.POLLIN)
+        while not waiting.poll():
+            pass
+        if not _readable(fd):
+            os._exit(0)  # the backend ended and the gateway lives: its stop is the gateway's to do
+        # The gateway is gone (its death closed the lifeline and the backend's stdin at once: the backend
+        # may have ended on the latter already, its children not).
+        if whole_namespace:
+            os.kill(-1, signal.SIGKILL)  # inside the sandbox's pid namespace: all of it, grandchildren too
+        else:
+            os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os._exit(0)
+
+
+def _readable(fd: int) -> bool:
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(0))
+
+
+def in_own_pid_namespace(gateway_depth: int) -> bool:
+    """Whether this process is in a pid namespace below the gateway's (bwrap's): kill(-1) reaches only the
+    sandbox there, and never anything else of the machine."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next((line for line in status if line.startswith("NSpid:")), "")
+    except OSError:
+        return False
+    return len(line.split()) - 1 > gateway_depth
+
+
 def main(argv: list[str]) -> NoReturn:
     if len(argv) != 2 or not argv[1].isdigit():
         refuse("usage: python -I actors/sandbox/exec.py POLICY_FD")
     try:
         policy = read_policy(int(argv[1]))
         sys.path[:0] = policy.get("sys_path", [])  # run by path under another uid: the bindings' folders
+        nproc = policy["rlimits"].pop("NPROC", None)  # after the watcher's fork: it is no task of the backend
         set_rlimits(policy["rlimits"])
     except (OSError, ValueError, KeyError, AttributeError) as exc:
         refuse(f"policy: {exc}")
@@ -121,6 +181,18 @@ def main(argv: list[str]) -> NoReturn:
             deny_inet()
         except (OSError, ImportError, RuntimeError, ValueError) as exc:
             refuse(f"seccomp: {exc}")
+    lifeline = policy.get("lifeline")
+    if isinstance(lifeline, int):
+        try:
+            whole = bool(policy.get("pid_namespace")) and in_own_pid_namespace(int(policy.get("ns_depth", 1)))
+            watch_lifeline(lifeline, whole)
+        except OSError as exc:
+            refuse(f"lifeline watcher: {exc.strerror or exc}")
+    if nproc is not None:
+        try:
+            set_rlimits({"NPROC": nproc})
+        except (OSError, ValueError) as exc:
+            refuse(f"policy: {exc}")
     command = policy["argv"]
     try:
         os.chdir(policy["cwd"])

@@ -147,11 +147,12 @@ def prepare(
     launcher, sys_path = launcher_command(plan.uid)
     policy["sys_path"] = sys_path
     read = list(dict.fromkeys([*read, *sys_path, str(Path(launcher[0]).parent)]))
+    policy.update(lifeline=lifeline(), pid_namespace=plan.use_bwrap, ns_depth=_ns_depth())
     fd = _policy_fd(json.dumps(policy).encode())
     line = launcher = [*launcher, str(fd)]
     if plan.use_bwrap:
         line = [*bwrap_line(read, write, hide, cwd, settings, read_after=pinned), "--", *launcher]
-    options: dict[str, Any] = {"pass_fds": (fd,)}
+    options: dict[str, Any] = {"pass_fds": (fd, lifeline())}
     if plan.uid is not None:
         options.update(user=plan.uid, group=plan.gid, extra_groups=[])
     return Launch(argv=line, env={}, policy_fd=fd, tmp=tmp, plan=plan, missing=missing, options=options)
@@ -224,6 +225,29 @@ def bwrap_line(
         elif os.path.lexists(path):
             line += ["--ro-bind", "/dev/null", path]
     return [*line, "--chdir", str(cwd)]
+
+
+_LIFELINE: Final[list[int]] = []  # the gateway's lifeline: [read end, write end], made once, never closed
+
+
+def lifeline() -> int:
+    """The read end of this process's lifeline (exec.py's watcher blocks on it): a pipe whose write end
+    only this process holds, close-on-exec in both ends, so no child keeps it open and the read end sees
+    end-of-file exactly when the gateway is gone."""
+    if not _LIFELINE:
+        _LIFELINE.extend(os.pipe2(os.O_CLOEXEC))
+    return _LIFELINE[0]
+
+
+def _ns_depth() -> int:
+    """How many pid namespaces this process is in (its NSpid entries): the watcher's kill(-1) is only for
+    a launcher deeper than this (inside bwrap's own)."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next((line for line in status if line.startswith("NSpid:")), "NSpid: 0")
+    except OSError:
+        return 1
+    return len(line.split()) - 1
 
 
 def _policy_fd(data: bytes) -> int:

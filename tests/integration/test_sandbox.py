@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -19,11 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from support import (
+    INITIALIZE,
     ROOT,
     SESSION_DEADLINE_S,
     backend_entry,
@@ -161,6 +164,43 @@ async def exercise(client: Client, mode: str, world: Path, port: int, tag: str) 
         assert "canary-7f3a" in attempts["read"]
         assert outside.exists()
         assert SECRET_NAME in environment
+
+
+async def test_a_gateway_killed_outright_takes_its_sandboxed_backends_and_their_grandchildren_along(
+    world: Path, tmp_path: Path
+) -> None:
+    """SIGKILL leaves the gateway no time to stop anything: its lifeline (a pipe only it can write) reads
+    end-of-file, and each sandbox's watcher kills its whole pid namespace, the grandchild that left the
+    backend's session included. The backend here ignores its stdin's end (hold's grandchild does)."""
+    tag = f"sandbox-tag-{uuid.uuid4().hex}"
+    config = write_sandboxed_config(world, "require", tag)
+    argv = gateway_argv(config, tmp_path / "gateway.log")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    requests = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hold", "arguments": {}}},
+    ]
+    with trio.fail_after(SESSION_DEADLINE_S):
+        gateway = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(ROOT), env=env
+        )
+        try:
+            assert gateway.stdin is not None and gateway.stdout is not None
+            await gateway.stdin.send_all(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+            seen = b""
+            while b'"id":2' not in seen:
+                chunk = await gateway.stdout.receive_some()
+                assert chunk, "the gateway ended before it answered"
+                seen += chunk
+            assert b"done: " in seen
+            held = processes_tagged(tag)
+            assert len(held) >= 2  # the backend (launcher and all) and its grandchild in a session of its own
+        finally:
+            gateway.kill()
+            await gateway.wait()
+
+        await wait_until_gone(held)
 
 
 @pytest.mark.extra
