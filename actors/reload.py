@@ -26,6 +26,8 @@ from loguru import logger
 from actors.catalog.catalog import Reconfigured
 from actors.config import Config, ConfigError, load_config
 from actors.config.diff import ConfigDiff, diff
+from actors.config.errors import ConfigProblem
+from actors.routes.view import rename_collisions
 from actors.runtime.redact import REDACTOR
 from actors.supply.pins import pins_of, repinned
 
@@ -52,6 +54,14 @@ async def reload(gateway: Gateway, why: str) -> ReloadOutcome:
             logger.error("reload refused: {}", problem)
         logger.error("reload refused: {} keeps running on its previous config", path)
         return ReloadOutcome(False, tuple(str(problem) for problem in exc.problems))
+    routes = gateway.routes
+    collisions = rename_collisions(routes.catalog.value, new.routes) if routes is not None else []
+    if collisions:  # a route's rename onto a name the catalog has now: a load error, as the file is known
+        problems = [ConfigProblem(str(path), key, reason) for key, reason in collisions]
+        for problem in problems:
+            logger.error("reload refused: {}", problem)
+        logger.error("reload refused: {} keeps running on its previous config", path)
+        return ReloadOutcome(False, tuple(str(problem) for problem in problems))
     REDACTOR.know(CONFIG_SECRETS, new.secret_values())  # read anew: the old values stay known (retired)
     pins = pins_of(new)  # the lock beside it (actors/supply/): re-prepared backends restart too
     change, gateway.pins = repinned(diff(gateway.config, new), gateway.pins, pins), pins

@@ -16,12 +16,12 @@ import trio
 from loguru import logger
 
 from actors.catalog import CatalogView
-from actors.config.route_schema import RouteConfig
+from actors.config.route_schema import MAX_OVERRIDES, RouteConfig
 from actors.discovery.indexes import SearchIndexes
 from actors.discovery.settings import DiscoverySettings
 from actors.policy import Policy, PolicyGate
 from actors.policy.narrowed import narrowed
-from actors.routes.view import route_view
+from actors.routes.view import rename_collisions, route_view
 from actors.runtime.watch import Watch
 
 _REVISIONS: Final = itertools.count(1)
@@ -44,6 +44,7 @@ class RouteState:
     search: SearchIndexes | None = None  # the route's own [discovery] (its view's names): its index
     _compiled: tuple[object, int, CatalogView] | None = None
     _policy: Policy | None = None  # the route's own [routes.policy], compiled
+    _told: set[tuple[int, str]] = attrs.field(factory=set)  # renames onto catalog names, logged once
 
     def __attrs_post_init__(self) -> None:
         self.search = _search_of(self.config, self.default_discovery)
@@ -63,7 +64,18 @@ class RouteState:
         if compiled is None or compiled[0] is not base or compiled[1] != self.revision:
             view = route_view(base, self.config, self.revision)
             self._compiled = compiled = (base, self.revision, view)
+            self._tell_collisions(base)
         return compiled[2]
+
+    def _tell_collisions(self, base: CatalogView) -> None:
+        """A rename onto a name the catalog has now (a reload would have been refused for it): logged
+        once per route definition and name; the rename wins, the other tool is not shown here."""
+        for key, reason in rename_collisions(base, [self.config]):
+            if (self.revision, key) not in self._told:
+                if len(self._told) >= MAX_OVERRIDES:
+                    self._told.clear()
+                self._told.add((self.revision, key))
+                logger.error("route {}: {}: {}", self.config.name, key.split(".", 1)[1], reason)
 
     @property
     def version(self) -> int:

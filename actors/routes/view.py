@@ -7,7 +7,7 @@ route's revision, so a reload that changes the route alone is news to its sessio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -71,6 +71,24 @@ def _public_names(view: CatalogView, route: RouteConfig) -> dict[str, str]:
             names[public] = override.name if override is not None and override.name else public
     taken = {shown for public, shown in names.items() if shown != public}
     return {public: shown for public, shown in names.items() if shown != public or public not in taken}
+
+
+def rename_collisions(view: CatalogView, routes: Sequence[RouteConfig]) -> list[tuple[str, str]]:
+    """Each rename onto the public name of another tool its route shows, as (key, reason): known only once
+    the backends have listed (a reload is refused for it; at start the rename wins and this is logged)."""
+    problems: list[tuple[str, str]] = []
+    for index, route in enumerate(routes):
+        for public, override in route.tools.items():
+            target = override.name
+            if not target or target == public or target not in view.routes or not route.shows(target):
+                continue
+            own = route.tools.get(target)
+            if own is not None and own.name and own.name != target:
+                continue  # that tool is shown under another name here: the name is free
+            owner = view.routes[target]
+            reason = f"{target!r} is the public name of {owner.backend}'s tool {owner.own!r}, shown here too"
+            problems.append((f"routes[{index}].tools.{public}.name", reason))
+    return problems
 
 
 def _shown(tool: Tool, override: ToolOverride | None, name: str) -> Tool:

@@ -269,6 +269,12 @@ async def test_a_routes_policy_narrows_the_gateways_and_a_rename_is_judged_by_th
             assert sorted(await tool_names(client)) == ["pid", "say"]  # the route's new rules, at once
             with pytest.raises(MCPError, match="Unknown tool: add"):
                 await client.call_tool("add", calls["add"])
+        renamed = '[routes.tools.echo]\nname = "say"'
+        config.write_text(config.read_text().replace(renamed, renamed.replace("say", "pid")))
+        refused = await gateway.reload("a test")  # onto a name the catalog has now, shown by the route too
+        assert not refused.ok
+        reason = "routes[0].tools.echo.name: 'pid' is the public name of alpha's tool 'pid', shown here too"
+        assert refused.lines == (f"{config}: {reason}",)
 
 
 def test_a_routes_policy_is_checked_at_load_under_its_key(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from actors.catalog import CatalogView
 from actors.catalog.naming import Route
 from actors.config.route_schema import RouteConfig, ToolOverride
 from actors.protocol.messages import ErrorResponse
-from actors.routes.view import fixed_arguments, route_view
+from actors.routes.view import fixed_arguments, rename_collisions, route_view
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -110,3 +110,20 @@ def test_a_bad_route_table_is_refused_with_its_reason(table: dict[str, Any], rea
     with pytest.raises(Exception) as refused:
         _converter.structure(table, RouteConfig)
     assert reason in repr(refused.value.exceptions if hasattr(refused.value, "exceptions") else refused.value)
+
+
+def test_a_rename_onto_a_name_the_route_shows_is_a_collision_unless_that_tool_is_renamed_away() -> None:
+    view = CatalogView(
+        backends={},
+        routes={"echo": Route("alpha", "echo"), "pid": Route("alpha", "pid"), "add": Route("beta", "add")},
+    )
+    onto_pid = RouteConfig(name="r", stdio=True, tools={"echo": ToolOverride(name="pid")})
+    assert rename_collisions(view, [onto_pid]) == [
+        ("routes[0].tools.echo.name", "'pid' is the public name of alpha's tool 'pid', shown here too")
+    ]
+    swapped = RouteConfig(
+        name="r", stdio=True, tools={"echo": ToolOverride(name="pid"), "pid": ToolOverride(name="process")}
+    )
+    not_shown = RouteConfig(name="r", stdio=True, exclude=("pid",), tools={"echo": ToolOverride(name="pid")})
+    fresh = RouteConfig(name="r", stdio=True, tools={"echo": ToolOverride(name="say")})
+    assert rename_collisions(view, [swapped, not_shown, fresh]) == []
