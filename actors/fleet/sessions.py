@@ -146,9 +146,9 @@ class FleetSessions:
             self._states[session_id] = state
         return initialize
 
-    async def known(self, session_id: str, principal: Principal | None) -> bool:
-        """Whether the fleet holds the session for `principal` (its facts read, no copy made here)."""
-        return await self._initialize_of(session_id, principal) is not None
+    async def known(self, session_id: str, principal: Principal | None, route: str | None = None) -> bool:
+        """Whether the fleet holds the session for `principal` on `route` (its facts read, no copy made)."""
+        return await self._initialize_of(session_id, principal, route) is not None
 
     async def _initialize_of(
         self, session_id: str, principal: Principal | None, route: str | None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
+import pytest
 import trio
 from fleet_support import HEADERS, RedisServer, port_of, replica_config
 from mcp import Client
@@ -17,6 +19,7 @@ from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from support import DEADLINE_S, running
 
+from actors.frontends.http import fleet_retries
 from actors.protocol.eras import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 
 MODERN: Final = "2026-07-28"
@@ -63,29 +66,45 @@ def modern_call(request_id: int, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": arguments}
 
 
+ASK_ROUTE: Final = '\n[[routes]]\nname = "ask"\npaths = ["/ask"]\n[routes.tools.ask_name]\nname = "who"\n'
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["listener", "route"])
 async def test_a_retry_landing_on_another_replica_completes_the_call_parked_on_the_first(
-    tmp_path: Path, redis_server: RedisServer
+    tmp_path: Path, redis_server: RedisServer, routed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        running(replica_config(tmp_path / "a", redis_server, "alpha")) as alpha,
-        running(replica_config(tmp_path / "b", redis_server, "beta")) as beta,
-    ):
+    """Through a route, the retry is forwarded to the owner at the route's path (where the route's view and
+    rules judge it, the tool named as the route names it), never at the listener's."""
+    hops: list[str] = []
+    relay = fleet_retries.relay_post
+
+    async def recorded(url: str, *args: Any) -> int | None:
+        hops.append(urlsplit(url).path)
+        return await relay(url, *args)
+
+    monkeypatch.setattr(fleet_retries, "relay_post", recorded)
+    configs = [replica_config(tmp_path / name[0], redis_server, name) for name in ("alpha", "beta")]
+    for config in configs if routed else ():
+        config.write_text(config.read_text() + ASK_ROUTE)
+    async with running(configs[0]) as alpha, running(configs[1]) as beta:
         assert alpha.http_url and beta.http_url
+        url = alpha.http_url.rsplit("/", 1)[0] + "/ask" if routed else alpha.http_url
         split = RetriesElsewhere(port_of(alpha), port_of(beta))
         with trio.fail_after(DEADLINE_S):
             async with (
                 httpx2.AsyncClient(transport=split, timeout=DEADLINE_S) as http,
                 Client(
-                    streamable_http_client(alpha.http_url, http_client=http),
+                    streamable_http_client(url, http_client=http),
                     mode=MODERN,
                     elicitation_callback=ada,
                 ) as client,
             ):
-                result = await client.call_tool("ask_name", {})
+                result = await client.call_tool("who" if routed else "ask_name", {})
                 assert not result.is_error and result.content[0].text == "Hello, Ada"  # type: ignore[union-attr]
                 assert split.retried is not None  # the retry went to beta, and beta forwarded it to alpha
+                assert hops == ["/ask" if routed else "/mcp"]
                 body, headers = split.retried
-                again = await http.post(beta.http_url, content=body, headers=headers)
+                again = await http.post(url, content=body, headers=headers)  # to beta, as split sends retries
                 error = again.json()["error"]
                 assert error["code"] == -32602 and "used already" in error["message"]
 

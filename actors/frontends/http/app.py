@@ -210,7 +210,7 @@ class HttpApp:
             return
         if isinstance(message, Batch):
             raise Refused(400, "send one JSON-RPC message per POST (batches are not part of Streamable HTTP)")
-        if await served_in_fleet(self.sessions, headers, principal, message, body, send):
+        if await served_in_fleet(self.sessions, headers, principal, message, body, send, route):
             return  # [fleet]: an answer or notification that needs no copy of its session here
         if isinstance(message, Request) and message.method == "initialize":
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Final
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from loguru import logger
@@ -17,6 +18,15 @@ from actors.frontends.http.sse import Send
 FORWARD_CONNECT_S: Final = 2.0  # a replica that does not accept within this is gone
 PASSED_ON: Final = ("authorization", "content-type", "accept", "user-agent")  # and every mcp-* header
 RELAYED: Final = ("content-type", "cache-control", "retry-after")  # of the other replica's answer
+
+
+def at_path(url: str, path: str | None) -> str:
+    """The other replica's URL (its listener's) at the path the client used (a [[routes]] path: the POST
+    reaches the same route there, whose sessions alone take it; None: the listener's own)."""
+    if path is None:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def passed_on(headers: Mapping[str, str]) -> dict[str, str]:

@@ -26,7 +26,7 @@ import trio
 from loguru import logger
 
 from actors.frontends.auth import Principal, Refused
-from actors.frontends.http.fleet_hop import passed_on, relay_post
+from actors.frontends.http.fleet_hop import at_path, passed_on, relay_post
 from actors.frontends.http.fleet_sessions import UNKNOWN
 from actors.frontends.http.responses import respond
 from actors.frontends.http.sessions import SESSION_HEADER
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from actors.fleet.sessions import FleetSessions
     from actors.fleet.states import FleetStates
     from actors.frontends.http.sessions import HttpSession, HttpSessions
+    from actors.routes import RouteState
 
 MAX_TOLD_WAITING: Final = 16  # notifications from other replicas waiting for room in one copy's inbound
 # queue (transport.INBOUND_SIZE): past it, dropped and logged, rather than tasks without bound
@@ -52,6 +53,7 @@ async def served_in_fleet(
     message: Message,
     frame: bytes,
     send: Send,
+    route: RouteState | None = None,
 ) -> bool:
     """True when `message` was answered here (forwarded, refused, or taken with no copy of its session
     here); False when this replica's copy of the session takes it, as without a fleet."""
@@ -60,10 +62,11 @@ async def served_in_fleet(
     if fleet is None or states is None or not session_id:
         return False
     if isinstance(message, Response | ErrorResponse):
-        return await _answer(sessions, fleet, states, session_id, headers, message, frame, send)
+        path = route.config.paths[0] if route is not None and route.config.paths else None
+        return await _answer(sessions, fleet, states, session_id, headers, message, frame, send, path)
     if not isinstance(message, Notification) or session_id in sessions or session_id in sessions.taking_up:
         return False  # a request; or a copy here (or being made) takes the notification: `tell_other_copies`
-    if not await fleet.known(session_id, principal):
+    if not await fleet.known(session_id, principal, route.config.name if route is not None else None):
         raise Refused(404, UNKNOWN)
     fleet.tell_others(session_id, message.method, message.params)
     await respond(send, 202, b"", [])
@@ -117,8 +120,10 @@ async def _answer(
     answer: Response | ErrorResponse,
     frame: bytes,
     send: Send,
+    path: str | None = None,
 ) -> bool:
-    """The client's answer to a request a replica of the fleet sent it, to that replica."""
+    """The client's answer to a request a replica of the fleet sent it, to that replica (at `path`, the
+    route's, when it came at one)."""
     from actors.fleet.states import FORWARDED_HEADER
 
     asker = fleet.asker(session_id, answer.id)
@@ -136,6 +141,6 @@ async def _answer(
     if url is None:
         raise Refused(502, f"replica {asker}, which sent this request, cannot be reached; nothing takes this")
     passed = {**passed_on(headers), FORWARDED_HEADER: states.sign(frame)}
-    if await relay_post(url, passed, frame, send, asker) is None:
+    if await relay_post(at_path(url, path), passed, frame, send, asker) is None:
         raise Refused(502, f"replica {asker}, which sent this request, did not answer; nothing takes this")
     return True

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from actors.frontends.http.fleet_hop import passed_on, relay_post
+from actors.frontends.http.fleet_hop import at_path, passed_on, relay_post
 from actors.frontends.http.responses import JSON_HEADERS, EdgeRefusal, respond
 from actors.frontends.http.sse import Send
 from actors.protocol.messages import Request
@@ -39,9 +39,10 @@ async def served_by_fleet(
     request: Request,
     send: Send,
     principal: str | None = None,
+    path: str | None = None,
 ) -> Retry:
     """The retry answered here (refused, or forwarded and relayed), or to be served locally; `principal`:
-    the subject of the request's token, which a state names."""
+    the subject of the request's token, which a state names; `path`: its route's, when it came at one."""
     from actors.fleet.states import FORWARDED_HEADER
 
     state = _state_of(request)
@@ -66,7 +67,7 @@ async def served_by_fleet(
         await _start_over(send, request, "its call was parked on a replica that is gone; start the call over")
         return Retry.ANSWERED
     passed = {**passed_on(headers), FORWARDED_HEADER: states.sign(frame)}
-    status = await relay_post(url, passed, frame, send, owner)
+    status = await relay_post(at_path(url, path), passed, frame, send, owner)
     if status is None:
         await _start_over(send, request, "its call was parked on a replica that did not answer; start over")
     elif status in TRY_AGAIN:

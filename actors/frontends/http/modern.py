@@ -84,7 +84,8 @@ class ModernPosts:
         retry = Retry.NOT_CLAIMED
         if states is not None:
             subject = client[0].subject if client[0] is not None else None
-            retry = await served_by_fleet(states, headers, frame, message, send, subject)
+            path = route.config.paths[0] if route is not None and route.config.paths else None
+            retry = await served_by_fleet(states, headers, frame, message, send, subject, path)
             if retry is Retry.ANSWERED:
                 return
         try:
