@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from actors.config.errors import ConfigProblem, Problem
 from actors.config.listener_schema import LOOPBACK_HOSTS
+from actors.config.route_schema import RouteAuth
 from actors.config.schema import Config
 from actors.config.secret import SecretSource
 from actors.runtime.redact import MIN_CHARS
@@ -42,6 +43,14 @@ def advice(config: Config) -> list[ConfigProblem]:
             " token_env nobody can review them (`mcp-gateway trust` needs the admin listener's token)"
         )
         found.append(ConfigProblem(str(config.path), "admin.token_env", reason))
+    issuers = any(table is not None and table.oauth is not None for table in (config.websocket, config.http))
+    for index, route in enumerate(config.routes):
+        if route.auth != RouteAuth() and not issuers:
+            reason = (
+                "warning: no listener's [NAME.auth] trusts issuers, so the route is no OAuth resource of its"
+                " own and these keys do nothing (add [[http.auth.issuers]] or remove [routes.auth])"
+            )
+            found.append(ConfigProblem(str(config.path), f"routes[{index}].auth", reason))
     found += [
         ConfigProblem(str(config.path), key, f"warning: {reason}") for key, reason in secret_advice(config)
     ]

@@ -218,3 +218,17 @@ def test_check_warns_of_trust_nobody_can_review_and_still_passes(
     monkeypatch.setenv("CHECK_ADMIN_TOKEN", "a-token")
     path.write_text(path.read_text() + '[admin]\nport = 0\ntoken_env = "CHECK_ADMIN_TOKEN"\n')
     assert check(path, capsys) == (0, [])
+
+
+def test_check_warns_of_route_auth_no_listener_can_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path.resolve() / "g.toml"
+    path.write_text(
+        '[[backends]]\nname = "a"\ncommand = "python"\n'
+        '[[routes]]\nname = "r"\npaths = ["/r"]\n[routes.auth]\nrequired_scopes = ["r"]\n'
+    )
+    code, lines = check(path, capsys)
+    assert code == 0
+    (warning,) = lines
+    assert warning.startswith(f"{path}: routes[0].auth: warning: no listener's [NAME.auth] trusts issuers")
