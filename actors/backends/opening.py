@@ -176,7 +176,8 @@ async def explain_end(
             else BackendStartError(f"exited during start-up: {ended}", stderr)
         )
         if isinstance(transport, ProcessTransport) and transport.sandbox is not None:
-            raise verdict(lost, transport.process.returncode, list(transport.stderr_tail))
+            sandbox = transport.sandbox
+            raise verdict(lost, transport.process.returncode, list(transport.stderr_tail), sandbox.cgroup)
         raise lost
     if error is not None:
         raise error

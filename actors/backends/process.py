@@ -268,8 +268,8 @@ class ProcessTransport:
             for stream in (self.process.stdout, self.process.stderr):
                 with contextlib.suppress(trio.ClosedResourceError, OSError):
                     await stream.aclose()  # type: ignore[union-attr]
-            if self.sandbox is not None:
-                self.sandbox.close()  # its private {tmp}
+            if self.sandbox is not None:  # its private {tmp}, its cgroup (which waits for it to empty)
+                await trio.to_thread.run_sync(self.sandbox.close)
 
     def _descendants_left(self) -> list[descendants.Proc]:
         """What it started that still runs, and the strays that no running backend claims."""

@@ -7,18 +7,21 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import trio
 from loguru import logger
 
 from actors.backends.errors import BackendError, BackendExitedError, BackendStartError
 from actors.config.sandbox_schema import SandboxMode, SandboxSettings
+from actors.sandbox.cgroup import CgroupParent, RunCgroup
 from actors.sandbox.exec import EXIT_REFUSED
 from actors.sandbox.launch import Launch, prepare
 from actors.sandbox.plan import Plan, plan
-from actors.sandbox.probe import Primitives, primitives
+from actors.sandbox.probe import Primitive, Primitives, primitives
 
 # stderr words of a process that hit a limit: Python's, Node's, glibc's, the shell's
 LIMIT_WORDS: Final = re.compile(
@@ -89,8 +92,22 @@ async def sandboxed(
         return None
     found = await probed()
     chosen = plan(settings, found)
-    launch = prepare(name, argv, cwd=cwd, env=env, settings=settings, plan=chosen, read_only=read_only)
-    report_to({**report(settings, chosen, found), "missing": list(launch.missing)})
+    cgroup = None
+    if chosen.use_cgroup:
+        cgroup, why = await _run_cgroup(name, settings, found)
+        if cgroup is None:  # the probe said yes, the kernel no: planned again without it
+            found = attrs.evolve(found, cgroup_v2=Primitive(ok=False, detail=why))
+            chosen = plan(settings, found)
+    try:
+        launch = prepare(
+            name, argv, cwd=cwd, env=env, settings=settings, plan=chosen, read_only=read_only, cgroup=cgroup
+        )
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()  # empty yet: nothing to wait for
+        raise
+    shown = {**report(settings, chosen, found), "missing": list(launch.missing)}
+    report_to({**shown, "cgroup": str(cgroup.folder)} if cgroup is not None else shown)
     if launch.missing and settings.mode is SandboxMode.REQUIRE:
         launch.close()
         why = _why(launch.missing, found)
@@ -106,6 +123,25 @@ async def sandboxed(
     return launch
 
 
+_PARENTS: Final[dict[str, CgroupParent]] = {}  # the parent of the runs' cgroups, by folder: one per process
+
+
+async def _run_cgroup(
+    name: str, settings: SandboxSettings, found: Primitives
+) -> tuple[RunCgroup | None, str]:
+    """The run's own cgroup under the delegated one (made ready at the first), or None and why not."""
+    folder = found.cgroup_v2.detail  # the probe's: the delegated folder
+    parent = _PARENTS.setdefault(folder, CgroupParent(Path(folder)))
+    problem = await trio.to_thread.run_sync(parent.ready)
+    if problem is not None:
+        return None, problem
+    try:
+        made = partial(RunCgroup.make, Path(folder), name, memory_mb=settings.memory_mb, tasks=settings.tasks)
+        return await trio.to_thread.run_sync(made), ""
+    except OSError as exc:
+        return None, f"{folder}: cannot make the run's cgroup: {exc.strerror or exc}"
+
+
 def _why(missing: Sequence[str], found: Primitives) -> str:
     reasons = {
         "read": f"no filesystem engine (bwrap: {found.bwrap.detail}; landlock: {found.landlock.detail})",
@@ -113,8 +149,8 @@ def _why(missing: Sequence[str], found: Primitives) -> str:
         "hide": "",
         "network": f"no network namespace (bwrap: {found.bwrap.detail}) "
         f"and no seccomp ({found.seccomp.detail})",
-        "tasks": "tasks needs a uid of its own (RLIMIT_NPROC never binds root; set `user`) or cgroup v2 "
-        f"delegation ({found.cgroup_v2.detail})",
+        "tasks": "tasks needs cgroup v2 delegation or, without it, a uid of its own (RLIMIT_NPROC never "
+        f"binds root; set `user`); cgroup v2: {found.cgroup_v2.detail}",
         "user": "`user` is honoured only when the gateway runs as root",
     }
     if "hide" in missing and "read" not in missing:
@@ -123,10 +159,17 @@ def _why(missing: Sequence[str], found: Primitives) -> str:
     return f"cannot enforce {', '.join(missing)}: " + "; ".join(text for text in told if text)
 
 
-def verdict(error: BackendError, returncode: int | None, stderr_tail: Sequence[str]) -> BackendError:
+def verdict(
+    error: BackendError, returncode: int | None, stderr_tail: Sequence[str], cgroup: RunCgroup | None = None
+) -> BackendError:
     """A sandboxed run's end as the sandbox explains it: refused at start (the launcher's or bwrap's own
-    words, EACCES/EPERM) or killed by a limit; else the error as it was."""
+    words, EACCES/EPERM) or killed by a limit (its words, its signal, or its cgroup's events: an OOM kill
+    by the cgroup leaves no words); else the error as it was."""
     text = "\n".join(stderr_tail)
+    hit = cgroup.limit_hit() if cgroup is not None else None
+    if hit is not None and isinstance(error, BackendExitedError | BackendStartError):
+        why = f"sandbox_limit: its cgroup held it to its {hit} limit; {error.without_stderr}"
+        return SandboxLimitError(why, error.stderr)
     if isinstance(error, BackendStartError) and (
         returncode == EXIT_REFUSED or any(DENIED_WORDS.search(line) for line in stderr_tail)
     ):

@@ -122,8 +122,8 @@ class SandboxSettings:
     write: tuple[str, ...] = ("{workdir}", "{tmp}")
     hide: tuple[str, ...] = ()
     network: SandboxNetwork = SandboxNetwork.NONE
-    memory_mb: int | None = 2048  # RLIMIT_DATA (Node needs it rather than RLIMIT_AS)
-    tasks: int | None = 256  # RLIMIT_NPROC: enforced only under a uid of its own (not root)
+    memory_mb: int | None = 2048  # memory.max where cgroup v2 is delegated; RLIMIT_DATA (not RLIMIT_AS: Node)
+    tasks: int | None = 256  # pids.max where delegated; else RLIMIT_NPROC, only under a uid of its own
     nofile: int | None = 1024
     user: str | None = None
 

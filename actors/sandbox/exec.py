@@ -3,7 +3,8 @@ it imports nothing of the gateway, so any python3 runs it, under any uid; the po
 its two bindings, landlockpy and pyseccomp).
 
 It reads the policy (JSON, launch.py) from the inherited FD and closes it, then: rlimits (RLIMIT_DATA for
-memory, NOFILE, NPROC where it binds, CORE=0), no_new_privs, Landlock, a seccomp filter denying AF_INET and
+memory, NOFILE, NPROC where it binds, CORE=0), the run's cgroup joined where v2 is delegated (cgroup.py),
+no_new_privs, Landlock, a seccomp filter denying AF_INET and
 AF_INET6 sockets where there is no network namespace, and exec of the backend's program with exactly its
 environment. stdin and stdout pass through untouched. The uid drop happened at spawn (Popen's user/group).
 
@@ -109,6 +110,15 @@ def deny_inet() -> None:
     rule.load()
 
 
+def join_cgroup(fd: int) -> None:
+    """Into the run's cgroup (its cgroup.procs, opened by the gateway): "0" moves the writer, and every
+    process it starts is born inside."""
+    try:
+        os.write(fd, b"0")
+    finally:
+        os.close(fd)
+
+
 def watch_lifeline(fd: int, whole_namespace: bool) -> None:
     """Fork the watcher of the gateway's lifeline (see the module's doc); the launcher closes its copy."""
     backend = os.getpid()
@@ -170,6 +180,12 @@ def main(argv: list[str]) -> NoReturn:
         set_rlimits(policy["rlimits"])
     except (OSError, ValueError, KeyError, AttributeError) as exc:
         refuse(f"policy: {exc}")
+    cgroup = policy.get("cgroup_fd")
+    if isinstance(cgroup, int):
+        try:
+            join_cgroup(cgroup)
+        except OSError as exc:
+            refuse(f"cgroup: cannot join the run's cgroup: {exc.strerror or exc}")
     no_new_privs()
     if policy["landlock"] is not None:
         try:

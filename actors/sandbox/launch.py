@@ -22,6 +22,7 @@ import attrs
 
 import actors
 from actors.config.sandbox_schema import SandboxNetwork, SandboxSettings
+from actors.sandbox.cgroup import RunCgroup
 from actors.sandbox.plan import Plan
 from actors.sandbox.probe import bwrap_isolation
 
@@ -96,17 +97,24 @@ class Launch:
     plan: Plan
     missing: tuple[str, ...]  # the plan's, and what these paths add (hide under a read path, Landlock only)
     options: dict[str, Any] = attrs.field(factory=dict)  # Popen's: pass_fds, user, group, extra_groups
+    cgroup: RunCgroup | None = None  # the run's own cgroup, where v2 is delegated (cgroup.py)
 
     def close_policy(self) -> None:
-        """Once: a second os.close of the same number would close whatever the gateway opened since."""
+        """Once: a second os.close of the same number would close whatever the gateway opened since (the
+        cgroup's procs handle with it: the child has its copies)."""
         fd, self.policy_fd = self.policy_fd, -1
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.cgroup is not None:
+            self.cgroup.close_fd()
 
     def close(self) -> None:
+        """At the run's end (blocking: a cgroup's removal waits for its processes to leave it)."""
         self.close_policy()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def prepare(
@@ -118,8 +126,9 @@ def prepare(
     settings: SandboxSettings,
     plan: Plan,
     read_only: Sequence[str] = (),
+    cgroup: RunCgroup | None = None,
 ) -> Launch:
-    """The sandboxed launch of `argv` (the program's path resolved) under `plan`."""
+    """The sandboxed launch of `argv` (the program's path resolved) under `plan`, joining `cgroup`."""
     tmp = Path(tempfile.mkdtemp(prefix=f"mcp-sandbox-{name}-"))
     if plan.uid is not None:
         os.chown(tmp, plan.uid, plan.gid if plan.gid is not None else -1)
@@ -148,14 +157,19 @@ def prepare(
     policy["sys_path"] = sys_path
     read = list(dict.fromkeys([*read, *sys_path, str(Path(launcher[0]).parent)]))
     policy.update(lifeline=lifeline(), pid_namespace=plan.use_bwrap, ns_depth=_ns_depth())
+    if cgroup is not None:
+        policy["cgroup_fd"] = cgroup.procs_fd
     fd = _policy_fd(json.dumps(policy).encode())
     line = launcher = [*launcher, str(fd)]
     if plan.use_bwrap:
         line = [*bwrap_line(read, write, hide, cwd, settings, read_after=pinned), "--", *launcher]
-    options: dict[str, Any] = {"pass_fds": (fd, lifeline())}
+    passed = (fd, lifeline(), *((cgroup.procs_fd,) if cgroup is not None else ()))
+    options: dict[str, Any] = {"pass_fds": passed}
     if plan.uid is not None:
         options.update(user=plan.uid, group=plan.gid, extra_groups=[])
-    return Launch(argv=line, env={}, policy_fd=fd, tmp=tmp, plan=plan, missing=missing, options=options)
+    return Launch(
+        argv=line, env={}, policy_fd=fd, tmp=tmp, plan=plan, missing=missing, options=options, cgroup=cgroup
+    )
 
 
 def launcher_command(uid: int | None) -> tuple[list[str], list[str]]:
@@ -194,7 +208,7 @@ def _rlimits(settings: SandboxSettings, plan: Plan) -> dict[str, int]:
         limits["DATA"] = settings.memory_mb * MIB
     if settings.nofile is not None:
         limits["NOFILE"] = settings.nofile
-    if settings.tasks is not None and plan.enforced.get("tasks"):
+    if settings.tasks is not None and "rlimits" in plan.enforced.get("tasks", ()):
         limits["NPROC"] = settings.tasks
     return limits
 

@@ -18,7 +18,7 @@ RULES: Final = ("read", "write", "hide", "network", "memory", "tasks", "nofile",
 @attrs.frozen(kw_only=True)
 class Plan:
     mode: SandboxMode
-    engines: tuple[str, ...]  # used: bwrap, landlock, seccomp, rlimits, uid
+    engines: tuple[str, ...]  # used: bwrap, landlock, seccomp, cgroup, rlimits, uid
     enforced: dict[str, tuple[str, ...]]  # rule -> engines enforcing it
     missing: tuple[str, ...]  # rules asked for that nothing here enforces
     uid: int | None  # the uid to run as (None: the gateway's)
@@ -35,6 +35,10 @@ class Plan:
     @property
     def use_seccomp(self) -> bool:
         return "seccomp" in self.engines
+
+    @property
+    def use_cgroup(self) -> bool:
+        return "cgroup" in self.engines
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -62,17 +66,26 @@ def plan(settings: SandboxSettings, found: Primitives) -> Plan:
     if settings.network is SandboxNetwork.NONE:
         # a network namespace, else seccomp (no AF_INET/AF_INET6 socket); Landlock alone covers TCP only
         enforced["network"] = ("bwrap",) if bwrap else (("seccomp",) if seccomp else ())
+    # a cgroup of the run's own where v2 is delegated (cgroup.py): memory.max and pids.max, as root too
+    cgroup = found.cgroup_v2.ok and (settings.memory_mb is not None or settings.tasks is not None)
+    by_cgroup = ("cgroup",) if cgroup else ()
     if settings.memory_mb is not None:
-        enforced["memory"] = ("rlimits",)
+        enforced["memory"] = (*by_cgroup, "rlimits")
     if settings.nofile is not None:
         enforced["nofile"] = ("rlimits",)
     runs_as_root = (ids[0] == 0) if ids is not None else found.root
     if settings.tasks is not None:
         # RLIMIT_NPROC never binds uid 0; under another uid it counts per user namespace
-        enforced["tasks"] = () if runs_as_root else ("rlimits",)
+        enforced["tasks"] = (*by_cgroup, *(() if runs_as_root else ("rlimits",)))
     if settings.user is not None:
         enforced["user"] = ("uid",) if ids is not None else ()
-    used = [*fs, *(["seccomp"] if seccomp else []), "rlimits", *(["uid"] if ids is not None else [])]
+    used = [
+        *fs,
+        *(["seccomp"] if seccomp else []),
+        *by_cgroup,
+        "rlimits",
+        *(["uid"] if ids is not None else []),
+    ]
     missing = tuple(rule for rule in RULES if rule in enforced and not enforced[rule])
     return Plan(
         mode=settings.mode,

@@ -14,7 +14,6 @@ from typing import Any, Final
 import attrs
 
 PROBE_TIMEOUT_S: Final = 5.0  # one smoke run; a hung bwrap is a "no"
-CGROUP_ROOT: Final = Path("/sys/fs/cgroup")
 # The least a smoke run needs: the programs' folders, read-only; what the merged-/usr layout links to.
 SMOKE_BINDS: Final = ("/usr", "/bin", "/lib", "/lib64", "/sbin")
 
@@ -126,18 +125,15 @@ def probe_seccomp() -> Primitive:
 
 
 def probe_cgroup_v2() -> Primitive:
-    controllers = CGROUP_ROOT / "cgroup.controllers"
-    if not controllers.exists():
-        return Primitive(ok=False, detail="no cgroup v2 hierarchy mounted at /sys/fs/cgroup")
-    try:
-        own = Path("/proc/self/cgroup").read_text().strip().splitlines()[0].split("::", 1)[1]
-        folder = CGROUP_ROOT / own.lstrip("/")
-        enabled = (folder / "cgroup.subtree_control").read_text().split()
-    except (OSError, IndexError) as exc:
-        return Primitive(ok=False, detail=f"own cgroup unreadable: {exc}")
-    if not {"memory", "pids"} <= set(enabled) or not os.access(folder, os.W_OK):
-        return Primitive(ok=False, detail=f"{folder}: memory and pids not delegated")
-    return Primitive(ok=True, detail=str(folder))
+    """Whether the gateway's own cgroup v2 is delegated to it (actors/sandbox/cgroup.py): the detail is
+    the folder the runs' cgroups go under."""
+    from actors.sandbox.cgroup import delegation_problem, own_cgroup
+
+    folder, how = own_cgroup()
+    if folder is None:
+        return Primitive(ok=False, detail=how)
+    problem = delegation_problem(folder)
+    return Primitive(ok=False, detail=problem) if problem else Primitive(ok=True, detail=str(folder))
 
 
 def probe() -> Primitives:
