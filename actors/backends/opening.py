@@ -162,6 +162,8 @@ async def explain_end(
 ) -> None:
     """Explain how the run ended, once the exit code and the last stderr lines are in. When the process
     died, its exit is the explanation, whatever the request that noticed it saw."""
+    if isinstance(transport, ProcessTransport) and transport.sandbox is not None:
+        transport.sandbox.release()  # alive, the gateway stops it: its lifeline's watcher stands down now
     with trio.move_on_after(EXIT_INFO_WAIT_S):
         await transport.ended.wait()
     if isinstance(link.lost, BackendExitedError):

@@ -244,6 +244,8 @@ class ProcessTransport:
         caller is being cancelled, bounded by the two waits plus the wait after SIGKILL; a hurried
         shutdown cuts the first wait, a forced one both."""
         with trio.CancelScope(shield=True):
+            if self.sandbox is not None:
+                self.sandbox.release()  # its lifeline's watcher stands down: this stop ends the sandbox
             self.family.note()  # while it runs its tree is whole
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self.process.stdin.aclose()  # type: ignore[union-attr]

@@ -10,12 +10,14 @@ environment. stdin and stdout pass through untouched. The uid drop happened at s
 
 No PR_SET_PDEATHSIG on the backend (nor bwrap's --die-with-parent, the same thing): it fires when the gateway
 *thread* that forked exits (see backends/process.py and probe.bwrap_isolation). The gateway's death is
-watched instead through its lifeline: a pipe whose write end only the gateway holds (close-on-exec), so
-its read end, which the policy names, reads end-of-file when the gateway dies however it dies (SIGKILL
-too). Before the exec the launcher forks a watcher that blocks on it and then kills the whole sandbox (every
-process of its pid namespace under bwrap; else the backend's process group); a pidfd of the backend ends
-the watcher quietly when the backend ends first with the gateway alive. The gateway's stop (stdin's end, the
-process group, the descendants it tracks) ends the backend as before.
+watched instead through the run's lifeline: a pipe whose write end only the gateway holds (close-on-exec),
+whose read end the policy names. Before the exec the launcher forks a watcher that blocks on it: a byte is
+the gateway's own stop (the watcher stands down; the stop, stdin's end, the process group and the
+descendants it tracks, ends the backend); end-of-file without one is the gateway's death however it came
+(SIGKILL too), and the watcher kills the whole sandbox (every process of its pid namespace under bwrap; else
+the backend's process group). A backend that ends first (on its own: the gateway writes the byte as soon as
+it sees that; or on its stdin's end from a dying gateway, which closes the lifeline a moment later) leaves
+the watcher GATEWAY_WORD_MS to hear either, then it ends quietly (bwrap's init waits for it).
 
 Any failure ends it with EXIT_REFUSED and one `sandbox: ...` line on stderr, which the gateway classifies.
 """
@@ -36,6 +38,7 @@ from typing import Any, Final, NoReturn
 EXIT_REFUSED: Final = 126  # as a shell's "found but cannot run"
 PR_SET_NO_NEW_PRIVS: Final = 38
 MAX_FD: Final = 1 << 20  # closerange's end: close_range(2) closes what is open below it at once
+GATEWAY_WORD_MS: Final = 250  # after the backend's own end: the gateway's word (or its death) comes by then
 READ_RIGHTS: Final = ("EXECUTE", "READ_FILE", "READ_DIR")
 DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 READ_ALWAYS: Final = ("/proc", "/dev")  # what runtimes read at start; the sandbox's own under bwrap
@@ -119,33 +122,37 @@ def join_cgroup(fd: int) -> None:
         os.close(fd)
 
 
-def watch_lifeline(fd: int, whole_namespace: bool) -> None:
-    """Fork the watcher of the gateway's lifeline (see the module's doc); the launcher closes its copy."""
+def watch_lifeline(fd: int, whole_namespace: bool, word_ms: int = GATEWAY_WORD_MS) -> None:
+    """Fork the watcher of the run's lifeline (see the module's doc); the launcher closes its copy."""
     backend = os.getpid()
     group = os.getpgrp()  # the backend's (bwrap --new-session, or start_new_session): its children's too
-    watched = os.pidfd_open(backend)  # the watcher ends, quietly, when the backend does
+    ended = os.pidfd_open(backend)
     watcher = os.fork()
     if watcher:
         os.close(fd)
-        os.close(watched)
+        os.close(ended)
         return
     try:
-        keep = sorted((fd, watched))
-        os.closerange(0, keep[0])  # holds nothing of the backend's: its stdout's end is the backend's end
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, MAX_FD)
+        low, high = sorted((fd, ended))
+        os.closerange(0, low)  # holds nothing of the backend's: its stdout's end is the backend's end
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, MAX_FD)
         waiting = select.poll()
         waiting.register(fd, select.POLLIN)
-        waiting.register(watched, select.POLLIN)
-        while not waiting.poll():
-            pass
-        if not _readable(fd):
-            os._exit(0)  # the backend ended and the gateway lives: its stop is the gateway's to do
-        # The gateway is gone (its death closed the lifeline and the backend's stdin at once: the backend
-        # may have ended on the latter already, its children not).
+        waiting.register(ended, select.POLLIN)
+        ready = {found for found, _ in waiting.poll()}
+        if fd not in ready:
+            # The backend ended first: on its own (the gateway, alive, says so at once), or on its stdin's
+            # end from a gateway dying now, whose exit closes the lifeline a moment later.
+            waiting.unregister(ended)
+            if not waiting.poll(word_ms):
+                os._exit(0)  # no word and no end: the gateway lives, its stop will do the rest
+        if os.read(fd, 1):
+            os._exit(0)  # the gateway stops the run itself
+        # End-of-file with no word: the gateway is gone (SIGKILL, OOM, a crash), its stop never to come.
         if whole_namespace:
-            os.kill(-1, signal.SIGKILL)  # inside the sandbox's pid namespace: all of it, grandchildren too
-        else:
+            os.kill(-1, signal.SIGKILL)  # bwrap's pid namespace: every process of the sandbox but init
+        elif group > 1:
             os.killpg(group, signal.SIGKILL)
     except OSError:
         pass
@@ -153,21 +160,13 @@ def watch_lifeline(fd: int, whole_namespace: bool) -> None:
         os._exit(0)
 
 
-def _readable(fd: int) -> bool:
-    waiting = select.poll()
-    waiting.register(fd, select.POLLIN)
-    return bool(waiting.poll(0))
-
-
-def in_own_pid_namespace(gateway_depth: int) -> bool:
-    """Whether this process is in a pid namespace below the gateway's (bwrap's): kill(-1) reaches only the
-    sandbox there, and never anything else of the machine."""
+def in_other_pid_namespace(gateway_ns: int) -> bool:
+    """Whether this process is in a pid namespace other than the gateway's (bwrap's own): kill(-1) reaches
+    only the sandbox there, and never anything else of the machine."""
     try:
-        with open("/proc/self/status") as status:
-            line = next((line for line in status if line.startswith("NSpid:")), "")
+        return gateway_ns > 0 and os.stat("/proc/self/ns/pid").st_ino != gateway_ns
     except OSError:
         return False
-    return len(line.split()) - 1 > gateway_depth
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -200,8 +199,10 @@ def main(argv: list[str]) -> NoReturn:
     lifeline = policy.get("lifeline")
     if isinstance(lifeline, int):
         try:
-            whole = bool(policy.get("pid_namespace")) and in_own_pid_namespace(int(policy.get("ns_depth", 1)))
-            watch_lifeline(lifeline, whole)
+            gateway_ns = int(policy.get("gateway_pid_ns", 0))
+            whole = bool(policy.get("pid_namespace")) and in_other_pid_namespace(gateway_ns)
+            word_ms = policy.get("word_ms", GATEWAY_WORD_MS)  # the tests' own, to hold the watcher
+            watch_lifeline(lifeline, whole, word_ms if isinstance(word_ms, int) else GATEWAY_WORD_MS)
         except OSError as exc:
             refuse(f"lifeline watcher: {exc.strerror or exc}")
     if nproc is not None:

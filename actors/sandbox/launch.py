@@ -98,20 +98,35 @@ class Launch:
     missing: tuple[str, ...]  # the plan's, and what these paths add (hide under a read path, Landlock only)
     options: dict[str, Any] = attrs.field(factory=dict)  # Popen's: pass_fds, user, group, extra_groups
     cgroup: RunCgroup | None = None  # the run's own cgroup, where v2 is delegated (cgroup.py)
+    # The run's lifeline (exec.py's watcher): [read end, the gateway's write end], each -1 once closed. The
+    # watcher stands down on a byte (`release`, the gateway's own stop) and kills the sandbox on end-of-file
+    # without one: the gateway died, however (close-on-exec: no other process holds the write end).
+    lifeline: list[int] = attrs.field(factory=lambda: [-1, -1])
 
     def close_policy(self) -> None:
         """Once: a second os.close of the same number would close whatever the gateway opened since (the
-        cgroup's procs handle with it: the child has its copies)."""
+        cgroup's procs handle and the lifeline's read end with it: the child has its copies)."""
         fd, self.policy_fd = self.policy_fd, -1
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if self.cgroup is not None:
             self.cgroup.close_fd()
+        _close(self.lifeline, 0)
+
+    def release(self) -> None:
+        """The gateway stops the run itself: the watcher stands down (its stop ends the sandbox, and a
+        watcher left waiting would hold bwrap's init, so the sandbox, up)."""
+        held = self.lifeline[1]
+        if held >= 0:
+            with contextlib.suppress(OSError):
+                os.write(held, b"\n")
+        _close(self.lifeline, 1)
 
     def close(self) -> None:
         """At the run's end (blocking: a cgroup's removal waits for its processes to leave it)."""
         self.close_policy()
+        self.release()
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -156,19 +171,28 @@ def prepare(
     launcher, sys_path = launcher_command(plan.uid)
     policy["sys_path"] = sys_path
     read = list(dict.fromkeys([*read, *sys_path, str(Path(launcher[0]).parent)]))
-    policy.update(lifeline=lifeline(), pid_namespace=plan.use_bwrap, ns_depth=_ns_depth())
+    lifeline, held = os.pipe2(os.O_CLOEXEC)  # the run's lifeline: the gateway holds `held` (see Launch)
+    policy.update(lifeline=lifeline, pid_namespace=plan.use_bwrap, gateway_pid_ns=_pid_namespace())
     if cgroup is not None:
         policy["cgroup_fd"] = cgroup.procs_fd
     fd = _policy_fd(json.dumps(policy).encode())
     line = launcher = [*launcher, str(fd)]
     if plan.use_bwrap:
         line = [*bwrap_line(read, write, hide, cwd, settings, read_after=pinned), "--", *launcher]
-    passed = (fd, lifeline(), *((cgroup.procs_fd,) if cgroup is not None else ()))
+    passed = (fd, lifeline, *((cgroup.procs_fd,) if cgroup is not None else ()))
     options: dict[str, Any] = {"pass_fds": passed}
     if plan.uid is not None:
         options.update(user=plan.uid, group=plan.gid, extra_groups=[])
     return Launch(
-        argv=line, env={}, policy_fd=fd, tmp=tmp, plan=plan, missing=missing, options=options, cgroup=cgroup
+        argv=line,
+        env={},
+        policy_fd=fd,
+        tmp=tmp,
+        plan=plan,
+        missing=missing,
+        options=options,
+        cgroup=cgroup,
+        lifeline=[lifeline, held],
     )
 
 
@@ -241,27 +265,20 @@ def bwrap_line(
     return [*line, "--chdir", str(cwd)]
 
 
-_LIFELINE: Final[list[int]] = []  # the gateway's lifeline: [read end, write end], made once, never closed
+def _close(fds: list[int], index: int) -> None:
+    fd, fds[index] = fds[index], -1
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
-def lifeline() -> int:
-    """The read end of this process's lifeline (exec.py's watcher blocks on it): a pipe whose write end
-    only this process holds, close-on-exec in both ends, so no child keeps it open and the read end sees
-    end-of-file exactly when the gateway is gone."""
-    if not _LIFELINE:
-        _LIFELINE.extend(os.pipe2(os.O_CLOEXEC))
-    return _LIFELINE[0]
-
-
-def _ns_depth() -> int:
-    """How many pid namespaces this process is in (its NSpid entries): the watcher's kill(-1) is only for
-    a launcher deeper than this (inside bwrap's own)."""
+def _pid_namespace() -> int:
+    """This process's pid namespace (its inode): the watcher's kill(-1) is only for a launcher in another
+    one (bwrap's own), where it reaches nothing but the sandbox."""
     try:
-        with open("/proc/self/status") as status:
-            line = next((line for line in status if line.startswith("NSpid:")), "NSpid: 0")
+        return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        return 1
-    return len(line.split()) - 1
+        return 0
 
 
 def _policy_fd(data: bytes) -> int:

@@ -66,6 +66,7 @@ async def main(outside: str, work: str) -> dict[str, object]:
         report_to=lambda report: reports.update(auto=report),
     )
     assert launch is not None
+    launch.release()  # this script stops the run itself: no lifeline watcher to wait for
     done = await trio.run_process(
         launch.argv, env=launch.env, capture_stdout=True, capture_stderr=True, check=False, **launch.options
     )

@@ -199,8 +199,12 @@ async def test_a_gateway_killed_outright_takes_its_sandboxed_backends_and_their_
         finally:
             gateway.kill()
             await gateway.wait()
-
-        await wait_until_gone(held)
+        try:
+            await wait_until_gone(held)
+        except trio.TooSlowError:
+            ps = ["ps", "-o", "pid,ppid,pgid,user,stat,args", "-p", ",".join(map(str, held))]
+            left = (await trio.run_process(ps, capture_stdout=True, check=False)).stdout.decode()
+            raise AssertionError(f"left running after the gateway's SIGKILL:\n{left}") from None
 
 
 async def test_where_cgroup_v2_is_delegated_each_run_joins_a_cgroup_of_its_own(
