@@ -10,11 +10,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
-from support import is_running, wait_until_gone
+from support import is_running, kill_quietly, wait_until_gone
 
 from actors.sandbox import exec as launcher
 
@@ -56,81 +59,82 @@ def launch(lifeline: int, argv: list[str], word_ms: int = 250) -> subprocess.Pop
         os.close(fd)
 
 
-def watcher_of(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in children]
+def children_of(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+@attrs.define
+class Watched:
+    """A launched backend with its child and its watcher, and the lifeline's write end (the gateway's)."""
+
+    backend: subprocess.Popen[bytes]
+    child: int
+    watchers: list[int]
+    lifeline: list[int]  # [write end], emptied once closed
+
+    def gateway_dies(self) -> None:
+        os.close(self.lifeline.pop())
+
+    def gateway_stops_it(self) -> None:
+        os.write(self.lifeline[0], b"\n")  # Launch.release: the stop that follows is the gateway's
+        self.gateway_dies()
+
+    async def ends_on_its_own(self) -> None:
+        assert self.backend.stdin is not None
+        self.backend.stdin.close()
+        with trio.fail_after(10):
+            await trio.to_thread.run_sync(self.backend.wait)
+
+
+@asynccontextmanager
+async def watched(word_ms: int = 250) -> AsyncIterator[Watched]:
+    read, write = os.pipe2(os.O_CLOEXEC)
+    backend = launch(read, [sys.executable, "-c", BACKEND], word_ms)
+    os.close(read)
+    run = Watched(backend, 0, [], [write])
+    try:
+        assert backend.stdout is not None
+        run.child = int(backend.stdout.readline())
+        children = children_of(backend.pid)
+        run.watchers = [int(pid) for pid in children if int(pid) != run.child]
+        assert len(run.watchers) == 1  # the watcher, holding none of the backend's pipes
+        yield run
+    finally:
+        if run.lifeline:
+            run.gateway_dies()
+        backend.kill()
+        backend.wait()
+        if run.child:
+            kill_quietly([run.child])
 
 
 async def test_the_gateways_death_kills_the_backends_group_its_children_with_it() -> None:
-    read, write = os.pipe2(os.O_CLOEXEC)
-    backend = launch(read, [sys.executable, "-c", BACKEND])
-    os.close(read)
-    try:
-        assert backend.stdout is not None
-        child = int(backend.stdout.readline())
-        watchers = [pid for pid in watcher_of(backend.pid) if pid != child]
-        assert len(watchers) == 1  # the watcher, holding none of the backend's pipes
-        os.close(write)  # the gateway dies: its stdin pipe to the backend stays open here, on purpose
-        await wait_until_gone([backend.pid, child, *watchers])
-    finally:
-        backend.kill()
-        backend.wait()
+    async with watched() as run:
+        run.gateway_dies()  # its stdin pipe to the backend stays open here, on purpose
+        await wait_until_gone([run.backend.pid, run.child, *run.watchers])
 
 
 async def test_a_backend_that_ended_first_still_has_its_group_killed_when_the_gateway_dies() -> None:
     """The watcher waits a moment for the gateway's word after the backend's own end (here long enough
     to see it waiting, whatever the machine's load)."""
-    read, write = os.pipe2(os.O_CLOEXEC)
-    backend = launch(read, [sys.executable, "-c", BACKEND], word_ms=60_000)
-    os.close(read)
-    try:
-        assert backend.stdout is not None and backend.stdin is not None
-        child = int(backend.stdout.readline())
-        watchers = [pid for pid in watcher_of(backend.pid) if pid != child]
-        backend.stdin.close()  # a dying gateway's stdin pipe may close before its lifeline
-        with trio.fail_after(10):
-            await trio.to_thread.run_sync(backend.wait)
-        assert is_running(child) and all(map(is_running, watchers))  # waiting for the gateway's word
-        os.close(write)
-        await wait_until_gone([child, *watchers])
-    finally:
-        backend.kill()
-        backend.wait()
+    async with watched(word_ms=60_000) as run:
+        await run.ends_on_its_own()  # a dying gateway's stdin pipe may close before its lifeline
+        assert is_running(run.child) and all(map(is_running, run.watchers))  # waiting for the word
+        run.gateway_dies()
+        await wait_until_gone([run.child, *run.watchers])
 
 
 async def test_the_gateways_own_stop_stands_the_watcher_down_killing_nothing() -> None:
-    read, write = os.pipe2(os.O_CLOEXEC)
-    backend = launch(read, [sys.executable, "-c", BACKEND])
-    os.close(read)
-    try:
-        assert backend.stdout is not None
-        child = int(backend.stdout.readline())
-        watchers = [pid for pid in watcher_of(backend.pid) if pid != child]
-        os.write(write, b"\n")  # Launch.release: the stop that follows is the gateway's
-        os.close(write)
-        await wait_until_gone(watchers)
-        assert is_running(backend.pid) and is_running(child)
-    finally:
-        backend.kill()
-        backend.wait()
-        os.kill(child, 9)
+    async with watched() as run:
+        run.gateway_stops_it()
+        await wait_until_gone(run.watchers)
+        assert is_running(run.backend.pid) and is_running(run.child)
 
 
 async def test_a_backend_that_ended_on_its_own_lets_its_watcher_go_without_a_word() -> None:
     """No word within the moment: the gateway lives and will stop the rest itself (bwrap's init would
     otherwise wait for the watcher, and the run's end with it)."""
-    read, write = os.pipe2(os.O_CLOEXEC)
-    backend = launch(read, [sys.executable, "-c", BACKEND], word_ms=10)
-    os.close(read)
-    try:
-        assert backend.stdout is not None and backend.stdin is not None
-        child = int(backend.stdout.readline())
-        watchers = [pid for pid in watcher_of(backend.pid) if pid != child]
-        backend.stdin.close()
-        await wait_until_gone(watchers)
-        assert is_running(child)  # nothing killed: the gateway's stop does that
-    finally:
-        os.close(write)
-        backend.kill()
-        backend.wait()
-        os.kill(child, 9)
+    async with watched(word_ms=10) as run:
+        await run.ends_on_its_own()
+        await wait_until_gone(run.watchers)
+        assert is_running(run.child)  # nothing killed: the gateway's stop does that
