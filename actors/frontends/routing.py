@@ -29,7 +29,6 @@ def bound(
     routed = attrs.evolve(
         settings,
         discovery=route.search,
-        route_limit=route.config.max_output_chars,
         route=route,
         policy=route.gate,
     )

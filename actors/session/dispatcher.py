@@ -142,7 +142,7 @@ class Dispatcher:
                 self.catalog,
                 self.settings.policy,
                 caller=lambda: self.caller,
-                route_limit=self.settings.route_limit,
+                route=self.settings.route,
             ),
             session=self.session,
             catalog=self.catalog,

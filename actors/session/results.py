@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from loguru import logger
@@ -30,6 +30,9 @@ from actors.runtime.watch import Watch
 
 Shape = Callable[[dict[str, Any], int | None], dict[str, Any]]  # (result, its raw size) -> shaped
 
+if TYPE_CHECKING:
+    from actors.routes import RouteState
+
 
 @attrs.define(eq=False)
 class ResultShaper:
@@ -41,8 +44,13 @@ class ResultShaper:
     catalog: Watch[CatalogView]
     policy: PolicyGate | None = None  # the gateway's [policy]: which apps this caller may read
     caller: Callable[[], Caller] | None = None  # who the session's caller is now
-    route_limit: int | None = None  # the session's route's max_output_chars (routes: wired at merge)
+    route: RouteState | None = None  # the session's route: its max_output_chars in force (a reload's)
     _listed: tuple[object, ...] | None = None  # (list, its versions..., the shaped list)
+
+    @property
+    def route_limit(self) -> int | None:
+        route = self.route
+        return route.config.max_output_chars if route is not None else None
 
     def for_call(self, backend: str, own: str, public: str) -> Shape | None:
         """The shape of the result of `backend`'s tool `own`, called as `public`; None when it could change

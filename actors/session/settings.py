@@ -74,5 +74,4 @@ class SessionSettings:
     discovery: SearchIndexes | None = (
         None  # [discovery]: search mode's settings and index (actors/discovery/)
     )
-    route_limit: int | None = None  # the session's route's max_output_chars ([[routes]], actors/routes/)
     route: RouteState | None = None  # the session's route, when its path has one

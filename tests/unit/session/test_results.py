@@ -10,9 +10,11 @@ from support import captured_logs
 
 from actors.catalog import PREFIX_ON_COLLISION, Catalog, CatalogEvent
 from actors.catalog.view import CatalogView
+from actors.config.route_schema import RouteConfig
 from actors.output.limits import SIZE_META_KEY
 from actors.output.settings import OutputGate, OutputLimits
 from actors.protocol.envelopes import BackendCommand, BackendReady
+from actors.routes import RouteState
 from actors.runtime.watch import Watch
 from actors.session.results import ResultShaper, Shape
 
@@ -42,6 +44,10 @@ def shape_of(results: ResultShaper, backend: str, own: str, public: str) -> Shap
     return shape
 
 
+def routed(results: ResultShaper, limit: int) -> RouteState:
+    return RouteState(RouteConfig(name="r", stdio=True, max_output_chars=limit), results.catalog)
+
+
 def text(chars: int) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": "x" * chars}]}
 
@@ -49,8 +55,10 @@ def text(chars: int) -> dict[str, Any]:
 def test_the_tools_limit_else_the_routes_else_the_gateways() -> None:
     results = shaper(OutputLimits(2000, {"beta": {"dump": 60_000}}))
     assert len(shape_of(results, "alpha", "dump", "dump")(text(100_000), None)["content"][0]["text"]) == 2000
-    results.route_limit = 3000  # as the lead wires a session's route
+    results.route = routed(results, 3000)  # a session on a route
     assert len(shape_of(results, "alpha", "dump", "dump")(text(100_000), None)["content"][0]["text"]) == 3000
+    results.route.reconfigure(RouteConfig(name="r", stdio=True, max_output_chars=4000))  # a reload: at once
+    assert len(shape_of(results, "alpha", "dump", "dump")(text(100_000), None)["content"][0]["text"]) == 4000
     beta = shape_of(results, "beta", "dump", "beta__dump")(text(100_000), None)
     assert len(beta["content"][0]["text"]) == 60_000
 
@@ -92,5 +100,5 @@ def test_a_call_that_nothing_could_change_gets_no_shape() -> None:
     catalog.apply(BackendReady("a", ({"name": "t", "inputSchema": {"type": "object"}},), calls))
     results = ResultShaper(OutputGate(OutputLimits()), Watch(catalog.view()))  # no resources, no limit
     assert results.for_call("a", "t", "t") is None
-    results.route_limit = 5000
+    results.route = routed(results, 5000)
     assert results.for_call("a", "t", "t") is not None
