@@ -1,6 +1,7 @@
 """Which route a connection or request reaches by its path ([[routes]], actors/routes/): the catalog its
-session reads (the route's view) and the settings it is built with (the route's search index and output
-limit). The listener's own path, or no [[routes]], is the whole catalog, as before."""
+session reads (the route's view) and the settings it is built with (the route itself, whose search index
+and output limit the session reads as a reload leaves them, and the route's policy gate). The listener's
+own path, or no [[routes]], is the whole catalog, as before."""
 
 from __future__ import annotations
 
@@ -26,10 +27,5 @@ def bound(
     """A session's catalog and settings on `route` (None: the whole catalog)."""
     if route is None:
         return catalog, settings
-    routed = attrs.evolve(
-        settings,
-        discovery=route.search,
-        route=route,
-        policy=route.gate,
-    )
+    routed = attrs.evolve(settings, route=route, policy=route.gate)  # its limit and index: read live
     return route, routed  # type: ignore[return-value]  # a RouteState reads as a Watch of its view

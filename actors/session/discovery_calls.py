@@ -51,7 +51,7 @@ def catalog_reading(view: CatalogView) -> tuple[int, tuple[Tool, ...], Mapping[s
 
 def listed(d: Dispatcher, tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
     """The caller's exposure as its tools/list shows it under [discovery]."""
-    gate = d.settings.discovery
+    gate = d.settings.search
     if gate is None:
         return tools
     view = d.catalog.value
@@ -75,7 +75,7 @@ def intercept(
 ) -> Message | Unwrapped | None:
     """A call of one of search mode's tools: its answer, or (call_tool) the call to make instead. None:
     not one of them (or not in search mode), the call goes on as it came."""
-    gate = d.settings.discovery
+    gate = d.settings.search
     name = params.get("name")
     if gate is None or name not in META_TOOLS:
         return None

@@ -75,3 +75,9 @@ class SessionSettings:
         None  # [discovery]: search mode's settings and index (actors/discovery/)
     )
     route: RouteState | None = None  # the session's route, when its path has one
+
+    @property
+    def search(self) -> SearchIndexes | None:
+        """Search mode's settings and index in force: the route's (a reload's too), else [discovery]'s."""
+        route = self.route
+        return route.search if route is not None else self.discovery

@@ -60,7 +60,7 @@ def _discovered(
     d: Dispatcher, request_id: RequestId, params: Params
 ) -> Message | discovery_calls.Unwrapped | None:
     """[discovery]'s search mode: search_tools and get_tool_schema answered, call_tool unwrapped."""
-    if d.settings.discovery is None:
+    if d.settings.search is None:
         return None
 
     def shown() -> tuple[Tool, ...]:
@@ -73,7 +73,7 @@ def _discovered(
 def call_tool(d: Dispatcher, request_id: RequestId, params: Params) -> Message | Forward | AskFirst:
     """Without middleware: forwarded at once, when the [policy] and the [limits] let it go and the user
     approved it where a rule says so (a legacy client's question is asked in a task: AskFirst)."""
-    discovered = _discovered(d, request_id, params) if d.settings.discovery is not None else None
+    discovered = _discovered(d, request_id, params) if d.settings.search is not None else None
     if isinstance(discovered, discovery_calls.Unwrapped):  # call_tool: the named tool's own call
         params = discovered.params
         entry = d.inflight.get(request_id)
