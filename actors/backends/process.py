@@ -117,6 +117,7 @@ class ProcessTransport:
         """Start `argv` with exactly the environment `env` (see backend_environment); with a `sandbox`,
         its launch instead (the launcher gets `argv` and `env` through its policy)."""
         line, options = (sandbox.argv, sandbox.options) if sandbox else (list(argv), {})
+        process: trio.Process | None = None
         try:
             process = await trio.lowlevel.open_process(
                 line,
@@ -129,13 +130,13 @@ class ProcessTransport:
                 **options,
             )
         except OSError as exc:
-            if sandbox:
-                sandbox.close()
             raise BackendStartError(
                 f"cannot start {line[0]!r} in {str(cwd)!r}: {exc.strerror or exc}"
             ) from None
         finally:
-            if sandbox:
+            if sandbox and process is None:  # not started (a cancellation at open_process's checkpoint too)
+                sandbox.close()  # its {tmp}, lifeline and cgroup: nothing joined it, nothing to wait for
+            elif sandbox:
                 sandbox.close_policy()  # the child has its copy
         descendants.become_subreaper()
         transport = cls(process, max_bytes, shutdown)

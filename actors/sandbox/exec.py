@@ -2,11 +2,12 @@
 it imports nothing of the gateway, so any python3 runs it, under any uid; the policy names the folders of
 its two bindings, landlockpy and pyseccomp).
 
-It reads the policy (JSON, launch.py) from the inherited FD and closes it, then: rlimits (RLIMIT_DATA for
-memory, NOFILE, NPROC where it binds, CORE=0), the run's cgroup joined where v2 is delegated (cgroup.py),
-no_new_privs, Landlock, a seccomp filter denying AF_INET and
-AF_INET6 sockets where there is no network namespace, and exec of the backend's program with exactly its
-environment. stdin and stdout pass through untouched. The uid drop happened at spawn (Popen's user/group).
+It reads the policy (JSON, launch.py) from the inherited FD and closes it, then: the run's cgroup joined
+where v2 is delegated (cgroup.py; the gateway opened its cgroup.procs, this writes "0" to it), rlimits
+(RLIMIT_DATA for memory, NOFILE, NPROC where it binds, CORE=0), no_new_privs, Landlock, a seccomp filter
+denying AF_INET and AF_INET6 sockets where there is no network namespace, and exec of the backend's program
+with exactly its environment. stdin and stdout pass through untouched. The uid drop happened at spawn
+(Popen's user/group).
 
 No PR_SET_PDEATHSIG on the backend (nor bwrap's --die-with-parent, the same thing): it fires when the gateway
 *thread* that forked exits (see backends/process.py and probe.bwrap_isolation). The gateway's death is
@@ -174,17 +175,20 @@ def main(argv: list[str]) -> NoReturn:
         refuse("usage: python -I actors/sandbox/exec.py POLICY_FD")
     try:
         policy = read_policy(int(argv[1]))
+        cgroup = policy.get("cgroup_fd")
+    except (OSError, ValueError, AttributeError) as exc:
+        refuse(f"policy: {exc}")
+    if isinstance(cgroup, int):  # first: all it does from here on is counted there
+        try:
+            join_cgroup(cgroup)
+        except OSError as exc:
+            refuse(f"cgroup: cannot join the run's cgroup: {exc.strerror or exc}")
+    try:
         sys.path[:0] = policy.get("sys_path", [])  # run by path under another uid: the bindings' folders
         nproc = policy["rlimits"].pop("NPROC", None)  # after the watcher's fork: it is no task of the backend
         set_rlimits(policy["rlimits"])
     except (OSError, ValueError, KeyError, AttributeError) as exc:
         refuse(f"policy: {exc}")
-    cgroup = policy.get("cgroup_fd")
-    if isinstance(cgroup, int):
-        try:
-            join_cgroup(cgroup)
-        except OSError as exc:
-            refuse(f"cgroup: cannot join the run's cgroup: {exc.strerror or exc}")
     no_new_privs()
     if policy["landlock"] is not None:
         try:

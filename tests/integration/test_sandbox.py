@@ -207,46 +207,6 @@ async def test_a_gateway_killed_outright_takes_its_sandboxed_backends_and_their_
             raise AssertionError(f"left running after the gateway's SIGKILL:\n{left}") from None
 
 
-async def test_where_cgroup_v2_is_delegated_each_run_joins_a_cgroup_of_its_own(
-    world: Path, tmp_path: Path
-) -> None:
-    """A folder stands for the gateway's own delegated cgroup (MCP_GATEWAY_TEST_CGROUP: this machine has
-    none): the backend's run gets a cgroup beside the gateway's leaf with memory.max and pids.max, the
-    launcher joined it before the exec (its "0" is in cgroup.procs while the backend answers), `tasks` is
-    enforced as root without `user` (so `require` starts it), and the gateway's stop removes it."""
-    own = tmp_path / "cgroup"
-    own.mkdir()
-    (own / "cgroup.controllers").write_text("cpu memory pids\n")
-    (own / "cgroup.subtree_control").write_text("\n")
-    (own / "cgroup.procs").write_text("")
-    tag = f"sandbox-tag-{uuid.uuid4().hex}"
-    hostile = {
-        "name": "hostile",
-        "command": SYSTEM_PYTHON,
-        "args": [str(HOSTILE), tag],
-        "cwd": str(world / "work"),
-    }
-    config = write_config(tmp_path / "cgroup.toml", [hostile])
-    table = {"mode": "require", "read": ["{runtime}", str(HOSTILE.parent)], "memory_mb": 256, "tasks": 32}
-    lines = ["", "[backends.sandbox]", *(f"{key} = {toml_value(value)}" for key, value in table.items())]
-    config.write_text(config.read_text() + "\n".join(lines) + "\n")
-    params = gateway_params(config, tmp_path / "gateway.log")
-    params = params.model_copy(update={"env": {**(params.env or {}), "MCP_GATEWAY_TEST_CGROUP": str(own)}})
-    with trio.fail_after(SESSION_DEADLINE_S):
-        async with Client(params, mode="legacy") as client:
-            assert await said(client, "echo", text="inside") == "done: inside"
-            (run,) = [entry for entry in own.iterdir() if entry.name.startswith("mcp-hostile-")]
-            assert (run / "cgroup.procs").read_text() == "0"  # written by the launcher, before the exec
-            assert (run / "memory.max").read_text() == str(256 << 20)
-            assert (run / "pids.max").read_text() == "32"
-            assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"
-            assert (own / "gateway" / "cgroup.procs").read_text().isdigit()  # the gateway, in its leaf
-    await wait_until_gone(processes_tagged(tag))
-    assert not [entry for entry in own.iterdir() if entry.name.startswith("mcp-")]  # removed at the stop
-    log = (tmp_path / "gateway.log").read_text()
-    assert "(sandbox: bwrap,landlock,cgroup,rlimits)" in log and "DEGRADED" not in log
-
-
 @pytest.mark.extra
 async def test_a_sandboxed_backend_outlives_the_thread_that_spawned_it(world: Path, tmp_path: Path) -> None:
     """Trio forks in a worker thread that retires after 10 idle seconds (its IDLE_TIMEOUT); a parent-death

@@ -9,12 +9,12 @@ from typing import Any
 import orjson
 import pytest
 import trio.testing
+from test_bridge import BACKEND, OPEN, bridges, input_required, resume
 
 from actors.protocol.envelopes import Ask, Cancel, ReplySlot
 from actors.protocol.messages import RpcError
 from actors.session.bridge import MAX_INPUT_RESPONSES, BridgedCall, held_bytes
 from actors.session.parked import MAX_PARKED, MAX_PARKED_PER_CLIENT, MAX_PARKED_PER_SESSION, Bridges
-from tests.unit.session.test_bridge import BACKEND, OPEN, bridges, input_required, resume
 
 ANSWERS = {"later": {"action": "accept", "content": {"text": "x" * 1000}}}
 
