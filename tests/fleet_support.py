@@ -241,6 +241,9 @@ async def two_replicas(
         running(replica_config(folder / "a", redis, "alpha", fleet)) as alpha,
         running(replica_config(folder / "b", redis, "beta", fleet)) as beta,
     ):
+        with trio.fail_after(DEADLINE_S):  # both in the fleet: under load a first connection may time out,
+            for replica in (alpha, beta):  # and a replica then rightly serves alone until Redis answers
+                await replica.fleet.store.wait_available()
         yield alpha, beta
 
 
