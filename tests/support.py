@@ -428,6 +428,19 @@ def is_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def processes_tagged(tag: str) -> list[int]:
+    """The processes whose command line holds `tag` (a test's own marker among its backends' arguments)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if tag.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 async def wait_until_gone(pids: Iterable[int]) -> None:
     """Wait for processes to end (polling /proc is the only portable way for non-children)."""
     pending = set(pids)

@@ -31,6 +31,7 @@ from support import (
     SESSION_DEADLINE_S,
     backend_entry,
     gateway_argv,
+    processes_tagged,
     toml_value,
     wait_until_gone,
     write_config,
@@ -98,18 +99,6 @@ def gateway_params(config: Path, log_file: Path) -> StdioServerParameters:
 async def said(client: Client, tool: str, **arguments: Any) -> str:
     result = await client.call_tool(tool, arguments)
     return result.content[0].text  # type: ignore[union-attr]
-
-
-def processes_tagged(tag: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if tag.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize("mode", ["require", "off"])

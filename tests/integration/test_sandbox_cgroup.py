@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import pytest
 from admin_support import admin_gateway, backend_of, with_admin
-from support import ROOT, kill_quietly, toml_value, write_config
+from support import ROOT, kill_quietly, processes_tagged, toml_value, write_config
 
 from actors.sandbox.cgroup import LEAF, MIB, TEST_FOLDER_VARIABLE
 
@@ -48,18 +48,6 @@ def sandboxed_config(folder: Path, tag: str) -> Path:
     lines = ["[backends.sandbox]", *(f"{key} = {toml_value(value)}" for key, value in table.items())]
     config.write_text(config.read_text() + "\n".join(lines) + "\n")
     return with_admin(config)
-
-
-def processes_tagged(tag: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if tag.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def runs(own: Path) -> list[Path]:

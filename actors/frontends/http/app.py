@@ -142,7 +142,7 @@ class HttpApp:
         elif method == "GET":
             await self._get(headers, principal, address, receive, send, route)
         elif method == "DELETE":
-            entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
+            entry = await self.sessions.locate(headers, principal, address, route)
             with logger.contextualize(session=entry.label):
                 logger.info("the client ended the session (DELETE)")
             self.sessions.end(headers[SESSION_HEADER], entry)
@@ -219,7 +219,7 @@ class HttpApp:
                 raise RequestRefused(refused, message.id) from None
         else:
             session_id = headers.get(SESSION_HEADER, "")
-            entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
+            entry = await self.sessions.locate(headers, principal, address, route)
         self.sessions.enter(entry)  # busy from here: never ended to make room while its facts are written
         try:
             if isinstance(message, Request) and message.method == "initialize":
@@ -294,7 +294,7 @@ class HttpApp:
     ) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
             raise Refused(406, "GET opens an SSE stream: Accept must allow text/event-stream")
-        entry = on_route(await self.sessions.locate(headers, principal, address, route), route)
+        entry = await self.sessions.locate(headers, principal, address, route)
         last_event_id = headers.get("last-event-id")
         stream, cursor = stream_to_read(entry.transport, last_event_id)
         self.sessions.enter(entry)
@@ -357,11 +357,3 @@ async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
     logger.warning("refused a WebSocket upgrade from {}: this is the Streamable HTTP listener", peer)
     if (await receive())["type"] == "websocket.connect":
         await send({"type": "websocket.close", "code": 1008})
-
-
-def on_route(entry: HttpSession, route: RouteState | None) -> HttpSession:
-    """A session is served at the path it was opened on: its id at another route's path is no session
-    there (404, as an unknown id), so no path reaches tools its route does not show."""
-    if entry.route is not route:
-        raise Refused(404, "no such session at this path; open one here with initialize")
-    return entry

@@ -165,15 +165,19 @@ class HttpSessions(Mapping[str, HttpSession]):
         address: str,
         route: RouteState | None = None,
     ) -> HttpSession:
-        """`find`, and with [fleet] a session another replica opened (on `route`) taken up here
-        (fleet_sessions.py)."""
+        """`find` at the path of `route`, and with [fleet] a session another replica opened (on `route`)
+        taken up here (fleet_sessions.py). A session is served at the path it was opened on: its id at
+        another route's path is no session there (404, as an unknown id), so no path reaches tools its
+        route does not show."""
         session_id = headers.get(SESSION_HEADER)
-        if self.fleet is None or not session_id:
-            return self.find(headers, principal)
-        if session_id not in self._by_id or session_id in self.taking_up:  # waits for the replayed initialize
-            await take_up(self, self.fleet, session_id, principal, address, route)
-        await self.fleet.touch(session_id)
-        return self.find(headers, principal)
+        if self.fleet is not None and session_id:
+            if session_id not in self._by_id or session_id in self.taking_up:  # waits for the replayed init
+                await take_up(self, self.fleet, session_id, principal, address, route)
+            await self.fleet.touch(session_id)
+        entry = self.find(headers, principal)
+        if entry.route is not route:
+            raise Refused(404, "no such session at this path; open one here with initialize")
+        return entry
 
     @asynccontextmanager
     async def standalone_stream(
